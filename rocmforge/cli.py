@@ -1,0 +1,219 @@
+"""Command line: `python build.py [--matrix M] COMMAND ...`; `python build.py --target X` builds then tests."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from .errors import BuildError, UserError
+
+COMMANDS = ("list", "render", "build")
+CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, like every other user error
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="build.py", description="Build, verify and publish version-locked ROCm images from matrix.yaml.")
+    p.add_argument("--matrix", default="matrix.yaml", help="the matrix file (default ./matrix.yaml)")
+    p.add_argument("--state-dir", default=None, help="logs and caches (default .rocmforge/ beside the matrix)")
+    p.add_argument("--target", help="shorthand: build TARGET (with prerequisites), then test it")
+    p.add_argument("--ca-bundle", default=None, help="CA bundle for HTTPS behind a TLS-intercepting proxy "
+                   "(default: $PIP_CERT, $REQUESTS_CA_BUNDLE or $SSL_CERT_FILE); used only in builder stages")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    ls = sub.add_parser("list", help="targets with stack, archs, dependencies and buildability here")
+    ls.add_argument("--json", action="store_true")
+    r = sub.add_parser("render", help="write images/<target>/ from matrix.yaml and templates/")
+    r.add_argument("--out", default=None, help="output folder (default images/ beside the matrix)")
+    r.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file")
+    b = sub.add_parser("build", help="build a target (and its prerequisites) on the Docker engine")
+    b.add_argument("--target", required=True, dest="build_target")
+    b.add_argument("--ca-bundle", default=None, dest="build_ca_bundle", help="as the global --ca-bundle")
+    return p
+
+
+class App:
+    def __init__(self, args) -> None:
+        from rich.console import Console
+
+        self.args = args
+        self.matrix_path = Path(args.matrix)
+        self.root = self.matrix_path.resolve().parent
+        self.state = Path(args.state_dir) if args.state_dir else self.root / ".rocmforge"
+        self.out = Console()
+        self.err = Console(stderr=True)
+        self._plan = None
+
+    @property
+    def plan(self):
+        if self._plan is None:
+            from .matrix import load_matrix
+            from .plan import make_plan
+
+            self._plan = make_plan(load_matrix(self.matrix_path), self.root)
+        return self._plan
+
+    def target(self, name: str, flag: str = "--target"):
+        if name not in self.plan.targets:
+            raise UserError(f"unknown target {name!r}; known: {', '.join(sorted(self.plan.targets))}", field=flag)
+        return self.plan.targets[name]
+
+    # -- list -----------------------------------------------------------------------------
+    def cmd_list(self) -> int:
+        from .hostcheck import buildability
+
+        rows = []
+        for name in self.plan.order():
+            tp = self.plan.targets[name]
+            t = self.plan.matrix.targets[name]
+            ok, blockers = buildability(self.plan, name)
+            rows.append({"name": name, "stack": tp.stack, "archs": list(tp.archs), "deps": list(tp.deps),
+                         "devel": t.devel, "description": t.description, "buildable_here": ok,
+                         "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag})
+        if self.args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        from rich.table import Table
+
+        table = Table(title=f"targets in {self.matrix_path}")
+        for col in ("target", "stack", "archs", "needs", "buildable here"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["name"], r["stack"], ",".join(r["archs"]), ",".join(r["deps"]) or "-",
+                          "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} blocker(s), below)")
+        self.out.print(table)
+        for r in rows:
+            for b in r["blockers"]:
+                self.out.print(f"  {r['name']}: {b}", highlight=False, markup=False)
+        return 0
+
+    # -- render ---------------------------------------------------------------------------
+    def cmd_render(self) -> int:
+        from . import render
+
+        out = Path(self.args.out) if self.args.out else self.root / "images"
+        if self.args.check:
+            problems = render.check(self.plan, out)
+            for line in problems:
+                print(line)
+            if problems:
+                print(f"{len(problems)} file(s) differ from the matrix; run `python build.py render`", file=sys.stderr)
+                return 1
+            print(f"{out}: up to date ({len(self.plan.targets)} targets)")
+            return 0
+        changes = render.write(self.plan, out)
+        for line in changes:
+            print(line)
+        print(f"{out}: {len(changes)} change(s), {len(self.plan.targets)} targets")
+        return 0
+
+    # -- build ----------------------------------------------------------------------------
+    def ca_bundle(self, explicit: str | None) -> Path | None:
+        value, source = explicit, "--ca-bundle"
+        if value is None:
+            for var in CA_ENV:
+                if os.environ.get(var):
+                    value, source = os.environ[var], f"${var}"
+                    break
+        if not value:
+            return None
+        path = Path(value)
+        if not path.is_file():
+            raise UserError(f"CA bundle {value!r} is not a readable file", field=source)
+        return path
+
+    def build(self, name: str, ca_explicit: str | None) -> list[dict]:
+        from . import bootstrap, engine
+
+        tp = self.target(name)
+        if tp.unresolved:
+            raise UserError(f"target {name!r} cannot be built until its pins are resolved:\n  - "
+                            + "\n  - ".join(tp.unresolved), field="--target")
+        ca = self.ca_bundle(ca_explicit)
+        client = engine.connect()
+        revision = engine.git_revision(self.root)
+        logs = self.state / "logs"
+        results = []
+        for dep in self.plan.order([name]):
+            dp = self.plan.targets[dep]
+            existing = engine.image_id(client, dp.content_tag)
+            if existing:
+                repo, tag = dp.readable_tag.rsplit(":", 1)
+                client.api.tag(existing, repo, tag)
+                self.err.print(f"[green]up to date[/green] {dep}: {dp.content_tag} ({existing[7:19]})")
+                results.append({"target": dep, "status": "up-to-date", "image_id": existing})
+                continue
+            if dp.bootstrap_stack and not dp.deps:
+                stack = self.plan.matrix.stacks[dp.bootstrap_stack]
+                with self.err.status(f"bootstrapping base of {dp.bootstrap_stack}"):
+                    bootstrap.ensure_base(client, dp.bootstrap_stack, stack, self.state / "work",
+                                          lambda msg: _append(logs / f"base-{dp.bootstrap_stack}.log", msg))
+            log_path = logs / f"{dep}.log"
+            self.err.print(f"[bold]building[/bold] {dep} -> {dp.content_tag} (log: {log_path})", soft_wrap=True)
+            with self.err.status(f"{dep}: starting") as status:
+                def progress(step: str, _dep=dep, _status=status) -> None:
+                    _status.update(f"{_dep}: {step[:100]}")
+                    self.err.print(f"  {step[:160]}", highlight=False, markup=False, soft_wrap=True)
+
+                image = engine.build(client, dp, log_path=log_path, ca_bundle=ca, revision=revision,
+                                     progress=progress)
+            self.err.print(f"[green]built[/green] {dep}: {image[7:19]} tags {dp.content_tag}, {dp.readable_tag}")
+            results.append({"target": dep, "status": "built", "image_id": image})
+        return results
+
+    def cmd_build(self, name: str, ca: str | None) -> int:
+        results = self.build(name, ca)
+        from . import engine
+
+        client = engine.connect()
+        from rich.table import Table
+
+        table = Table(title="build")
+        for col in ("target", "status", "image", "size", "tags"):
+            table.add_column(col)
+        for r in results:
+            tp = self.plan.targets[r["target"]]
+            img = client.images.get(r["image_id"])
+            table.add_row(r["target"], r["status"], r["image_id"][7:19], f"{img.attrs['Size'] / 1e9:.2f} GB",
+                          f"{tp.content_tag}\n{tp.readable_tag}")
+        self.out.print(table)
+        return 0
+
+
+def _append(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text.rstrip("\n") + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    try:
+        app = App(args)
+        if args.command == "list":
+            return app.cmd_list()
+        if args.command == "render":
+            return app.cmd_render()
+        if args.command == "build":
+            return app.cmd_build(args.build_target, args.build_ca_bundle or args.ca_bundle)
+        if args.target:
+            return app.cmd_build(args.target, args.ca_bundle)
+        _parser().print_help()
+        return 2
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,118 @@
+"""Matrix → BuildPlan: build order, rendered contexts, content hashes, tags and labels. Pure."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import bases
+from .matrix import Matrix
+from .render import Renderer
+
+UNRESOLVED = "UNRESOLVED"
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    name: str
+    stack: str
+    archs: tuple[str, ...]
+    deps: tuple[str, ...]
+    files: dict[str, bytes]             # rendered build context, relative path → bytes
+    content_hash: str
+    labels: dict[str, str]
+    unresolved: tuple[str, ...]         # why the build must be refused, empty when buildable
+    bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
+
+    @property
+    def content_tag(self) -> str:
+        return f"{bases.IMAGE_NAMESPACE}/{self.name}:content-{self.content_hash[:12]}"
+
+    @property
+    def readable_tag(self) -> str:
+        return f"{bases.IMAGE_NAMESPACE}/{self.name}:{self.stack}"
+
+
+@dataclass
+class BuildPlan:
+    matrix: Matrix
+    targets: dict[str, TargetPlan] = field(default_factory=dict)
+
+    def order(self, names: list[str] | None = None) -> list[str]:
+        return self.matrix.order(names)
+
+
+def iso_utc(epoch: int) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def content_hash(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(files):
+        data = files[path]
+        h.update(f"{path}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def make_plan(m: Matrix, root: Path) -> BuildPlan:
+    """root holds templates/ and probes/ (the matrix file's folder)."""
+    renderer = Renderer(root)
+    plan = BuildPlan(m)
+    for name in m.order():
+        t = m.targets[name]
+        stack = m.stacks[t.stack]
+        unresolved: list[str] = []
+        bootstrap_stack = None
+        if t.from_target:
+            dep = plan.targets[t.from_target]
+            from_ref, base_name, base_digest = dep.content_tag, dep.content_tag, ""
+            unresolved += [f"{t.from_target}: {u}" for u in dep.unresolved]
+            bootstrap_stack = dep.bootstrap_stack
+        elif stack.base.bootstrap:
+            from_ref = bases.bootstrap_ref(t.stack, stack)
+            base_name, base_digest = from_ref, ""
+            bootstrap_stack = t.stack
+        else:
+            from_ref, ok = bases.registry_ref(stack)
+            reg = stack.base.registry
+            base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or ""
+            if not ok:
+                unresolved.append(f"base image {reg.image}:{reg.tag} has no digest (run `build.py lock` where the registry is reachable)")
+        builder_ref = None
+        if t.builder:
+            dep = plan.targets[t.builder]
+            builder_ref = dep.content_tag
+            unresolved += [f"{t.builder}: {u}" for u in dep.unresolved]
+        for cname in t.components:
+            src = m.components[cname].source
+            if src and not src.commit:
+                unresolved.append(f"component {cname}: git ref {src.ref!r} of {src.url} is not resolved to a commit (run `build.py lock`)")
+        versions = {c: m.components[c].version for c in t.components if m.components[c].version}
+        labels = {
+            "org.opencontainers.image.title": name,
+            "org.opencontainers.image.description": t.description,
+            "org.opencontainers.image.version": t.version,
+            "org.opencontainers.image.created": iso_utc(t.source_date_epoch),
+            "org.opencontainers.image.vendor": m.project.vendor,
+            "org.opencontainers.image.base.name": base_name,
+            "io.rocmforge.target": name,
+            "io.rocmforge.stack": t.stack,
+            "io.rocmforge.rocm": stack.rocm,
+            "io.rocmforge.archs": ",".join(t.archs),
+        }
+        if versions:
+            labels["io.rocmforge.components"] = ",".join(f"{k}={v}" for k, v in sorted(versions.items()))
+        if base_digest:
+            labels["org.opencontainers.image.base.digest"] = base_digest
+        if m.project.source:
+            labels["org.opencontainers.image.source"] = m.project.source
+        files = renderer.render_target(m, name, from_ref=from_ref, builder_ref=builder_ref,
+                                       labels=labels, unresolved=unresolved)
+        plan.targets[name] = TargetPlan(
+            name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
+            content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
+            bootstrap_stack=bootstrap_stack)
+    return plan

@@ -1,0 +1,75 @@
+"""Shared fixtures. Tests that need the Docker engine fail in CI when it is missing (CI=true);
+elsewhere they skip with the reason."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_PY = ROOT / "build.py"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 3600):
+    """Run `python build.py ARGS` and return the CompletedProcess (text)."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([sys.executable, str(BUILD_PY), *args], cwd=cwd or ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def copy_project(dst: Path) -> Path:
+    """A scratch copy of the parts of the project that rendering reads; returns its matrix path."""
+    for name in ("templates", "probes"):
+        shutil.copytree(ROOT / name, dst / name)
+    shutil.copy(ROOT / "matrix.yaml", dst / "matrix.yaml")
+    shutil.copy(ROOT / ".hadolint.yaml", dst / ".hadolint.yaml")
+    return dst / "matrix.yaml"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # any failure to reach the engine
+        message = f"Docker engine not reachable: {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI requires the engine: tests needing Docker never skip there)")
+        pytest.skip(message)
+    return client
+
+
+@pytest.fixture(scope="session")
+def session_images(docker_client):
+    """Removes, at the end of the session, every image that the session created."""
+    before = {img.id for img in docker_client.images.list(all=True)}
+    yield
+    for listing in (docker_client.images.list(), docker_client.images.list(all=True)):
+        for img in listing:
+            if img.id not in before:
+                try:
+                    docker_client.images.remove(img.id, force=True)
+                except Exception:  # already removed with a child, or still in use: next pass
+                    pass
+
+
+def dpkg_versions(client, image: str) -> dict[str, str]:
+    out = client.containers.run(image, ["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"], remove=True)
+    return dict(line.split("=", 1) for line in out.decode().splitlines() if line)
+
+
+def sh(client, image: str, script: str) -> tuple[int, str]:
+    """Run a shell script in a throw-away container; returns (exit code, output)."""
+    c = client.containers.run(image, ["bash", "-c", script], detach=True)
+    try:
+        rc = c.wait(timeout=600)["StatusCode"]
+        return rc, c.logs().decode(errors="replace")
+    finally:
+        c.remove(force=True)

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import json
+
+from tests.conftest import ROOT, run_cli
+from rocmforge.matrix import load_matrix
+
+
+def test_list_json_covers_every_target_in_build_order():
+    proc = run_cli("list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    m = load_matrix(ROOT / "matrix.yaml")
+    assert [r["name"] for r in rows] == m.order()
+    by = {r["name"]: r for r in rows}
+    assert by["hip-runtime"]["deps"] == ["hip-devel"]
+    assert by["hip-python"]["deps"] == ["hip-runtime"]
+    assert by["llama31-qlora-w7900"]["archs"] == ["gfx1100"]
+    assert by["llama7b-train"]["buildable_here"] is False
+    assert any("no digest" in b for b in by["llama7b-train"]["blockers"])
+    for r in rows:
+        assert set(r) >= {"name", "stack", "archs", "deps", "buildable_here", "blockers"}
+
+
+def test_list_table():
+    proc = run_cli("list")
+    assert proc.returncode == 0
+    assert "hip-runtime" in proc.stdout and "llama31-qlora-w7900" in proc.stdout
+
+
+def test_unknown_target_is_a_user_error():
+    proc = run_cli("build", "--target", "no-such-target")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --target: unknown target 'no-such-target'")
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_option_is_a_user_error():
+    proc = run_cli("render", "--frobnicate")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_missing_matrix_file():
+    proc = run_cli("--matrix", "/nonexistent/matrix.yaml", "list")
+    assert proc.returncode == 2
+    assert "/nonexistent/matrix.yaml: file not found" in proc.stderr
+
+
+def test_missing_ca_bundle_is_a_user_error():
+    proc = run_cli("build", "--target", "hip-runtime", "--ca-bundle", "/nonexistent/ca.pem")
+    assert proc.returncode == 2
+    assert "--ca-bundle" in proc.stderr and "/nonexistent/ca.pem" in proc.stderr
