@@ -138,8 +138,7 @@ def test_real_matrix_loads(tmp_path: Path):
 
 
 def test_skeleton_is_valid(tmp_path: Path):
-    """Each case's defect is the only one: undoing it must give a matrix that renders (checked on case 01's
-    skeleton by construction; here, on the smallest defect: the invalid gfx name)."""
+    """The cases share one small skeleton; undoing one case's defect must give a matrix that renders."""
     case = next(c for c in BAD_MATRICES if c.stem.endswith("invalid-gfx"))
     fixed = case.read_text(encoding="utf-8").replace("[gfx90a, mi210]", "[gfx90a]")
     (tmp_path / "fixed.yaml").write_text(fixed, encoding="utf-8")
