@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import BuildError, UserError
 
-COMMANDS = ("list", "render", "build")
+COMMANDS = ("list", "render", "build", "test", "rocminfo", "archs")
 CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 
 
@@ -36,6 +36,18 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build a target (and its prerequisites) on the Docker engine")
     b.add_argument("--target", required=True, dest="build_target")
     b.add_argument("--ca-bundle", default=None, dest="build_ca_bundle", help="as the global --ca-bundle")
+    t = sub.add_parser("test", help="run the verification suites inside a built image")
+    which = t.add_mutually_exclusive_group(required=True)
+    which.add_argument("--target", dest="test_target", help="a built matrix target")
+    which.add_argument("--image", help="any image reference (its io.rocmforge.* labels give target and archs)")
+    t.add_argument("--junit", help="write a JUnit XML report here")
+    t.add_argument("--json", action="store_true", help="print the results as JSON")
+    ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
+    ri.add_argument("file")
+    ri.add_argument("--json", action="store_true")
+    ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
+    ar.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    ar.add_argument("--json", action="store_true")
     return p
 
 
@@ -187,6 +199,79 @@ class App:
         return 0
 
 
+    # -- test -----------------------------------------------------------------------------
+    def cmd_test(self, target: str | None, image: str | None, junit: str | None, as_json: bool) -> int:
+        from . import engine, verify
+
+        client = engine.connect()
+        if target:
+            tp = self.target(target)
+            image = tp.content_tag
+            if engine.image_id(client, image) is None:
+                raise UserError(f"target {target!r} is not built ({image} not found); run "
+                                f"`python build.py build --target {target}` first", field="--target")
+        elif engine.image_id(client, image) is None:
+            raise UserError(f"image {image!r} not found on the engine", field="--image")
+        with self.err.status(f"running suites in {image}"):
+            report = verify.run_suites(client, image, target, self.matrix_path.resolve(),
+                                       Path(junit) if junit else None)
+        stored = verify.record(self.state, report)
+        if as_json:
+            print(json.dumps({k: v for k, v in report.items() if k != "log"}, indent=2))
+        else:
+            self.print_suites(report)
+            self.err.print(f"results recorded: {stored}", soft_wrap=True)
+        if not report["ok"] and not as_json:
+            self.err.print("pytest output (tail):\n" + report["log"][-3000:], markup=False, highlight=False)
+        return 0 if report["ok"] else 1
+
+    def print_suites(self, report: dict) -> None:
+        from rich.table import Table
+
+        colour = {"passed": "green", "failed": "red", "not GPU-verified": "yellow", "not applicable": "dim"}
+        table = Table(title=f"suites in {report['image']} ({report['image_id'][7:19]})")
+        for col in ("suite", "result", "detail"):
+            table.add_column(col, overflow="fold")
+        for name, s in report["suites"].items():
+            detail = s["detail"]
+            if s["figures"]:
+                detail += "\n" + json.dumps(s["figures"], sort_keys=True)
+            table.add_row(name, f"[{colour.get(s['status'], 'white')}]{s['status']}[/]", detail)
+        self.out.print(table)
+
+    # -- parsers of saved outputs -------------------------------------------------------------
+    def cmd_rocminfo(self, file: str, as_json: bool) -> int:
+        from .inspect import rocminfo
+
+        try:
+            text = Path(file).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UserError(f"cannot read: {exc.strerror}", file=file) from None
+        info = rocminfo.parse(text)
+        if as_json:
+            print(json.dumps(info.to_json(), indent=2))
+        else:
+            print(rocminfo.format_table(info))
+        return 0
+
+    def cmd_archs(self, paths: list[str], as_json: bool) -> int:
+        from .inspect import archs
+
+        for p in paths:
+            if not Path(p).exists():
+                raise UserError("no such file or folder", file=p)
+        results = archs.scan_paths(paths)
+        if as_json:
+            print(json.dumps([r.to_json() for r in results], indent=2))
+            return 0
+        for r in results:
+            if r.archs or r.error:
+                print(f"{r.path}: {' '.join(r.archs) or '-'} ({r.kind}){'  ERROR: ' + r.error if r.error else ''}")
+        if not any(r.archs for r in results):
+            print("no GPU code found")
+        return 0
+
+
 def _append(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
@@ -204,8 +289,15 @@ def main(argv: list[str] | None = None) -> int:
             return app.cmd_render()
         if args.command == "build":
             return app.cmd_build(args.build_target, args.build_ca_bundle or args.ca_bundle)
+        if args.command == "test":
+            return app.cmd_test(args.test_target, args.image, args.junit, args.json)
+        if args.command == "rocminfo":
+            return app.cmd_rocminfo(args.file, args.json)
+        if args.command == "archs":
+            return app.cmd_archs(args.paths, args.json)
         if args.target:
-            return app.cmd_build(args.target, args.ca_bundle)
+            built = app.cmd_build(args.target, args.ca_bundle)
+            return built or app.cmd_test(args.target, None, None, False)
         _parser().print_help()
         return 2
     except UserError as exc:

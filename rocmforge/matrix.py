@@ -90,6 +90,8 @@ class Stack(Strict):
     base: Base
     apt: dict[str, str | None] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    # Where this stack keeps its GPU libraries (paths or globs), for the linkage and arch suites.
+    gpu_libraries: list[str] = Field(default_factory=list)
 
 
 class GitSource(Strict):

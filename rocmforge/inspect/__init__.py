@@ -1,0 +1,1 @@
+"""Inspection of built artefacts (GPU architectures in binaries, ...)."""

@@ -1,0 +1,86 @@
+"""Run the in-image suites (tests/suites) against one image and summarise them honestly:
+passed, failed (with the reason) or not GPU-verified (with the reason), per suite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from .container import remove_session_leftovers
+
+SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs")
+NOT_GPU_VERIFIED = "not GPU-verified"
+# The suites and probes ship with rocmforge itself, whichever matrix is in use.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def summarise(results: list[dict]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for suite in list(SUITES) + sorted({r["suite"] for r in results} - set(SUITES)):
+        rows = [r for r in results if r["suite"] == suite]
+        failed = [r for r in rows if r["outcome"] == "failed"]
+        ngv = [r for r in rows if r["outcome"] == "skipped" and r["detail"].startswith(NOT_GPU_VERIFIED)]
+        passed = [r for r in rows if r["outcome"] == "passed"]
+        figures = {k: v for r in rows if r.get("figures") for k, v in r["figures"].items()}
+        if failed:
+            status, detail = "failed", "; ".join(f"{r['test']}: {r['detail']}" for r in failed)
+        elif ngv:
+            status, detail = NOT_GPU_VERIFIED, ngv[0]["detail"].removeprefix(NOT_GPU_VERIFIED + ": ")
+        elif passed:
+            status, detail = "passed", f"{len(passed)} check(s)"
+        elif rows:
+            status, detail = "not applicable", rows[0]["detail"]
+        else:
+            status, detail = "failed", "the suite did not run"
+        out[suite] = {"status": status, "detail": detail, "passed": len(passed), "failed": len(failed),
+                      "not_gpu_verified": len(ngv), "figures": figures}
+    return out
+
+
+def run_suites(client, image_ref: str, target: str | None, matrix: Path,
+               junit: Path | None = None, stream=None) -> dict:
+    session = uuid.uuid4().hex[:12]
+    with tempfile.TemporaryDirectory(prefix="rocmforge-test-") as tmp:
+        results_path = Path(tmp) / "results.json"
+        root = PROJECT_ROOT
+        cmd = [sys.executable, "-m", "pytest", str(root / "tests" / "suites"), "-p", "no:cacheprovider",
+               "-q", "-rA", "--image", image_ref, "--matrix", str(matrix), "--results-json", str(results_path),
+               "--session-id", session, "--rootdir", str(root), "-c", str(root / "pyproject.toml")]
+        if target:
+            cmd += ["--target", target]
+        if junit:
+            cmd += ["--junitxml", str(junit)]
+        try:
+            proc = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        finally:
+            remove_session_leftovers(client, session)
+        results = json.loads(results_path.read_text()) if results_path.exists() else []
+    image = client.images.get(image_ref)
+    summary = summarise(results)
+    if not results:
+        summary["suites"] = {"status": "failed", "detail": "pytest produced no results:\n" + proc.stdout[-3000:],
+                             "passed": 0, "failed": 1, "not_gpu_verified": 0, "figures": {}}
+    return {"image": image_ref, "image_id": image.id, "target": target, "pytest_exit": proc.returncode,
+            "ok": not any(s["status"] == "failed" for s in summary.values()),
+            "suites": summary, "tests": results, "log": proc.stdout}
+
+
+def record(state: Path, report: dict) -> Path:
+    """Keep the outcome by image ID: publishing later checks that this exact image passed."""
+    path = state / "results" / f"{report['image_id'].split(':')[-1]}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({k: v for k, v in report.items() if k != "log"}, indent=2))
+    return path
+
+
+def recorded(state: Path, image_id: str) -> dict | None:
+    """The suite outcome recorded for exactly this image ID, or None when it was never tested."""
+    path = state / "results" / f"{image_id.split(':')[-1]}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

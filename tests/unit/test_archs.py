@@ -1,0 +1,519 @@
+"""GPU architecture listing (probes/archs.py through the rocmforge.inspect.archs shim).
+
+Fixtures in tests/fixtures/archs/ were made with Debian's hipcc 5.7 / clang 17 (generate.sh);
+compressed bundles, stray magic strings and corrupt inputs are built here in Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from rocmforge.inspect import archs
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = ROOT / "probes" / "archs.py"
+FIX = ROOT / "tests" / "fixtures" / "archs"
+PROBE_MODULE = sys.modules[archs.FileArchs.__module__]
+
+HOST_ID = "host-x86_64-unknown-linux--"
+
+
+def fixture_bytes(name: str) -> bytes:
+    return (FIX / name).read_bytes()
+
+
+def host_elf(payload: bytes = b"", pad: int = 256) -> bytes:
+    """An x86-64 ELF header followed by ``payload`` (enough for the scanner's purposes)."""
+    header = bytearray(64)
+    header[:4] = b"\x7fELF"
+    header[4:7] = b"\x02\x01\x01"                    # ELF64, little-endian, version 1
+    struct.pack_into("<HHI", header, 16, 3, 62, 1)   # ET_DYN, EM_X86_64
+    return bytes(header) + b"\0" * pad + payload + b"\0" * pad
+
+
+def make_bundle(entries: list[tuple[str, bytes]]) -> bytes:
+    """An uncompressed clang offload bundle (layout of clang's BinaryFileHandler)."""
+    header_len = 24 + 8 + sum(24 + len(i) for i, _ in entries)
+    header = bytearray(b"__CLANG_OFFLOAD_BUNDLE__" + struct.pack("<Q", len(entries)))
+    body = bytearray()
+    for entry_id, blob in entries:
+        offset = header_len + len(body) if blob else header_len
+        header += struct.pack("<QQQ", offset, len(blob), len(entry_id)) + entry_id.encode()
+        body += blob
+    assert len(header) == header_len
+    return bytes(header + body)
+
+
+def make_ccob(bundle: bytes, version: int, method: str = "zlib", stream: bytes | None = None) -> bytes:
+    """A CCOB blob as clang's CompressedOffloadBundle::compress writes it (versions 1-3)."""
+    if stream is None:
+        if method == "zlib":
+            stream = zlib.compress(bundle, 9)
+        else:
+            stream = zstd_compress(bundle)
+    method_id = {"zlib": 0, "zstd": 1}[method]
+    md5_low = struct.unpack("<Q", hashlib.md5(bundle).digest()[:8])[0]
+    if version == 1:
+        header = b"CCOB" + struct.pack("<HHIQ", 1, method_id, len(bundle), md5_low)
+    elif version == 2:
+        total = 4 + 2 + 2 + 4 + 4 + 8 + len(stream)
+        header = b"CCOB" + struct.pack("<HHIIQ", 2, method_id, total, len(bundle), md5_low)
+    else:
+        total = 4 + 2 + 2 + 8 + 8 + 8 + len(stream)
+        header = b"CCOB" + struct.pack("<HHQQQ", 3, method_id, total, len(bundle), md5_low)
+    return header + stream
+
+
+def zstd_module():
+    try:
+        from compression import zstd  # type: ignore[import-not-found]  # Python >= 3.14
+        return zstd
+    except ImportError:
+        pass
+    try:
+        import zstandard
+        return zstandard
+    except ImportError:
+        return None
+
+
+def zstd_compress(data: bytes) -> bytes:
+    mod = zstd_module()
+    if mod is None:
+        pytest.skip("neither compression.zstd nor zstandard is installed")
+    if hasattr(mod, "ZstdCompressor") and hasattr(mod.ZstdCompressor(), "compress"):
+        return mod.ZstdCompressor().compress(data)
+    return mod.compress(data)
+
+
+@pytest.fixture(scope="module")
+def co942() -> bytes:
+    return fixture_bytes("co_gfx942.hsaco")
+
+
+@pytest.fixture(scope="module")
+def co1100() -> bytes:
+    return fixture_bytes("co_gfx1100.hsaco")
+
+
+@pytest.fixture(scope="module")
+def two_arch_bundle(co942, co1100) -> bytes:
+    return make_bundle([(HOST_ID, b""),
+                        ("hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-", co942),
+                        ("hipv4-amdgcn-amd-amdhsa--gfx1100", co1100)])
+
+
+def with_flags(code_object: bytes, e_flags: int, abi_version: int | None = None) -> bytes:
+    b = bytearray(code_object)
+    struct.pack_into("<I", b, 48, e_flags)
+    if abi_version is not None:
+        b[8] = abi_version
+    return bytes(b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Offload bundles produced by hipcc
+
+def test_multi_arch_executable_matches_roc_obj_ls():
+    r = archs.scan_file(FIX / "multi_arch_exe")
+    assert r.kind == "host-bundles"
+    assert r.archs == ("gfx906", "gfx90a", "gfx1100")
+    assert r.error is None
+    recorded = {line.split()[1] for line in
+                (FIX / "multi_arch_exe.roc-obj-ls.txt").read_text().splitlines() if line.strip()}
+    assert set(r.entries) == recorded
+    assert "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-" in r.entries
+    assert HOST_ID in r.entries
+
+
+def test_scan_bytes_equals_scan_file():
+    path = FIX / "multi_arch_exe"
+    assert archs.scan_bytes(path.read_bytes(), str(path)) == archs.scan_file(path)
+    assert archs.scan_bytes(memoryview(path.read_bytes()), str(path)) == archs.scan_file(path)
+
+
+def test_standalone_bundle_from_genco_is_a_code_object():
+    r = archs.scan_file(FIX / "genco_bundle.hsaco")
+    assert (r.kind, r.archs, r.error) == ("code-object", ("gfx906", "gfx1030"), None)
+    assert "hipv4-amdgcn-amd-amdhsa--gfx1030" in r.entries
+
+
+def test_bundles_anywhere_in_a_file_are_all_found(two_arch_bundle, co942):
+    other = make_bundle([(HOST_ID, b""), ("hip-amdgcn-amd-amdhsa-gfx906", co942)])  # old-style ID
+    data = host_elf(two_arch_bundle + b"\0" * 4096 + other)
+    r = archs.scan_bytes(data, "libfoo.so")
+    assert r.kind == "host-bundles"
+    assert r.archs == ("gfx906", "gfx942", "gfx1100")
+    assert r.entries == (HOST_ID, "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+                         "hipv4-amdgcn-amd-amdhsa--gfx1100", "hip-amdgcn-amd-amdhsa-gfx906")
+
+
+def test_generic_and_openmp_entry_ids(co942):
+    data = host_elf(make_bundle([
+        ("hipv4-amdgcn-amd-amdhsa--gfx9-4-generic:sramecc+:xnack-", co942),
+        ("openmp-amdgcn-amd-amdhsa--gfx90a", co942),
+        ("openmp-nvptx64-nvidia-cuda--sm_70", b"ptx"),
+    ]))
+    r = archs.scan_bytes(data, "x.so")
+    assert r.archs == ("gfx90a", "gfx9-4-generic")   # by generation: 9.0 before 9.4
+    assert len(r.entries) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# AMDGPU code objects and the EF_AMDGPU_MACH table
+
+@pytest.mark.parametrize("name,target", [
+    ("co_gfx942.hsaco", "gfx942"),
+    ("co_gfx1100.hsaco", "gfx1100"),
+    ("co_gfx90a_xnack_on.hsaco", "gfx90a:xnack+"),
+])
+def test_code_objects_from_e_flags(name, target):
+    r = archs.scan_file(FIX / name)
+    assert (r.kind, r.archs, r.entries, r.error) == ("code-object", (target.split(":")[0],), (target,), None)
+
+
+def test_ef_amdgpu_mach_spot_checks():
+    t = archs.EF_AMDGPU_MACH
+    expected = {0x02A: "gfx803", 0x02C: "gfx900", 0x02F: "gfx906", 0x030: "gfx908",
+                0x03F: "gfx90a", 0x040: "gfx940", 0x04B: "gfx941", 0x04C: "gfx942",
+                0x04F: "gfx950", 0x036: "gfx1030", 0x041: "gfx1100", 0x046: "gfx1101",
+                0x047: "gfx1102", 0x048: "gfx1200", 0x04E: "gfx1201",
+                0x051: "gfx9-generic", 0x052: "gfx10-1-generic", 0x053: "gfx10-3-generic",
+                0x054: "gfx11-generic", 0x059: "gfx12-generic", 0x05F: "gfx9-4-generic"}
+    for mach, name in expected.items():
+        assert t[mach] == name, hex(mach)
+    assert len(set(t.values())) == len(t), "a processor name appears twice"
+    assert all(0 < k <= 0xFF for k in t)
+
+
+def test_ef_amdgpu_mach_matches_llc17():
+    """Every gfx processor clang-17 knows, with the e_flags llc-17 wrote (generate.sh)."""
+    rows = [line.split("\t") for line in (FIX / "llc17_e_flags.tsv").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert len(rows) >= 40
+    for processor, flags, _abi in rows:
+        assert archs.EF_AMDGPU_MACH[int(flags, 16) & 0xFF] == processor
+
+
+@pytest.mark.parametrize("mach,name", sorted(
+    (m, n) for m, n in PROBE_MODULE.EF_AMDGPU_MACH.items() if n.startswith("gfx")))
+def test_every_table_entry_decodes(co942, mach, name):
+    r = archs.scan_bytes(with_flags(co942, mach | 0x500), "k.hsaco")
+    assert (r.kind, r.archs) == ("code-object", (name,))
+
+
+def test_generic_code_object_with_generic_version(co942):
+    r = archs.scan_bytes(with_flags(co942, (1 << 24) | 0x054, abi_version=4), "k.hsaco")
+    assert (r.archs, r.entries) == (("gfx11-generic",), ("gfx11-generic",))
+
+
+@pytest.mark.parametrize("e_flags,abi,target", [
+    (0x53F, 2, "gfx90a"),                    # V4 xnack any, sramecc any
+    (0x73F, 2, "gfx90a:xnack+"),             # rocBLAS Kernels.so-000-gfx90a-xnack+.hsaco
+    (0x63F, 2, "gfx90a:xnack-"),
+    (0xE4C, 2, "gfx942:sramecc+:xnack-"),
+    (0x94C, 3, "gfx942:sramecc-"),           # V5
+    (0x041, 3, "gfx1100"),
+    (0x32F, 1, "gfx906:sramecc+:xnack+"),    # V3: single bits
+    (0x02F, 1, "gfx906"),
+])
+def test_feature_bits(co942, e_flags, abi, target):
+    r = archs.scan_bytes(with_flags(co942, e_flags, abi), "k.hsaco")
+    assert r.entries == (target,)
+    assert r.archs == (target.split(":")[0],)
+
+
+def test_unknown_mach_falls_back_to_notes_then_reports_an_error(co942):
+    # A processor newer than the table: the target string in the metadata note names it.
+    r = archs.scan_bytes(with_flags(co942, 0x0FF), "k.hsaco")
+    assert (r.kind, r.archs, r.error) == ("code-object", ("gfx942",), None)
+    # A bare header (no notes) with an unknown processor: an error, not a guess.
+    bare = co942[:64]
+    r = archs.scan_bytes(with_flags(bare, 0x0FF), "k.hsaco")
+    assert r.kind == "code-object" and r.archs == ()
+    assert "unknown EF_AMDGPU_MACH 0xff" in r.error
+    named = archs.scan_bytes(with_flags(bare, 0x0FF), "lib/TensileLibrary_gfx942.co")
+    assert (named.kind, named.archs) == ("tensile-name", ("gfx942",))
+
+
+def test_file_name_disagreeing_with_e_flags(co942):
+    r = archs.scan_bytes(co942, "library/TensileLibrary_gfx90a.co")
+    assert r.archs == ("gfx942",)
+    assert "gfx90a" in r.error and "gfx942" in r.error
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensile file names
+
+@pytest.mark.parametrize("name,kind,found,entries", [
+    ("library/TensileLibrary_lazy_gfx90a.dat", "tensile-name", ("gfx90a",), ("gfx90a",)),
+    ("library/Kernels.so-000-gfx90a-xnack-.hsaco", "tensile-name", ("gfx90a",), ("gfx90a:xnack-",)),
+    ("library/TensileLibrary_gfx1100.co", "tensile-name", ("gfx1100",), ("gfx1100",)),
+    ("library/TensileLibrary_Type_HH_Contraction_gfx942.yaml", "tensile-name", ("gfx942",), ("gfx942",)),
+    ("library/TensileLibrary.dat", "other", (), ()),
+    ("docs/notes_gfx90a.txt", "other", (), ()),
+    ("library/gfx90abc.co", "other", (), ()),
+])
+def test_tensile_name_only(name, kind, found, entries):
+    r = archs.scan_bytes(b"\x82\xa9solutions\xdc\x00\x01", name)   # msgpack-like, not ELF
+    assert (r.kind, r.archs, r.entries, r.error) == (kind, found, entries, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# False positives: the magic string without a bundle (as in libamdhip64)
+
+MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+
+
+@pytest.mark.parametrize("payload", [
+    MAGIC + b"\0",                                                   # C string in .rodata
+    b"Invalid offload bundle: " + MAGIC + b" not found\0" * 3,
+    MAGIC + struct.pack("<Q", 0),                                    # zero entries
+    MAGIC + struct.pack("<Q", 10**6),                                # absurd count
+    MAGIC + struct.pack("<QQQQ", 1, 10**9, 16, 8) + b"hipv4-xx",     # entry past the end
+    MAGIC + struct.pack("<QQQQ", 1, 0, 0, 10) + b"garbage-id",       # unknown offload kind
+    MAGIC + struct.pack("<QQQQ", 1, 0, 0, 9) + b"hip\xff-amdg",      # not ASCII
+    MAGIC + struct.pack("<QQQQ", 1, 0, 0, 10**6),                    # id longer than the file
+    MAGIC,                                                           # magic at the very end
+    b"CCOB\0" + b"CCOB" + struct.pack("<HH", 1, 0) + b"\0" * 64,     # CCOB strings, no stream
+    b"CCOB" + struct.pack("<HHI", 7, 0, 100),                        # unknown version
+])
+def test_stray_magic_is_not_a_bundle(payload):
+    for data in (host_elf(payload), host_elf(payload, pad=0)[:64] + payload):
+        r = archs.scan_bytes(data, "libamdhip64.so.5")
+        assert (r.kind, r.archs, r.entries, r.error) == ("host", (), (), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compressed bundles (CCOB)
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_ccob_zlib(two_arch_bundle, version):
+    blob = make_ccob(two_arch_bundle, version)
+    # version 1 has no total size: the stream's own end must be found among trailing bytes
+    r = archs.scan_bytes(host_elf(b"\0" * 100 + blob + b"junk" * 50), "libfoo.so")
+    assert (r.kind, r.archs, r.error) == ("host-bundles", ("gfx942", "gfx1100"), None)
+    assert "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-" in r.entries
+    standalone = archs.scan_bytes(blob, "Kernels.so-000-gfx942.hsaco")
+    assert (standalone.kind, standalone.archs) == ("code-object", ("gfx942", "gfx1100"))
+
+
+def test_ccob_many_blobs_and_plain_bundles_together(two_arch_bundle, co942):
+    plain = make_bundle([(HOST_ID, b""), ("hipv4-amdgcn-amd-amdhsa--gfx908", co942)])
+    other = make_bundle([(HOST_ID, b""), ("hipv4-amdgcn-amd-amdhsa--gfx1030", co942)])
+    data = host_elf(make_ccob(two_arch_bundle, 2) + b"\0" * 333 + plain + make_ccob(other, 3))
+    r = archs.scan_bytes(data, "libfoo.so")
+    assert r.archs == ("gfx908", "gfx942", "gfx1030", "gfx1100")
+    assert r.error is None
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_ccob_zstd(two_arch_bundle, version):
+    if zstd_module() is None:
+        pytest.skip("zstd: neither compression.zstd (Python >= 3.14) nor zstandard is installed; "
+                    "the not-installed path is tested by test_ccob_zstd_without_module")
+    r = archs.scan_bytes(host_elf(make_ccob(two_arch_bundle, version, "zstd")), "libfoo.so")
+    assert (r.kind, r.archs, r.error) == ("host-bundles", ("gfx942", "gfx1100"), None)
+
+
+def test_ccob_zstd_without_module(two_arch_bundle, monkeypatch):
+    def no_zstd():
+        raise PROBE_MODULE._NoZstd()
+
+    monkeypatch.setattr(PROBE_MODULE, "_zstd_decompressor", no_zstd)
+    fake_stream = b"\x28\xb5\x2f\xfd" + b"\x00" * 40   # a zstd frame magic is all the header check needs
+    blob = make_ccob(two_arch_bundle, 3, "zstd", stream=fake_stream)
+    r = archs.scan_bytes(host_elf(blob + blob), "librocblas.so.4")
+    assert r.kind == "host-bundles" and r.archs == ()
+    assert r.error == "zstd-compressed bundle but the zstandard module is not installed"
+
+
+def test_ccob_corrupt_stream_is_reported_not_raised(two_arch_bundle):
+    good = make_ccob(two_arch_bundle, 2)
+    corrupt = bytearray(good)
+    corrupt[40:80] = b"\xff" * 40              # damage the deflate data after the zlib header
+    r = archs.scan_bytes(host_elf(bytes(corrupt)), "libfoo.so")
+    assert r.archs == () and "corrupt compressed offload bundle" in r.error
+    not_a_bundle = make_ccob(b"x" * 100, 2)     # decompresses fine, holds no bundle
+    r = archs.scan_bytes(host_elf(not_a_bundle), "libfoo.so")
+    assert r.archs == () and "holds no valid bundle" in r.error
+
+
+def test_ccob_size_lies_are_reported(two_arch_bundle):
+    blob = bytearray(make_ccob(two_arch_bundle, 3))
+    struct.pack_into("<Q", blob, 16, len(two_arch_bundle) - 10)   # uncompressed size too small
+    r = archs.scan_bytes(host_elf(bytes(blob)), "libfoo.so")
+    assert r.archs == () and "corrupt compressed offload bundle" in r.error
+
+
+# ---------------------------------------------------------------------------------------------
+# Truncated and corrupt input never raises
+
+@pytest.mark.parametrize("name", ["multi_arch_exe", "genco_bundle.hsaco", "co_gfx942.hsaco"])
+def test_truncated_input(name):
+    data = fixture_bytes(name)
+    cuts = {0, 1, 3, 4, 5, 10, 19, 20, 47, 52, 63, 64, 100, 1000, len(data) // 2, len(data) - 1}
+    magic_at = data.find(MAGIC)
+    if magic_at >= 0:
+        cuts |= {magic_at + n for n in (1, 24, 30, 32, 60, 100, 200)}
+    for cut in sorted(c for c in cuts if c <= len(data)):
+        r = archs.scan_bytes(data[:cut], name)
+        assert r.kind in {"host-bundles", "host", "code-object", "tensile-name", "other"}
+        json.dumps(r.to_json())
+
+
+def test_random_corruption(two_arch_bundle):
+    rng = random.Random(1234)
+    samples = [fixture_bytes("multi_arch_exe"), fixture_bytes("co_gfx942.hsaco"),
+               host_elf(make_ccob(two_arch_bundle, 1)), host_elf(make_ccob(two_arch_bundle, 3))]
+    for data in samples:
+        for _ in range(150):
+            b = bytearray(data)
+            for _ in range(rng.randint(1, 12)):
+                pos = rng.randrange(len(b))
+                b[pos] = rng.randrange(256)
+            if rng.random() < 0.3:
+                b = b[:rng.randrange(len(b))]
+            archs.scan_bytes(bytes(b), "x")
+
+
+def test_empty_and_unreadable_files(tmp_path):
+    empty = tmp_path / "empty.co"
+    empty.write_bytes(b"")
+    assert archs.scan_file(empty) == archs.FileArchs(str(empty), "other", (), ())
+    r = archs.scan_file(tmp_path / "missing.so")
+    assert r.kind == "other" and r.error.startswith("cannot read")
+
+
+# ---------------------------------------------------------------------------------------------
+# Folders, symlinks and coverage
+
+@pytest.fixture
+def fake_prefix(tmp_path, co942) -> Path:
+    lib = tmp_path / "lib"
+    (lib / "rocblas" / "library").mkdir(parents=True)
+    (lib / "libfoo.so.1.2").write_bytes(fixture_bytes("multi_arch_exe"))
+    (lib / "libfoo.so.1").symlink_to("libfoo.so.1.2")
+    (lib / "libfoo.so").symlink_to("libfoo.so.1")
+    (lib / "libamdhip64.so.5").write_bytes(host_elf(MAGIC + b"\0"))
+    (lib / "rocblas" / "library" / "TensileLibrary_gfx942.co").write_bytes(co942)
+    (lib / "rocblas" / "library" / "TensileLibrary_lazy_gfx1100.dat").write_bytes(b"\x82lazy")
+    (lib / "rocblas" / "library" / "TensileLibrary.dat").write_bytes(b"\x82\xa9solutions")
+    (lib / "rocblas" / "loop").symlink_to("..")                 # a directory link: not followed
+    (lib / "dangling").symlink_to("nowhere")
+    os.mkfifo(lib / "fifo")
+    return lib
+
+
+def test_scan_paths_recurses_sorted_and_deduplicates(fake_prefix):
+    results = archs.scan_paths([fake_prefix])
+    rel = [os.path.relpath(r.path, fake_prefix) for r in results]
+    assert rel == ["libamdhip64.so.5", "libfoo.so.1.2", "rocblas/library/TensileLibrary.dat",
+                   "rocblas/library/TensileLibrary_gfx942.co",
+                   "rocblas/library/TensileLibrary_lazy_gfx1100.dat"]
+    kinds = {os.path.basename(r.path): r.kind for r in results}
+    assert kinds == {"libamdhip64.so.5": "host", "libfoo.so.1.2": "host-bundles",
+                     "TensileLibrary.dat": "other", "TensileLibrary_gfx942.co": "code-object",
+                     "TensileLibrary_lazy_gfx1100.dat": "tensile-name"}
+
+
+def test_scan_paths_keeps_a_given_symlink_once(fake_prefix):
+    link = fake_prefix / "libfoo.so"
+    results = archs.scan_paths([link, fake_prefix, link])
+    paths = [r.path for r in results]
+    assert paths.count(str(link)) == 1
+    assert str(fake_prefix / "libfoo.so.1.2") not in paths        # same file, given as the link
+    assert results[0].path == str(link) and results[0].archs == ("gfx906", "gfx90a", "gfx1100")
+
+
+def test_scan_paths_reports_missing_paths(tmp_path):
+    (r,) = archs.scan_paths([tmp_path / "nope"])
+    assert r.kind == "other" and r.error == "no such file or directory"
+
+
+def test_library_coverage_names_library_and_missing_arch(fake_prefix):
+    results = archs.scan_paths([fake_prefix])
+    cov = archs.library_coverage(results, ["gfx90a:xnack-", "gfx942", "gfx1100"])
+    assert cov == {str(fake_prefix / "libfoo.so.1.2"): ["gfx942"],
+                   str(fake_prefix / "rocblas" / "library"): ["gfx90a"]}
+    assert archs.library_coverage(results, ["gfx1100"]) == {}    # covered libraries are left out
+    assert archs.library_coverage(results, []) == {}
+
+
+def test_library_coverage_generic_targets_and_bare_hosts():
+    results = [
+        archs.FileArchs("/opt/lib/libgen.so", "host-bundles", ("gfx11-generic",), ()),
+        archs.FileArchs("/opt/lib/libhost.so", "host", (), ()),
+        archs.FileArchs("/opt/lib/broken.so", "host-bundles", (), (),
+                        "zstd-compressed bundle but the zstandard module is not installed"),
+    ]
+    cov = archs.library_coverage(results, ["gfx1101", "gfx1151", "gfx1201"])
+    assert cov == {"/opt/lib/libgen.so": ["gfx1201"],
+                   "/opt/lib/broken.so": ["gfx1101", "gfx1151", "gfx1201"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line, JSON, and the probe's independence from the rocmforge package
+
+def test_cli_json(tmp_path):
+    probe_copy = tmp_path / "archs.py"                     # as in a container: no rocmforge
+    probe_copy.write_bytes(PROBE.read_bytes())
+    proc = subprocess.run([sys.executable, "-I", str(probe_copy), "--json",
+                           str(FIX / "multi_arch_exe"), str(FIX / "co_gfx90a_xnack_on.hsaco")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out == [
+        archs.scan_file(FIX / "multi_arch_exe").to_json(),
+        {"path": str(FIX / "co_gfx90a_xnack_on.hsaco"), "kind": "code-object",
+         "archs": ["gfx90a"], "entries": ["gfx90a:xnack+"], "error": None},
+    ]
+    assert out[0]["archs"] == ["gfx906", "gfx90a", "gfx1100"]
+
+
+def test_cli_table_and_exit_codes(capsys, tmp_path):
+    assert archs.main([str(FIX / "genco_bundle.hsaco")]) == 0
+    out = capsys.readouterr().out
+    assert "genco_bundle.hsaco" in out and "gfx906,gfx1030" in out and "code-object" in out
+    assert archs.main([str(tmp_path / "missing")]) == 1
+    assert "no such file or directory" in capsys.readouterr().out
+    assert archs.main([]) == 2
+    assert archs.main(["--help"]) == 0
+
+
+def test_to_json_round_trip():
+    r = archs.scan_file(FIX / "co_gfx942.hsaco")
+    assert json.loads(json.dumps(r.to_json())) == {
+        "path": str(FIX / "co_gfx942.hsaco"), "kind": "code-object", "archs": ["gfx942"],
+        "entries": ["gfx942"], "error": None}
+
+
+def test_probe_imports_only_the_standard_library():
+    tree = ast.parse(PROBE.read_text())
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules.add(node.module.split(".")[0])
+    allowed = set(sys.stdlib_module_names) | {"zstandard", "compression"}
+    assert modules <= allowed, modules - allowed
+    assert "rocmforge" not in modules
+
+
+def test_shim_reexports_the_probe():
+    assert archs.PROBE_PATH == PROBE
+    for name in ("FileArchs", "scan_bytes", "scan_file", "scan_paths", "library_coverage",
+                 "main", "EF_AMDGPU_MACH"):
+        assert getattr(archs, name) is getattr(PROBE_MODULE, name)

@@ -1,0 +1,336 @@
+"""rocmforge.inspect.rocminfo: parsing rocminfo output and pastes of it.
+
+Fixtures live in tests/fixtures/rocminfo/. debian-rocm5.7-no-gpu.txt is a real capture; the others
+follow rocminfo.cc's layout and values seen in public reports (see each case's comment)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rocmforge.inspect.rocminfo import (
+    INTEGRATED_GFX,
+    Agent,
+    RocmInfo,
+    discrete_only_visible_devices,
+    format_table,
+    gfx_base,
+    parse,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rocminfo"
+
+
+def load(name: str) -> str:
+    # bytes -> str without newline translation, so CRLF fixtures keep their \r
+    return (FIXTURES / name).read_bytes().decode("utf-8")
+
+
+# One row per fixture. agents: (index, device_type, name, compute_units, is_apu, uuid).
+CASES = {
+    # Real capture: Debian's rocminfo in a container on a host without a GPU (exit code 1).
+    "debian-rocm5.7-no-gpu.txt": dict(
+        driver_loaded=False, runtime=None, gpus=[], agents=[], visible=None,
+        problems_contain=["ROCk module is NOT loaded"]),
+    # 1 CPU + MI210, ROCm 6.2 padded output, coloured driver line.
+    "mi210.txt": dict(
+        driver_loaded=True, runtime="1.14", gpus=["gfx90a"], visible=None,
+        agents=[(1, "CPU", "AMD EPYC 7313P 16-Core Processor", 32, False, "CPU-XX"),
+                (2, "GPU", "gfx90a", 104, False, "GPU-880b91d040da15d8")],
+        isas={2: ("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",)},
+        marketing={2: "AMD Instinct MI210"}),
+    # 2 CPUs + 4 MI300X, ROCm 6.4, with the gfx9-4-generic ISA.
+    "mi300x-multi.txt": dict(
+        driver_loaded=True, runtime="1.15", gpus=["gfx942"] * 4, visible=None,
+        agents=[(1, "CPU", "Intel(R) Xeon(R) Platinum 8470", 104, False, "CPU-XX"),
+                (2, "CPU", "Intel(R) Xeon(R) Platinum 8470", 104, False, "CPU-XX"),
+                (3, "GPU", "gfx942", 304, False, "GPU-07386a321fa45d1e"),
+                (4, "GPU", "gfx942", 304, False, "GPU-c14abb436c69353f"),
+                (5, "GPU", "gfx942", 304, False, "GPU-9d0b2c3e41f7a6b2"),
+                (6, "GPU", "gfx942", 304, False, "GPU-5b6e1c2a8f30d9e4")],
+        isas={3: ("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+                  "amdgcn-amd-amdhsa--gfx9-4-generic:sramecc+:xnack-")},
+        marketing={3: "AMD Instinct MI300X"}),
+    # Ryzen 9 7900X + W7900 + the 2-CU gfx1036 iGPU flagged "Memory Properties: APU" (ROCm 7.2,
+    # trailing padding stripped as in a GitHub paste; iGPU Marketing Name is the CPU's).
+    "w7900-with-igpu-second.txt": dict(
+        driver_loaded=True, runtime="1.18", gpus=["gfx1100", "gfx1036"], visible="0",
+        agents=[(1, "CPU", "AMD Ryzen 9 7900X 12-Core Processor", 24, False, "CPU-XX"),
+                (2, "GPU", "gfx1100", 96, False, "GPU-5b6e1c2a3d4f7788"),
+                (3, "GPU", "gfx1036", 2, True, "GPU-XX")],
+        isas={2: ("amdgcn-amd-amdhsa--gfx1100", "amdgcn-amd-amdhsa--gfx11-generic"),
+              3: ("amdgcn-amd-amdhsa--gfx1036", "amdgcn-amd-amdhsa--gfx10-3-generic")},
+        marketing={2: "AMD Radeon Pro W7900", 3: "AMD Ryzen 9 7900X 12-Core Processor"}),
+    # Same machine, iGPU enumerated first, older layout without Memory Properties: the gfx name
+    # alone marks the iGPU.
+    "w7900-with-igpu-first.txt": dict(
+        driver_loaded=True, runtime="1.1", gpus=["gfx1036", "gfx1100"], visible="1",
+        agents=[(1, "CPU", "AMD Ryzen 9 7900X 12-Core Processor", 24, False, "CPU-XX"),
+                (2, "GPU", "gfx1036", 2, True, "GPU-XX"),
+                (3, "GPU", "gfx1100", 96, False, "GPU-5b6e1c2a3d4f7788")],
+        isas={2: ("amdgcn-amd-amdhsa--gfx1036",), 3: ("amdgcn-amd-amdhsa--gfx1100",)},
+        marketing={2: "AMD Radeon Graphics"}),
+    # MI300A: gfx942 is also the discrete MI300X, only "Memory Properties: APU" tells.
+    "apu-memory-properties.txt": dict(
+        driver_loaded=True, runtime="1.15", gpus=["gfx942"], visible=None,
+        agents=[(1, "CPU", "AMD Instinct MI300A Accelerator", 48, False, "CPU-XX"),
+                (2, "GPU", "gfx942", 228, True, "GPU-8a034d0fdebb161c")],
+        isas={2: ("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+                  "amdgcn-amd-amdhsa--gfx9-4-generic:sramecc+:xnack-")},
+        marketing={2: "AMD Instinct MI300A"}),
+    # CRLF, prompt line first and last, ANSI, trailing spaces, ⏎ | … markers at line ends.
+    "crlf-with-prompt.txt": dict(
+        driver_loaded=True, runtime="1.15", gpus=["gfx1100"], visible=None,
+        agents=[(1, "CPU", "AMD Ryzen 7 7800X3D 8-Core Processor", 16, False, "CPU-XX"),
+                (2, "GPU", "gfx1100", 96, False, "GPU-398a3f843a146602")],
+        isas={2: ("amdgcn-amd-amdhsa--gfx1100",)},
+        marketing={2: "Radeon RX 7900 XTX"}),
+    # Every line dedented, single space after the colon.
+    "no-padding.txt": dict(
+        driver_loaded=True, runtime="1.18", gpus=["gfx1030"], visible=None,
+        agents=[(1, "CPU", "AMD Ryzen 9 5900X 12-Core Processor", 24, False, "CPU-XX"),
+                (2, "GPU", "gfx1030", 72, False, "GPU-e4a1f3c95b2d7086")],
+        isas={2: ("amdgcn-amd-amdhsa--gfx1030", "amdgcn-amd-amdhsa--gfx10-3-generic")},
+        marketing={2: "AMD Radeon RX 6800 XT"}),
+    # Paste from "Agent 2" to just before ISA Info: no driver line, no system attributes.
+    "missing-isa-section.txt": dict(
+        driver_loaded=True, runtime=None, gpus=["gfx1032"], visible=None,
+        agents=[(2, "GPU", "gfx1032", 28, False, "GPU-XX")],
+        isas={2: ()}, marketing={2: "AMD Radeon PRO W6600"}),
+    # Strix Halo with an empty Marketing Name.
+    "empty-marketing-name.txt": dict(
+        driver_loaded=True, runtime="1.15", gpus=["gfx1151"], visible=None,
+        agents=[(1, "CPU", "AMD RYZEN AI MAX+ 395 w/ Radeon 8060S", 32, False, "CPU-XX"),
+                (2, "GPU", "gfx1151", 40, True, "GPU-XX")],
+        isas={2: ("amdgcn-amd-amdhsa--gfx1151", "amdgcn-amd-amdhsa--gfx11-generic")},
+        marketing={2: ""}),
+    # WSL2: no driver line, GPU agent without Uuid.
+    "wsl.txt": dict(
+        driver_loaded=True, runtime="1.15", gpus=["gfx1100"], visible=None,
+        agents=[(1, "CPU", "AMD Ryzen 9 7950X 16-Core Processor", 32, False, "CPU-XX"),
+                (2, "GPU", "gfx1100", 96, False, None)],
+        isas={2: ("amdgcn-amd-amdhsa--gfx1100",)},
+        marketing={2: "AMD Radeon RX 7900 XTX"},
+        problems_contain=["WSL environment detected"]),
+    # WSL2 without a usable GPU (newer rocminfo's early check).
+    "wsl-no-gpu.txt": dict(
+        driver_loaded=False, runtime=None, gpus=[], agents=[], visible=None,
+        problems_contain=["WSL environment detected", "hsa_init Failed", "No WDDM adapters"]),
+    # Driver loaded but /dev/kfd not accessible (user outside the render group).
+    "kfd-permission-denied.txt": dict(
+        driver_loaded=True, runtime=None, gpus=[], agents=[], visible=None,
+        problems_contain=["Unable to open /dev/kfd", 'not member of "render" group']),
+}
+
+
+def test_every_fixture_has_a_case():
+    on_disk = {p.name for p in FIXTURES.glob("*.txt")}
+    assert on_disk == set(CASES), on_disk ^ set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fixture(name):
+    case = CASES[name]
+    info = parse(load(name))
+    assert isinstance(info, RocmInfo)
+    assert info.driver_loaded is case["driver_loaded"]
+    assert info.runtime_version == case["runtime"]
+    assert info.gpus == case["gpus"]
+    got = [(a.index, a.device_type, a.name, a.compute_units, a.is_apu, a.uuid) for a in info.agents]
+    assert got == case["agents"]
+    by_index = {a.index: a for a in info.agents}
+    for idx, isas in case.get("isas", {}).items():
+        assert by_index[idx].isas == isas
+    for idx, mkt in case.get("marketing", {}).items():
+        assert by_index[idx].marketing_name == mkt
+    for a in info.agents:
+        if a.device_type == "CPU":
+            assert a.isas == () and not a.is_apu
+    for needle in case.get("problems_contain", []):
+        assert any(needle in p for p in info.problems), info.problems
+    if not case.get("problems_contain"):
+        assert info.problems == ()
+    assert discrete_only_visible_devices(info) == case["visible"]
+
+
+def test_real_capture_no_gpu():
+    raw = load("debian-rocm5.7-no-gpu.txt")
+    assert "\x1b[31m" in raw  # the capture keeps rocminfo's red colour codes
+    info = parse(raw)
+    assert info.driver_loaded is False
+    assert info.agents == () and info.gpus == []
+    assert info.problems == ("ROCk module is NOT loaded, possibly no GPU devices",)
+
+
+def test_crlf_fixture_really_is_a_messy_paste():
+    raw = load("crlf-with-prompt.txt")
+    assert "\r\n" in raw and raw.startswith("user@host:~$ rocminfo")
+    assert "\x1b[37m" in raw and "⏎" in raw and "…" in raw and " |\r\n" in raw
+    # same result as the clean text
+    clean = "\n".join(line.rstrip(" ⏎…|") for line in raw.replace("\x1b[37m", "").replace(
+        "\x1b[0m", "").split("\r\n"))
+    assert parse(clean) == parse(raw)
+
+
+def test_isa_and_pool_names_do_not_overwrite_agent_name():
+    info = parse(load("mi210.txt"))
+    gpu = info.agents[1]
+    assert gpu.name == "gfx90a"  # not amdgcn-amd-amdhsa--gfx90a:... nor a pool key
+    assert info.agents[0].name == "AMD EPYC 7313P 16-Core Processor"
+
+
+def test_generic_isa_kept():
+    info = parse(load("w7900-with-igpu-second.txt"))
+    assert "amdgcn-amd-amdhsa--gfx11-generic" in info.agents[1].isas
+    assert "amdgcn-amd-amdhsa--gfx10-3-generic" in info.agents[2].isas
+
+
+def test_padding_does_not_matter():
+    padded = load("w7900-with-igpu-first.txt")
+    squeezed = "\n".join(" ".join(line.split()).replace(": ", ":\t", 1) for line in padded.splitlines())
+    tabbed = "\n".join("\t" + line.strip() for line in padded.splitlines())
+    assert parse(squeezed) == parse(padded) == parse(tabbed)
+
+
+def test_quoted_paste_with_prompt_variants():
+    body = load("mi210.txt")
+    quoted = "\n".join("> " + line for line in body.splitlines())
+    for prompt in ("root@cdd69b58e233:/var/lib/jenkins# rocminfo", "❯ rocminfo",
+                   "$ /opt/rocm/bin/rocminfo --support", "PS C:\\> wsl rocminfo"):
+        assert parse(prompt + "\n" + body) == parse(body)
+    assert parse(quoted) == parse(body)
+
+
+def test_headerless_agents_rocminfo_gpu_option():
+    # `rocminfo -g` prints agent blocks without the "*******/Agent N" headers.
+    text = load("w7900-with-igpu-second.txt")
+    lines = [l for l in text.splitlines() if l.strip() not in ("*******", "Agent 1", "Agent 2", "Agent 3")]
+    info = parse("\n".join(lines))
+    assert info.gpus == ["gfx1100", "gfx1036"]
+    assert [a.index for a in info.agents] == [1, 2, 3]
+    assert info.agents[2].isas == ("amdgcn-amd-amdhsa--gfx1036", "amdgcn-amd-amdhsa--gfx10-3-generic")
+    assert discrete_only_visible_devices(info) == "0"
+
+
+def test_two_runs_in_one_paste_keep_the_last():
+    info = parse(load("mi210.txt") + "\nuser@host:~$ rocminfo\n" + load("no-padding.txt"))
+    assert info.gpus == ["gfx1030"]
+
+
+def test_missing_device_type_is_inferred():
+    text = "*******\nAgent 2\n*******\n  Name: gfx1103\n  Uuid: GPU-XX\n  Compute Unit: 12\n"
+    (a,) = parse(text).agents
+    assert (a.device_type, a.is_apu, a.compute_units, a.marketing_name) == ("GPU", True, 12, "")
+    text = "Agent 1\n  Name: AMD Ryzen 7 8845HS w/ Radeon 780M Graphics\n  Uuid: CPU-XX\n"
+    (a,) = parse(text).agents
+    assert (a.device_type, a.is_apu) == ("CPU", False)
+
+
+def test_empty_memory_properties_with_integrated_gfx_is_still_integrated():
+    text = ("Agent 2\n  Name: gfx1035\n  Device Type: GPU\n  Memory Properties:\n"
+            "Agent 3\n  Name: gfx1030\n  Device Type: GPU\n  Memory Properties:\n")
+    info = parse(text)
+    assert [a.is_apu for a in info.agents] == [True, False]
+    assert discrete_only_visible_devices(info) == "1"
+
+
+def test_hsa_failure_is_a_problem():
+    text = ("ROCk module is loaded\n\x1b[31mhsa api call failure at: "
+            "/build/rocminfo/rocminfo.cc:1306\n\x1b[31mCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: "
+            "The runtime failed to allocate the necessary resources.\x1b[0m\n")
+    info = parse(text)
+    assert info.driver_loaded is True and info.agents == ()
+    assert len(info.problems) == 2 and info.problems[0].startswith("hsa api call failure")
+
+
+def test_not_live_driver():
+    info = parse("\x1b[31mROCk module is NOT live, possibly no GPU devices\x1b[0m\n")
+    assert info.driver_loaded is False and "NOT live" in info.problems[0]
+
+
+@pytest.mark.parametrize("garbage", [
+    "", "\n\n", "   ", "hello world", "Name:", ":::", "*******\nAgent\n*******", "Agent 7\n",
+    "\x00\x01\x02 binary \xff", "ISA Info:\n  ISA 1\n    Name: amdgcn-amd-amdhsa--gfx90a\n",
+    "Pool Info:\n Segment: GLOBAL\n", "Compute Unit: lots\nMemory Properties: APU\n",
+    "\x1b[31m\x1b[0m", "é" * 5000, "Name: " + "x" * 100000, "\r\r\r", "*** Done ***",
+    "<html><body>404 Not Found</body></html>",
+])
+def test_garbage_never_raises(garbage):
+    info = parse(garbage)
+    assert info.driver_loaded is False
+    assert info.gpus == []
+    assert all(a.device_type != "GPU" for a in info.agents)
+    json.dumps(info.to_json())
+    format_table(info)
+
+
+def test_garbage_does_not_invent_agents():
+    for text in ("", "hello world", ":::", "Agent 7\n", "*** Done ***",
+                 "ISA Info:\n  ISA 1\n    Name: amdgcn-amd-amdhsa--gfx90a\n"):
+        assert parse(text).agents == ()
+
+
+def test_non_str_input():
+    assert parse(None).agents == ()  # type: ignore[arg-type]
+    assert parse((FIXTURES / "mi210.txt").read_bytes()) == parse(load("mi210.txt"))  # type: ignore[arg-type]
+
+
+def test_to_json_shape():
+    info = parse(load("wsl.txt"))
+    data = info.to_json()
+    assert set(data) == {"driver_loaded", "runtime_version", "agents", "gpus", "problems"}
+    assert data["gpus"] == ["gfx1100"]
+    assert data["agents"][1] == {
+        "index": 2, "name": "gfx1100", "marketing_name": "AMD Radeon RX 7900 XTX",
+        "device_type": "GPU", "compute_units": 96, "is_apu": False,
+        "isas": ["amdgcn-amd-amdhsa--gfx1100"], "uuid": None}
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_format_table():
+    out = format_table(parse(load("w7900-with-igpu-second.txt")))
+    lines = out.splitlines()
+    assert lines[0].startswith("driver: loaded")
+    assert sum("gfx" in l for l in lines[2:5]) == 2
+    assert any("gfx1036" in l and "integrated" in l for l in lines)
+    assert any("gfx1100" in l and "discrete" in l and "AMD Radeon Pro W7900" in l for l in lines)
+    assert lines[-1] == "hint: HIP_VISIBLE_DEVICES=0 keeps only the discrete GPU(s)"
+    empty = format_table(parse(load("debian-rocm5.7-no-gpu.txt")))
+    assert "NOT loaded" in empty and "no agents" in empty and "problem: ROCk module" in empty
+
+
+def test_discrete_only_visible_devices_multi():
+    def gpu(name, apu):
+        return Agent(index=0, name=name, marketing_name="", device_type="GPU", compute_units=None,
+                     is_apu=apu, isas=(), uuid=None)
+
+    cpu = Agent(index=0, name="cpu", marketing_name="", device_type="CPU", compute_units=None,
+                is_apu=False, isas=(), uuid=None)
+    mk = lambda *ags: RocmInfo(driver_loaded=True, runtime_version=None, agents=ags, problems=())
+    assert discrete_only_visible_devices(mk(cpu, gpu("gfx1036", True), gpu("gfx1100", False),
+                                            cpu, gpu("gfx1100", False))) == "1,2"
+    assert discrete_only_visible_devices(mk(cpu, gpu("gfx1151", True))) is None
+    assert discrete_only_visible_devices(mk(cpu)) is None
+    assert discrete_only_visible_devices(mk()) is None
+
+
+def test_integrated_gfx_set():
+    for g in ("gfx1036", "gfx1035", "gfx1103", "gfx90c", "gfx1150", "gfx1151", "gfx1152", "gfx902"):
+        assert g in INTEGRATED_GFX
+    # names shared with (or only used by) discrete parts never appear
+    for g in ("gfx900", "gfx906", "gfx90a", "gfx940", "gfx942", "gfx1030", "gfx1100", "gfx1201"):
+        assert g not in INTEGRATED_GFX
+    assert gfx_base("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-") == "gfx90a"
+    assert gfx_base("gfx1036") == "gfx1036"
+
+
+def test_pathological_lines_are_fast():
+    import time
+
+    junk = "\n".join(["Name" + " " * 100_000 + "x", "$x" * 50_000, "/" * 100_000 + " rocminfo",
+                      ("Name: " + "a " * 50_000) ] * 20)
+    start = time.monotonic()
+    parse(junk)
+    assert time.monotonic() - start < 5
