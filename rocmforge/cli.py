@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     ls = sub.add_parser("list", help="targets with stack, archs, dependencies and buildability here")
     ls.add_argument("--json", action="store_true")
+    ls.add_argument("--gpu-jobs", action="store_true",
+                    help="with --json: one entry per (target, arch) with the self-hosted runner labels for its GPU suites")
     r = sub.add_parser("render", help="write images/<target>/ from matrix.yaml and templates/")
     r.add_argument("--out", default=None, help="output folder (default images/ beside the matrix)")
     r.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file")
@@ -45,6 +47,18 @@ def _parser() -> argparse.ArgumentParser:
     ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
     ri.add_argument("file")
     ri.add_argument("--json", action="store_true")
+    pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
+    pu.add_argument("--target", required=True, dest="push_target")
+    pu.add_argument("--registry", required=True, help="HOST[:PORT][/NAMESPACE]")
+    pl = sub.add_parser("pull", help="pull a published target by digest and verify it")
+    pl.add_argument("--target", required=True, dest="pull_target")
+    dr = sub.add_parser("doctor", help="check this host for running ROCm containers")
+    dr.add_argument("--json", action="store_true")
+    dr.add_argument("--rocminfo", help="diagnose a saved rocminfo output instead of this host's GPUs")
+    rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
+    rn.add_argument("--target", required=True, dest="run_target")
+    rn.add_argument("--dry-run", action="store_true", help="print the docker command, run nothing")
+    rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
     ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
     ar.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     ar.add_argument("--json", action="store_true")
@@ -89,6 +103,11 @@ class App:
             rows.append({"name": name, "stack": tp.stack, "archs": list(tp.archs), "deps": list(tp.deps),
                          "devel": t.devel, "description": t.description, "buildable_here": ok,
                          "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag})
+        if self.args.json and self.args.gpu_jobs:
+            jobs = [{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
+                    for r in rows for a in r["archs"]]
+            print(json.dumps(jobs, indent=2))
+            return 0
         if self.args.json:
             print(json.dumps(rows, indent=2))
             return 0
@@ -272,6 +291,32 @@ class App:
         return 0
 
 
+    # -- publish ------------------------------------------------------------------------------
+    @property
+    def record_dir(self) -> Path:
+        return self.root / "published"
+
+    def cmd_push(self, target: str, registry: str) -> int:
+        from . import engine, publish
+
+        self.target(target)
+        client = engine.connect()
+        with self.err.status(f"pushing {target} to {registry}"):
+            rec = publish.push(client, self.plan, target, registry, state_dir=self.state, record_dir=self.record_dir)
+        print(json.dumps(rec, indent=2, sort_keys=True))
+        self.err.print(f"publish record: {self.record_dir / (target + '.json')}", soft_wrap=True)
+        return 0
+
+    def cmd_pull(self, target: str) -> int:
+        from . import engine, publish
+
+        client = engine.connect()
+        with self.err.status(f"pulling {target}"):
+            rec = publish.pull(client, target, record_dir=self.record_dir)
+        print(json.dumps(rec, indent=2, sort_keys=True))
+        return 0
+
+
 def _append(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
@@ -293,6 +338,14 @@ def main(argv: list[str] | None = None) -> int:
             return app.cmd_test(args.test_target, args.image, args.junit, args.json)
         if args.command == "rocminfo":
             return app.cmd_rocminfo(args.file, args.json)
+        if args.command == "push":
+            return app.cmd_push(args.push_target, args.registry)
+        if args.command == "pull":
+            return app.cmd_pull(args.pull_target)
+        if args.command == "doctor":
+            return app.cmd_doctor(args.json, args.rocminfo)
+        if args.command == "run":
+            return app.cmd_run(args.run_target, args.dry_run, args.cmd)
         if args.command == "archs":
             return app.cmd_archs(args.paths, args.json)
         if args.target:

@@ -1,0 +1,97 @@
+"""Registry references and the one HTTP question publishing asks a registry directly:
+which manifest digest does a tag point to now? Everything else goes through the engine."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from .errors import BuildError, UserError
+
+# Docker's reference grammar for one path component; the namespace may have several.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REGISTRY_RE = re.compile(rf"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(?::(?P<port>[0-9]+))?"
+                          rf"(?:/(?P<ns>{_COMPONENT}(?:/{_COMPONENT})*))?$")
+# Without a namespace the images keep the name they have locally.
+DEFAULT_NAMESPACE = "rocmforge"
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.docker.distribution.manifest.v2+json",
+    # Also accepted so that a tag overwritten by another tool (buildx, an OCI pusher) shows its real
+    # digest instead of "unknown": otherwise the registry may refuse the request outright.
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.index.v1+json",
+])
+
+
+@dataclass(frozen=True)
+class Registry:
+    host: str          # host[:port], exactly as the engine sees it in a reference
+    namespace: str
+
+    def repository(self, target: str) -> str:
+        return f"{self.host}/{self.namespace}/{target}"
+
+
+def parse(text: str) -> Registry:
+    m = _REGISTRY_RE.match(text.strip())
+    if not m:
+        raise UserError(f"{text!r} is not HOST[:PORT][/NAMESPACE] (namespace: lower-case path components)",
+                        field="--registry")
+    host = m["host"] + (f":{m['port']}" if m["port"] else "")
+    # The engine reads a first component without '.' or ':' (other than localhost) as a Docker Hub
+    # user, so such a "registry" would silently push to Docker Hub instead.
+    if "." not in m["host"] and not m["port"] and m["host"] != "localhost" and not m["host"].startswith("["):
+        raise UserError(f"{text!r}: {m['host']!r} would be read as a Docker Hub namespace, not a registry host; "
+                        f"give a host with a dot or a port (e.g. {m['host']}:5000)", field="--registry")
+    return Registry(host=host, namespace=m["ns"] or DEFAULT_NAMESPACE)
+
+
+def split_repository(repository: str) -> tuple[str, str]:
+    """'host:port/ns/name' -> ('host:port', 'ns/name')."""
+    host, _, name = repository.partition("/")
+    return host, name
+
+
+def _insecure(client, host: str) -> bool:
+    """Plain HTTP exactly where the engine would use it: its insecure-registries setting."""
+    cfg = client.info().get("RegistryConfig") or {}
+    index = (cfg.get("IndexConfigs") or {}).get(host)
+    if index is not None:
+        return not index.get("Secure", True)
+    name = (host if host.endswith("]") else host.rsplit(":", 1)[0]).strip("[]")
+    try:
+        addr = ipaddress.ip_address(name)
+    except ValueError:
+        try:
+            addr = ipaddress.ip_address(socket.gethostbyname(name))
+        except OSError:
+            return False
+    return any(addr in ipaddress.ip_network(cidr) for cidr in cfg.get("InsecureRegistryCIDRs") or [])
+
+
+def manifest_digest(client, repository: str, tag: str, timeout: float = 30) -> str | None:
+    """The Docker-Content-Digest the registry gives for repository:tag, or None if the tag is gone."""
+    host, name = split_repository(repository)
+    scheme = "http" if _insecure(client, host) else "https"
+    url = f"{scheme}://{host}/v2/{name}/manifests/{tag}"
+    req = urllib.request.Request(url, method="HEAD", headers={"Accept": MANIFEST_TYPES})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            digest = resp.headers.get("Docker-Content-Digest")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        if exc.code == 401:
+            raise BuildError(f"registry {host} wants authentication to read {name}:{tag}; "
+                             "rocmforge only reads registries that allow anonymous reads") from None
+        raise BuildError(f"registry {host}: HEAD {url} answered {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise BuildError(f"registry {host} is not reachable at {url}: {getattr(exc, 'reason', exc)}") from None
+    if not digest:
+        raise BuildError(f"registry {host}: {url} gave no Docker-Content-Digest header")
+    return digest

@@ -1,0 +1,367 @@
+"""push/pull against a real registry (Debian's docker-registry on a private 127.0.0.1 port) with
+small synthetic images: only images whose exact ID passed are published, and a pull checks it gets
+back exactly what was published."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tarfile
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rocmforge import engine, publish, registry as reg, verify
+from rocmforge.errors import BuildError, UserError
+from rocmforge.plan import BuildPlan, TargetPlan, content_hash
+
+pytestmark = pytest.mark.docker
+
+STACK = "teststack"
+BASE_REPO = "rocmforge/base-debian13-rocm5.7"
+RUN = uuid.uuid4().hex[:8]          # every name these tests create contains it, for the clean-up
+
+
+def _need(message: str):
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI requires it)")
+    pytest.skip(message)
+
+
+# -- the registry -------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ready(port: int, proc: subprocess.Popen, timeout: float = 15) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as resp:
+                if resp.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def local_registry():
+    """HOST:PORT of a private registry: our own config (never the package's, which listens on all
+    interfaces with htpasswd), loopback only, no auth, temporary storage removed afterwards."""
+    exe = shutil.which("docker-registry")
+    if not exe:
+        _need("docker-registry is not installed (apt-get install docker-registry)")
+    root = Path(tempfile.mkdtemp(prefix="rocmforge-registry-"))
+    proc = None
+    try:
+        # The free port can be taken between probe and bind: try a few.
+        for _ in range(3):
+            port = _free_port()
+            config = root / "config.yml"
+            config.write_text(f"version: 0.1\nlog:\n  level: warn\nhttp:\n  addr: 127.0.0.1:{port}\n"
+                              f"storage:\n  filesystem:\n    rootdirectory: {root / 'storage'}\n"
+                              "  delete:\n    enabled: true\n")
+            log = open(root / "registry.log", "ab")
+            proc = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+            if _ready(port, proc):
+                break
+            _stop(proc)
+            proc = None
+        if proc is None:
+            pytest.fail("docker-registry did not answer:\n" + (root / "registry.log").read_text()[-2000:])
+        yield f"127.0.0.1:{port}"
+    finally:
+        if proc is not None:
+            _stop(proc)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+# -- synthetic images -----------------------------------------------------------------------------
+class Forge:
+    """Builds tiny labelled images and fake plans; removes every image it or a push/pull made."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.ids: set[str] = set()
+        bases = [t for img in client.images.list(name=BASE_REPO) for t in img.tags]
+        # The real base shares its layers with the real targets, as a published image would; a
+        # clean engine without it still gets a meaningful (if smaller) image from scratch.
+        self.base = sorted(bases)[0] if bases else "scratch"
+
+    def target(self, kind: str) -> TargetPlan:
+        name = f"rfpub-{RUN}-{kind}"
+        files = {"Dockerfile": f"# {name}\n".encode()}
+        return TargetPlan(name=name, stack=STACK, archs=("gfx1100",), deps=(), files=files,
+                          content_hash=content_hash(files), labels={}, unresolved=(), bootstrap_stack=None)
+
+    def build(self, tp: TargetPlan, nonce: str = "", tag: bool = True) -> str:
+        """An image carrying tp's labels; tag=True tags it as tp's content and readable tags (a build)."""
+        dockerfile = f"FROM {self.base}\nCOPY marker /rocmforge-test-marker\n".encode()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in (("Dockerfile", dockerfile), ("marker", f"{tp.name} {nonce} {uuid.uuid4()}".encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        buf.seek(0)
+        labels = {"io.rocmforge.target": tp.name, "io.rocmforge.content-hash": tp.content_hash,
+                  "io.rocmforge.stack": tp.stack, "org.opencontainers.image.title": tp.name}
+        image_id = None
+        for chunk in self.client.api.build(fileobj=buf, custom_context=True, labels=labels, rm=True,
+                                           forcerm=True, pull=False, decode=True):
+            assert "error" not in chunk, chunk
+            image_id = (chunk.get("aux") or {}).get("ID") or image_id
+        assert image_id
+        self.ids.add(image_id)
+        if tag:
+            for ref in (tp.content_tag, tp.readable_tag):
+                repo, t = ref.rsplit(":", 1)
+                self.client.api.tag(image_id, repo, t)
+        return image_id
+
+    def cleanup(self) -> None:
+        doomed = set(self.ids)
+        for img in self.client.images.list():
+            refs = (img.attrs.get("RepoTags") or []) + (img.attrs.get("RepoDigests") or [])
+            if any(f"rfpub-{RUN}-" in r for r in refs):
+                doomed.add(img.id)
+        for image_id in doomed:
+            try:
+                self.client.images.remove(image_id, force=True)
+            except Exception:  # already gone (removed by the test itself)
+                pass
+
+
+def record_result(state: Path, image_id: str, tp: TargetPlan, ok: bool = True) -> None:
+    suites = {s: {"status": "passed", "detail": "1 check(s)"} for s in verify.SUITES}
+    if not ok:
+        suites["gemm"] = {"status": "failed", "detail": "fp16: 3% of peak"}
+    verify.record(state, {"image": tp.content_tag, "image_id": image_id, "target": tp.name, "ok": ok,
+                          "suites": suites})
+
+
+@pytest.fixture(scope="module")
+def forge(docker_client):
+    f = Forge(docker_client)
+    yield f
+    f.cleanup()
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    return tmp_path / "state", tmp_path / "published"
+
+
+def plan_of(tp: TargetPlan) -> BuildPlan:
+    return BuildPlan(matrix=None, targets={tp.name: tp})
+
+
+def forget_locally(client, image_id: str) -> None:
+    """As on another machine: the image and all its names gone, so a pull really downloads it."""
+    client.images.remove(image_id, force=True)
+    assert engine.image_id(client, image_id) is None
+
+
+def assert_untagged(client, tp: TargetPlan) -> None:
+    for ref in (tp.content_tag, tp.readable_tag):
+        assert engine.image_id(client, ref) is None, f"{ref} was tagged"
+
+
+# -- tests --------------------------------------------------------------------------------------
+def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
+    state, published = dirs
+    tp = forge.target("ok")
+    image_id = forge.build(tp)
+    record_result(state, image_id, tp)
+
+    rec = publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+
+    repository = f"{local_registry}/rocmforge/{tp.name}"
+    tags = [f"content-{tp.content_hash[:12]}", STACK]
+    text = (published / f"{tp.name}.json").read_text()
+    on_disk = json.loads(text)
+    assert list(on_disk) == sorted(on_disk)
+    assert on_disk == rec
+    assert rec == {"content_hash": tp.content_hash, "digest": rec["digest"], "image_id": image_id,
+                   "registry": local_registry, "repository": repository,
+                   "suites": {s: "passed" for s in verify.SUITES}, "tags": tags, "target": tp.name}
+    assert rec["digest"].startswith("sha256:") and len(rec["digest"]) == 71
+    # The registry holds both tags at that digest; the push left no registry-named local tags.
+    assert f"rocmforge/{tp.name}" in _get_json(f"http://{local_registry}/v2/_catalog")["repositories"]
+    assert sorted(_get_json(f"http://{local_registry}/v2/rocmforge/{tp.name}/tags/list")["tags"]) == sorted(tags)
+    for tag in tags:
+        assert reg.manifest_digest(docker_client, repository, tag) == rec["digest"]
+        assert engine.image_id(docker_client, f"{repository}:{tag}") is None
+
+    # On the machine that pushed, the image is already here: the pull only confirms and tags it.
+    assert publish.pull(docker_client, tp.name, record_dir=published)["image_id"] == image_id
+
+    forget_locally(docker_client, image_id)
+    got = publish.pull(docker_client, tp.name, record_dir=published)
+
+    assert got["local_tags"] == [tp.content_tag, tp.readable_tag]
+    pulled = docker_client.images.get(f"{repository}@{rec['digest']}")
+    assert pulled.id == image_id
+    assert engine.image_id(docker_client, tp.content_tag) == image_id
+    assert engine.image_id(docker_client, tp.readable_tag) == image_id
+
+
+def test_pull_refused_when_tag_overwritten_behind_our_back(docker_client, forge, local_registry, dirs):
+    state, published = dirs
+    tp = forge.target("overwritten")
+    image_id = forge.build(tp)
+    record_result(state, image_id, tp)
+    # A namespace replaces "rocmforge" in the registry's names.
+    rec = publish.push(docker_client, plan_of(tp), tp.name, f"{local_registry}/team",
+                       state_dir=state, record_dir=published)
+    repository = f"{local_registry}/team/{tp.name}"
+    assert rec["repository"] == repository
+
+    # Someone else pushes another image to the readable tag, straight through the engine.
+    other = forge.build(tp, nonce="intruder", tag=False)
+    docker_client.api.tag(other, repository, STACK)
+    try:
+        for chunk in docker_client.api.push(repository, tag=STACK, stream=True, decode=True):
+            assert "error" not in chunk, chunk
+    finally:
+        docker_client.api.remove_image(f"{repository}:{STACK}")
+    intruder_digest = reg.manifest_digest(docker_client, repository, STACK)
+    assert intruder_digest != rec["digest"]
+
+    forget_locally(docker_client, image_id)
+    with pytest.raises(UserError) as err:
+        publish.pull(docker_client, tp.name, record_dir=published)
+    message = str(err.value)
+    assert f"{repository}:{STACK}" in message and rec["digest"] in message and intruder_digest in message
+    assert "overwritten" in message
+    assert_untagged(docker_client, tp)
+    assert engine.image_id(docker_client, image_id) is None, "refused pull left the image behind"
+
+
+def test_pull_refused_and_undone_when_labels_differ_from_record(docker_client, forge, local_registry, dirs):
+    state, published = dirs
+    tp = forge.target("tampered")
+    image_id = forge.build(tp)
+    record_result(state, image_id, tp)
+    publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+    path = published / f"{tp.name}.json"
+    rec = json.loads(path.read_text())
+    rec["content_hash"] = "0" * 64
+    path.write_text(json.dumps(rec))
+
+    forget_locally(docker_client, image_id)
+    with pytest.raises(UserError) as err:
+        publish.pull(docker_client, tp.name, record_dir=published)
+    assert "io.rocmforge.content-hash" in str(err.value) and tp.content_hash in str(err.value)
+    assert_untagged(docker_client, tp)
+    # The pull downloaded it; the refusal removed it again.
+    assert engine.image_id(docker_client, image_id) is None
+
+
+def test_push_refused_for_untested_image(docker_client, forge, local_registry, dirs):
+    state, published = dirs
+    tp = forge.target("untested")
+    image_id = forge.build(tp)
+    with pytest.raises(UserError) as err:
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+    message = str(err.value)
+    assert err.value.field == "--target"
+    assert image_id in message and f"python build.py test --target {tp.name}" in message
+    _assert_not_published(docker_client, local_registry, tp, published)
+
+
+def test_push_refused_for_failed_image(docker_client, forge, local_registry, dirs):
+    state, published = dirs
+    tp = forge.target("failed")
+    image_id = forge.build(tp)
+    record_result(state, image_id, tp, ok=False)
+    with pytest.raises(UserError) as err:
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+    message = str(err.value)
+    assert image_id in message and "failed" in message and "gemm" in message
+    assert f"python build.py test --target {tp.name}" in message
+    _assert_not_published(docker_client, local_registry, tp, published)
+
+
+def test_push_refused_after_rebuild(docker_client, forge, local_registry, dirs):
+    state, published = dirs
+    tp = forge.target("rebuilt")
+    tested = forge.build(tp)
+    record_result(state, tested, tp)
+    rebuilt = forge.build(tp, nonce="rebuild")          # same content hash, new image ID
+    assert rebuilt != tested and engine.image_id(docker_client, tp.content_tag) == rebuilt
+    with pytest.raises(UserError) as err:
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+    message = str(err.value)
+    assert rebuilt in message and tested in message and "rebuilt" in message
+    assert f"python build.py test --target {tp.name}" in message
+    _assert_not_published(docker_client, local_registry, tp, published)
+
+
+def test_push_to_unreachable_registry_is_a_build_error(docker_client, forge, dirs):
+    state, published = dirs
+    tp = forge.target("unreachable")
+    image_id = forge.build(tp)
+    record_result(state, image_id, tp)
+    registry = f"127.0.0.1:{_free_port()}"               # nothing listens there
+    with pytest.raises(BuildError) as err:
+        publish.push(docker_client, plan_of(tp), tp.name, registry, state_dir=state, record_dir=published)
+    assert registry in str(err.value)
+    assert not (published / f"{tp.name}.json").exists()
+    assert engine.image_id(docker_client, f"{registry}/rocmforge/{tp.name}:{STACK}") is None
+
+
+def test_pull_without_record_names_the_file(docker_client, tmp_path):
+    with pytest.raises(UserError) as err:
+        publish.pull(docker_client, "hip-runtime", record_dir=tmp_path)
+    assert err.value.file == str(tmp_path / "hip-runtime.json")
+
+
+@pytest.mark.parametrize("text, host, namespace", [
+    ("127.0.0.1:5000", "127.0.0.1:5000", "rocmforge"),
+    ("registry.example.org/team/ml", "registry.example.org", "team/ml"),
+    ("localhost/x", "localhost", "x"),
+])
+def test_registry_argument(text, host, namespace):
+    r = reg.parse(text)
+    assert (r.host, r.namespace) == (host, namespace)
+
+
+@pytest.mark.parametrize("text", ["myregistry/team", "127.0.0.1:5000/Team", "http://127.0.0.1:5000", ""])
+def test_registry_argument_refused(text):
+    with pytest.raises(UserError):
+        reg.parse(text)
+
+
+def _assert_not_published(client, registry: str, tp: TargetPlan, published: Path) -> None:
+    assert not (published / f"{tp.name}.json").exists()
+    assert f"rocmforge/{tp.name}" not in (_get_json(f"http://{registry}/v2/_catalog").get("repositories") or [])
+    for tag in (tp.content_tag, tp.readable_tag):
+        assert engine.image_id(client, f"{registry}/rocmforge/{tp.name}:{tag.rsplit(':', 1)[1]}") is None

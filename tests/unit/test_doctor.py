@@ -1,0 +1,563 @@
+"""rocmforge.doctor: `build.py doctor`. diagnose() is driven with constructed HostFacts and the
+rocminfo fixtures (tests/fixtures/rocminfo/, tests/fixtures/doctor/); gather() with a fake
+/dev, /sys and /proc tree and a fake engine client."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from rocmforge import doctor
+from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
+from rocmforge.errors import UserError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GB = 10**9
+
+
+def fixture(name: str) -> str:
+    sub = "doctor" if name.startswith("rx6700xt") else "rocminfo"
+    return (FIXTURES / sub / name).read_bytes().decode("utf-8")
+
+
+def rocminfo_text(*gpus: tuple[str, str]) -> str:
+    """A minimal rocminfo output: one CPU agent, then one agent per (gfx, marketing name)."""
+    lines = ["ROCk module is loaded", "HSA Agents", "*******", "Agent 1", "*******",
+             "  Name:                    AMD Ryzen 9 5900X 12-Core Processor",
+             "  Device Type:             CPU"]
+    for n, (gfx, marketing) in enumerate(gpus, start=2):
+        lines += ["*******", f"Agent {n}", "*******", f"  Name:                    {gfx}",
+                  f"  Marketing Name:          {marketing}", "  Device Type:             GPU",
+                  "  ISA Info:", "    ISA 1", f"      Name:                    amdgcn-amd-amdhsa--{gfx}"]
+    return "\n".join(lines + ["*** Done ***"])
+
+
+def gpu_host(text: str | None, built: dict | None = None, **kw) -> HostFacts:
+    """A healthy GPU host (engine, nodes, module, disk) with the given rocminfo output."""
+    base = dict(
+        engine_version="26.1.5",
+        kfd=NodeFacts("/dev/kfd", True, True, 44, "video"),
+        render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render"),),
+        amdgpu_module=True, rocminfo_text=text, rocminfo_source="host rocminfo (/opt/rocm/bin/rocminfo)",
+        free_disk_bytes=500 * GB, disk_path="/var/lib/docker", built_targets=built or {})
+    base.update(kw)
+    return HostFacts(**base)
+
+
+def from_file(name: str, built: dict | None = None, **kw) -> doctor.Report:
+    facts = HostFacts(engine_version="26.1.5", rocminfo_text=fixture(name), rocminfo_source=name,
+                      free_disk_bytes=500 * GB, built_targets=built or {}, **kw)
+    return diagnose(facts, from_file=True)
+
+
+def status(report: doctor.Report, name: str) -> str:
+    c = report.check(name)
+    assert c is not None, [x.name for x in report.checks]
+    return c.status
+
+
+def envs(report: doctor.Report) -> dict:
+    out = {}
+    for r in report.recommendations:
+        out.update(r.env)
+    return out
+
+
+HIP_RUNTIME = {"hip-runtime": ("gfx90a", "gfx1100")}
+
+
+# --------------------------------------------------------------------------- report shape
+
+def test_json_shape_and_text_rendering():
+    report = diagnose(gpu_host(fixture("w7900-with-igpu-first.txt"), HIP_RUNTIME))
+    data = json.loads(json.dumps(report.to_json()))
+    assert set(data) == {"checks", "recommendations"}
+    for c in data["checks"]:
+        assert set(c) == {"name", "status", "detail"}
+        assert c["status"] in (OK, WARN, FAIL, SKIPPED)
+        assert c["detail"]
+    for r in data["recommendations"]:
+        assert set(r) == {"env", "reason"}
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in r["env"].items())
+    names = [c["name"] for c in data["checks"]]
+    assert names[:5] == ["engine", "kfd", "render-nodes", "device-groups", "amdgpu-module"]
+    assert {"gpus", "integrated-gpus", "gfx-override", "coverage:hip-runtime", "coverage", "disk"} <= set(names)
+    text = report.format_text()
+    for c in report.checks:
+        assert c.name in text
+    assert "WARN  integrated-gpus" in text
+    assert "HIP_VISIBLE_DEVICES=1" in text
+    assert text.splitlines()[-1].startswith("0 failed, ")
+    assert report.ok and report.exit_code == 0
+
+
+def test_healthy_single_gpu_host_is_all_ok():
+    report = diagnose(gpu_host(fixture("mi210.txt"), HIP_RUNTIME))
+    assert [c.status for c in report.checks] == [OK] * len(report.checks), report.format_text()
+    assert report.recommendations == []
+    assert "gfx90a 'AMD Instinct MI210'" in report.check("gpus").detail
+    assert "--group-add 44 --group-add 993" in report.check("device-groups").detail
+    assert "--device /dev/kfd --device /dev/dri/renderD128" in report.check("device-groups").detail
+
+
+# --------------------------------------------------------------------------- no GPU
+
+def test_host_without_gpu_fails_with_clear_detail():
+    facts = HostFacts(engine_version="26.1.5", kfd=NodeFacts("/dev/kfd", exists=False), render_nodes=(),
+                      amdgpu_module=False, rocminfo_text=None, rocminfo_source="not run: no /dev/kfd",
+                      free_disk_bytes=200 * GB, built_targets=HIP_RUNTIME)
+    report = diagnose(facts)
+    kfd = report.check("kfd")
+    assert kfd.status == FAIL
+    assert "no AMD GPU device nodes: containers will run without a GPU" in kfd.detail
+    # One cause, reported once: the render-node and GPU checks would only repeat it.
+    assert status(report, "render-nodes") == SKIPPED
+    assert status(report, "device-groups") == SKIPPED
+    assert status(report, "amdgpu-module") == FAIL
+    assert status(report, "gpus") == SKIPPED
+    assert [c.name for c in report.checks if c.status == FAIL] == ["kfd", "amdgpu-module"]
+    assert status(report, "coverage") == SKIPPED
+    assert status(report, "engine") == OK and status(report, "disk") == OK
+    assert not report.ok and report.exit_code == 1
+    assert "(exit code 1)" in report.format_text()
+
+
+def test_default_facts_are_a_bare_host():
+    report = diagnose(HostFacts())
+    assert status(report, "engine") == FAIL
+    assert status(report, "kfd") == FAIL
+    assert status(report, "disk") == WARN
+    assert not report.ok
+
+
+def test_no_gpu_rocminfo_capture_from_file():
+    report = from_file("debian-rocm5.7-no-gpu.txt", HIP_RUNTIME)
+    for name in ("kfd", "render-nodes", "device-groups", "amdgpu-module"):
+        assert status(report, name) == SKIPPED
+        assert "not applicable" in report.check(name).detail
+    gpus = report.check("gpus")
+    assert gpus.status == FAIL
+    assert "ROCk module is NOT loaded" in gpus.detail
+    assert status(report, "coverage") == SKIPPED
+    assert not report.ok
+
+
+def test_kfd_permission_denied_capture_names_the_group_fix():
+    report = from_file("kfd-permission-denied.txt")
+    gpus = report.check("gpus")
+    assert gpus.status == FAIL
+    assert "Unable to open /dev/kfd read-write" in gpus.detail
+    assert "--group-add" in gpus.detail
+
+
+# --------------------------------------------------------------------------- iGPU + dGPU
+
+@pytest.mark.parametrize("name, value, igpu_index", [
+    ("w7900-with-igpu-first.txt", "1", 0),
+    ("w7900-with-igpu-second.txt", "0", 1),
+])
+def test_w7900_with_igpu_recommends_hip_visible_devices(name, value, igpu_index):
+    report = from_file(name, HIP_RUNTIME)
+    assert [r.env for r in report.recommendations] == [{"HIP_VISIBLE_DEVICES": value}]
+    reason = report.recommendations[0].reason
+    assert "gfx1036" in reason and "integrated" in reason
+    assert f"HIP device {igpu_index}, integrated" in reason
+    assert doctor.SEED_ERROR in reason  # HIP error: invalid device function
+    assert "W7900" in reason
+    assert status(report, "integrated-gpus") == WARN
+    # The hidden iGPU is not held against the images: the W7900 is covered.
+    assert status(report, "coverage:hip-runtime") == OK
+    assert "hidden by HIP_VISIBLE_DEVICES" in report.check("coverage").detail
+    assert status(report, "gfx-override") == OK
+    assert report.ok
+
+
+def test_only_integrated_gpu_needs_no_hiding():
+    report = from_file("empty-marketing-name.txt", {"t": ("gfx1151",)})
+    assert status(report, "integrated-gpus") == OK
+    assert "HIP_VISIBLE_DEVICES" not in envs(report)
+    assert status(report, "coverage") == OK
+
+
+def test_igpu_hidden_and_dgpu_overridden_together():
+    text = rocminfo_text(("gfx1036", "AMD Radeon Graphics"), ("gfx1032", "AMD Radeon RX 6600"))
+    report = diagnose(gpu_host(text, {"t": ("gfx1030",)}))
+    assert envs(report) == {"HIP_VISIBLE_DEVICES": "1", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+
+
+# --------------------------------------------------------------------------- HSA_OVERRIDE_GFX_VERSION
+
+def test_gfx1031_gets_override_when_a_target_covers_gfx1030_only():
+    report = from_file("rx6700xt-gfx1031.txt", {"rdna2": ("gfx1030",)})
+    assert [r.env for r in report.recommendations] == [{"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}]
+    reason = report.recommendations[0].reason
+    assert "gfx1031" in reason and "gfx1030" in reason and "rdna2" in reason
+    assert status(report, "gfx-override") == WARN
+    assert status(report, "coverage:rdna2") == WARN
+    assert "only with HSA_OVERRIDE_GFX_VERSION=10.3.0" in report.check("coverage:rdna2").detail
+    assert status(report, "coverage") == WARN
+    assert report.ok
+
+
+@pytest.mark.parametrize("archs", [("gfx1030", "gfx1031"), ("gfx1031",), ("gfx10-3-generic",)])
+def test_gfx1031_needs_no_override_when_covered(archs):
+    report = from_file("rx6700xt-gfx1031.txt", {"t": archs})
+    assert report.recommendations == []
+    assert status(report, "gfx-override") == OK
+    assert status(report, "coverage:t") == OK
+    assert status(report, "coverage") == OK
+
+
+def test_gfx1031_not_covered_at_all_fails_coverage():
+    report = from_file("rx6700xt-gfx1031.txt", HIP_RUNTIME)
+    assert report.recommendations == []
+    assert status(report, "gfx-override") == OK
+    assert status(report, "coverage:hip-runtime") == WARN
+    cov = report.check("coverage")
+    assert cov.status == FAIL
+    assert "hipErrorNoBinaryForGpu" in cov.detail and "gfx1031" in cov.detail
+    assert not report.ok
+
+
+def test_override_named_but_not_recommended_without_built_targets():
+    report = from_file("rx6700xt-gfx1031.txt")
+    over = report.check("gfx-override")
+    assert over.status == SKIPPED
+    assert "HSA_OVERRIDE_GFX_VERSION=10.3.0" in over.detail
+    assert report.recommendations == []
+    assert status(report, "coverage") == SKIPPED
+
+
+def test_override_only_for_the_target_that_needs_it():
+    report = from_file("rx6700xt-gfx1031.txt", {"a": ("gfx1030",), "b": ("gfx1031",)})
+    assert envs(report) == {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+    assert "target(s) b cover it without" in report.recommendations[0].reason
+    assert status(report, "coverage:a") == WARN
+    assert status(report, "coverage:b") == OK
+    assert status(report, "coverage") == OK
+
+
+@pytest.mark.parametrize("gfx", ["gfx1101", "gfx1102", "gfx1103"])
+def test_rdna3_parts_get_11_0_0_when_only_gfx1100_is_covered(gfx):
+    report = diagnose(gpu_host(rocminfo_text((gfx, "AMD Radeon RX 7800 XT")), {"llama31-qlora-w7900": ("gfx1100",)}))
+    assert envs(report) == {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}
+    report = diagnose(gpu_host(rocminfo_text((gfx, "x")), {"t": ("gfx1100", gfx)}))
+    assert report.recommendations == []
+
+
+@pytest.mark.parametrize("gfx", ["gfx1031", "gfx1032", "gfx1034", "gfx1035", "gfx1036"])
+def test_rdna2_parts_get_10_3_0(gfx):
+    report = diagnose(gpu_host(rocminfo_text((gfx, "x")), {"t": ("gfx1030",)}))
+    assert envs(report) == {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+
+
+def test_gpu_without_a_known_override_gets_none():
+    report = diagnose(gpu_host(rocminfo_text(("gfx1012", "RX 5500 XT")), {"t": ("gfx1030", "gfx1100")}))
+    assert report.recommendations == []
+    assert status(report, "coverage") == FAIL
+
+
+def test_override_not_recommended_when_it_would_rename_another_gpu():
+    text = rocminfo_text(("gfx1100", "AMD Radeon RX 7900 XTX"), ("gfx1031", "AMD Radeon RX 6700 XT"))
+    report = diagnose(gpu_host(text, {"t": ("gfx1100", "gfx1030")}))
+    assert "HSA_OVERRIDE_GFX_VERSION" not in envs(report)
+    over = report.check("gfx-override")
+    assert over.status == WARN
+    assert "Not recommended" in over.detail and "gfx1100" in over.detail
+    assert status(report, "coverage") == WARN
+
+
+def test_override_not_recommended_when_gpus_need_different_values():
+    text = rocminfo_text(("gfx1101", "RX 7800 XT"), ("gfx1031", "RX 6700 XT"))
+    report = diagnose(gpu_host(text, {"t": ("gfx1100", "gfx1030")}))
+    assert report.recommendations == []
+    assert "different values" in report.check("gfx-override").detail
+
+
+def test_override_recommended_when_the_other_gpu_is_the_reference_part():
+    text = rocminfo_text(("gfx1030", "RX 6800 XT"), ("gfx1031", "RX 6700 XT"))
+    report = diagnose(gpu_host(text, {"t": ("gfx1030",)}))
+    assert envs(report) == {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+
+
+def test_hsa_override_version():
+    assert doctor.hsa_override_version("gfx1030") == "10.3.0"
+    assert doctor.hsa_override_version("gfx1100") == "11.0.0"
+    assert doctor.hsa_override_version("gfx90a") == "9.0.10"
+    assert doctor.hsa_override_version("gfx1151") == "11.5.1"
+    assert {doctor.hsa_override_version(t) for t in doctor.GFX_OVERRIDES.values()} == {"10.3.0", "11.0.0"}
+    with pytest.raises(ValueError):
+        doctor.hsa_override_version("gfx10-3-generic")
+
+
+# --------------------------------------------------------------------------- coverage per target
+
+def test_coverage_per_built_target():
+    built = {"hip-runtime": ("gfx90a", "gfx1100"), "llama31-qlora-w7900": ("gfx1100",),
+             "llama7b-train": ("gfx906", "gfx90a")}
+    report = from_file("mi210.txt", built)
+    assert status(report, "coverage:hip-runtime") == OK
+    assert status(report, "coverage:llama7b-train") == OK
+    qlora = report.check("coverage:llama31-qlora-w7900")
+    assert qlora.status == WARN
+    assert "no code for gfx90a" in qlora.detail and "hipErrorNoBinaryForGpu" in qlora.detail
+    assert status(report, "coverage") == OK
+    assert report.ok
+
+
+def test_no_built_target_covering_the_gpu_fails():
+    report = from_file("mi210.txt", {"llama31-qlora-w7900": ("gfx1100",)})
+    assert status(report, "coverage:llama31-qlora-w7900") == WARN
+    assert status(report, "coverage") == FAIL
+    assert not report.ok
+
+
+def test_partly_covered_multi_gpu_host_warns():
+    text = rocminfo_text(("gfx90a", "MI210"), ("gfx1100", "W7900"))
+    report = diagnose(gpu_host(text, {"t": ("gfx90a",)}))
+    cov = report.check("coverage")
+    assert cov.status == WARN and "gfx1100" in cov.detail
+
+
+def test_generic_isa_listed_by_rocminfo_counts_as_coverage():
+    # w7900-with-igpu-second lists amdgcn-amd-amdhsa--gfx11-generic for the W7900.
+    report = from_file("w7900-with-igpu-second.txt", {"generic": ("gfx11-generic",)})
+    assert status(report, "coverage:generic") == OK
+
+
+# --------------------------------------------------------------------------- other checks
+
+def test_low_disk_warns():
+    report = diagnose(gpu_host(fixture("mi210.txt"), HIP_RUNTIME, free_disk_bytes=20 * GB))
+    disk = report.check("disk")
+    assert disk.status == WARN
+    assert "20.0 GB" in disk.detail and "/var/lib/docker" in disk.detail
+    assert report.ok
+    assert status(diagnose(gpu_host(None, free_disk_bytes=None)), "disk") == WARN
+
+
+def test_engine_unreachable_fails():
+    facts = gpu_host(fixture("mi210.txt"), HIP_RUNTIME, engine_version=None,
+                     engine_error="Error while fetching server API version: connection refused")
+    report = diagnose(facts)
+    engine = report.check("engine")
+    assert engine.status == FAIL
+    assert "connection refused" in engine.detail and "DOCKER_HOST" in engine.detail
+    assert [c.name for c in report.checks if c.status == FAIL] == ["engine"]
+    assert report.exit_code == 1
+
+
+def test_nodes_not_readable_writable_warn():
+    facts = gpu_host(fixture("mi210.txt"), HIP_RUNTIME,
+                     kfd=NodeFacts("/dev/kfd", True, False, 44, "video"),
+                     render_nodes=(NodeFacts("/dev/dri/renderD128", True, False, 993, None),))
+    report = diagnose(facts)
+    assert status(report, "kfd") == WARN
+    assert "group video (GID 44)" in report.check("kfd").detail
+    assert status(report, "render-nodes") == WARN
+    assert "--group-add 44 --group-add 993" in report.check("device-groups").detail
+    assert report.ok
+
+
+def test_kfd_without_render_node_fails():
+    report = diagnose(gpu_host(fixture("mi210.txt"), HIP_RUNTIME, render_nodes=()))
+    assert status(report, "render-nodes") == FAIL
+    assert status(report, "kfd") == OK
+
+
+def test_render_node_without_kfd_warns():
+    facts = gpu_host(None, kfd=NodeFacts("/dev/kfd", False),
+                     render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render"),),
+                     amdgpu_module=False, rocminfo_source="not run: no /dev/kfd")
+    report = diagnose(facts)
+    assert status(report, "kfd") == FAIL
+    assert status(report, "render-nodes") == WARN
+
+
+def test_root_group_needs_no_group_add():
+    facts = gpu_host(fixture("mi210.txt"), kfd=NodeFacts("/dev/kfd", True, True, 0, "root"),
+                     render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 0, "root"),))
+    assert "needs no --group-add" in diagnose(facts).check("device-groups").detail
+
+
+@pytest.mark.parametrize("module, kfd, expected", [(False, True, WARN), (None, True, WARN), (True, False, OK),
+                                                   (False, False, FAIL)])
+def test_amdgpu_module(module, kfd, expected):
+    facts = gpu_host(None, amdgpu_module=module, kfd=NodeFacts("/dev/kfd", kfd, True, 44))
+    assert status(diagnose(facts), "amdgpu-module") == expected
+
+
+def test_kfd_present_but_no_rocminfo_warns():
+    facts = gpu_host(None, HIP_RUNTIME, rocminfo_source="not run: rocminfo is not on PATH and no built image")
+    report = diagnose(facts)
+    gpus = report.check("gpus")
+    assert gpus.status == WARN and "not on PATH" in gpus.detail
+    assert status(report, "coverage") == SKIPPED
+    assert status(report, "coverage:hip-runtime") == SKIPPED
+    assert report.ok
+
+
+# --------------------------------------------------------------------------- gather
+
+class FakeImage:
+    def __init__(self, target, archs, created, tags=("rocmforge/x:y",)):
+        self.labels = {"io.rocmforge.target": target, "io.rocmforge.archs": archs}
+        self.attrs = {"Created": created}
+        self.tags = list(tags)
+
+
+class FakeClient:
+    def __init__(self, version="26.1.5", root="/nonexistent-docker-root", images=(), fail=None):
+        self._version, self._root, self._fail = version, root, fail
+        self.images = SimpleNamespace(list=lambda filters=None: list(images), get=self._get)
+        self.present: set[str] = set()
+
+    def version(self):
+        if self._fail:
+            raise self._fail
+        return {"Version": self._version}
+
+    def info(self):
+        return {"DockerRootDir": self._root}
+
+    def _get(self, ref):
+        import docker.errors
+
+        if ref not in self.present:
+            raise docker.errors.ImageNotFound(ref)
+        return SimpleNamespace(id="sha256:" + "0" * 64)
+
+
+def fake_tree(tmp_path: Path, *, kfd=True, render=True, module="sys") -> dict:
+    dev, sys_, proc = tmp_path / "dev", tmp_path / "sys", tmp_path / "proc"
+    (dev / "dri").mkdir(parents=True)
+    (sys_ / "module" / "video").mkdir(parents=True)
+    proc.mkdir()
+    if kfd:
+        (dev / "kfd").write_text("")
+        os.chown(dev / "kfd", -1, 44)
+    if render:
+        (dev / "dri" / "renderD128").write_text("")
+        os.chown(dev / "dri" / "renderD128", -1, 4242)
+        (dev / "dri" / "card0").write_text("")  # not a render node
+    if module == "sys":
+        (sys_ / "module" / "amdgpu").mkdir()
+    elif module == "proc":
+        (proc / "modules").write_text("video 65536 1 amdgpu, Live 0x0\namdgpu 12345678 4 - Live 0x0\n")
+    return dict(dev_root=str(dev), sys_root=str(sys_), proc_root=str(proc))
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="os.chown to arbitrary groups needs root")
+
+
+@needs_root
+def test_gather_reads_a_fake_gpu_host(tmp_path):
+    images = [FakeImage("hip-runtime", "gfx90a,gfx1100", "2024-01-02"),
+              FakeImage("hip-runtime", "gfx90a", "2023-01-01"),
+              FakeImage("hip-devel", "gfx90a,gfx1100", "2024-01-01", tags=())]  # dangling: ignored
+    calls = []
+
+    def runner():
+        calls.append(1)
+        return fixture("w7900-with-igpu-first.txt"), "rocminfo in rocmforge/hip-runtime:test"
+
+    facts = gather(client=FakeClient(images=images), docker_root=str(tmp_path / "docker"),
+                   rocminfo_runner=runner, host_rocminfo=False, **fake_tree(tmp_path))
+    assert facts.engine_version == "26.1.5" and facts.engine_error is None
+    assert facts.kfd.exists and facts.kfd.readable_writable and facts.kfd.gid == 44
+    assert [n.path for n in facts.render_nodes] == [str(tmp_path / "dev" / "dri" / "renderD128")]
+    assert facts.render_nodes[0].gid == 4242
+    assert facts.amdgpu_module is True
+    assert calls == [1]
+    assert facts.rocminfo_source == "rocminfo in rocmforge/hip-runtime:test"
+    assert facts.built_targets == {"hip-runtime": ("gfx90a", "gfx1100")}
+    assert facts.disk_path == str(tmp_path / "docker")
+    assert isinstance(facts.free_disk_bytes, int) and facts.free_disk_bytes > 0
+
+    report = diagnose(facts)
+    assert status(report, "kfd") == OK and status(report, "render-nodes") == OK
+    assert "--group-add 44 --group-add 4242" in report.check("device-groups").detail
+    assert envs(report) == {"HIP_VISIBLE_DEVICES": "1"}
+    assert status(report, "coverage:hip-runtime") == OK
+
+
+def test_gather_without_kfd_does_not_run_rocminfo(tmp_path):
+    def runner():
+        raise AssertionError("must not run without /dev/kfd")
+
+    facts = gather(client=FakeClient(), docker_root=str(tmp_path), built_targets={},
+                   rocminfo_runner=runner, host_rocminfo=False,
+                   **fake_tree(tmp_path, kfd=False, render=False, module="none"))
+    assert not facts.kfd.exists and facts.render_nodes == ()
+    assert facts.amdgpu_module is False  # /sys/module is readable and has no amdgpu
+    assert facts.rocminfo_text is None and "no /dev/kfd" in facts.rocminfo_source
+    report = diagnose(facts)
+    assert "containers will run without a GPU" in report.check("kfd").detail
+    assert not report.ok
+
+
+def test_gather_amdgpu_from_proc_modules_or_unknown(tmp_path):
+    tree = fake_tree(tmp_path, kfd=False, render=False, module="proc")
+    assert gather(client=FakeClient(), host_rocminfo=False, built_targets={}, docker_root=str(tmp_path),
+                  **tree).amdgpu_module is True
+    tree["sys_root"] = str(tmp_path / "no-sys")
+    (tmp_path / "proc" / "modules").unlink()
+    assert gather(client=FakeClient(), host_rocminfo=False, built_targets={}, docker_root=str(tmp_path),
+                  **tree).amdgpu_module is None
+
+
+def test_gather_engine_unreachable(tmp_path):
+    client = FakeClient(fail=ConnectionError("connection refused"))
+    facts = gather(client=client, docker_root=str(tmp_path), host_rocminfo=False,
+                   **fake_tree(tmp_path, kfd=False, render=False))
+    assert facts.engine_version is None and "connection refused" in facts.engine_error
+    assert facts.built_targets == {}
+    assert status(diagnose(facts), "engine") == FAIL
+
+
+def test_gather_uses_the_engines_data_root_by_default(tmp_path):
+    facts = gather(client=FakeClient(root=str(tmp_path / "data-root")), built_targets={}, host_rocminfo=False,
+                   **fake_tree(tmp_path, kfd=False, render=False))
+    assert facts.disk_path == str(tmp_path / "data-root")
+    assert facts.free_disk_bytes is not None  # measured on the filesystem that would hold it
+
+
+@needs_root
+def test_gather_rocminfo_runner_failure_is_a_fact(tmp_path):
+    def runner():
+        raise RuntimeError("image gone")
+
+    facts = gather(client=FakeClient(), docker_root=str(tmp_path), built_targets={}, rocminfo_runner=runner,
+                   host_rocminfo=False, **fake_tree(tmp_path))
+    assert facts.rocminfo_text is None and "image gone" in facts.rocminfo_source
+    assert status(diagnose(facts), "gpus") == WARN
+
+
+def test_gather_rocminfo_file(tmp_path):
+    path = FIXTURES / "rocminfo" / "w7900-with-igpu-second.txt"
+    facts = gather(client=FakeClient(), docker_root=str(tmp_path), built_targets=dict(HIP_RUNTIME),
+                   rocminfo_file=str(path), rocminfo_runner=lambda: pytest.fail("must not run"),
+                   **fake_tree(tmp_path, kfd=False, render=False))
+    assert facts.rocminfo_source == str(path)
+    report = diagnose(facts, from_file=True)
+    assert status(report, "kfd") == SKIPPED
+    assert envs(report) == {"HIP_VISIBLE_DEVICES": "0"}
+    assert report.ok
+    with pytest.raises(UserError) as exc:
+        gather(client=FakeClient(), rocminfo_file=str(tmp_path / "missing.txt"), built_targets={},
+               docker_root=str(tmp_path), **fake_tree(tmp_path / "x", kfd=False, render=False))
+    assert "missing.txt" in str(exc.value)
+
+
+def test_built_targets_from_plan():
+    client = FakeClient()
+    client.present = {"rocmforge/hip-runtime:content-aaa"}
+    plan = SimpleNamespace(targets={
+        "hip-runtime": SimpleNamespace(archs=("gfx90a", "gfx1100"), content_tag="rocmforge/hip-runtime:content-aaa"),
+        "hip-devel": SimpleNamespace(archs=("gfx90a", "gfx1100"), content_tag="rocmforge/hip-devel:content-bbb"),
+    })
+    assert doctor.built_targets_from_plan(client, plan) == {"hip-runtime": ("gfx90a", "gfx1100")}
