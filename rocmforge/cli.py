@@ -39,9 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--target", required=True, dest="build_target")
     b.add_argument("--ca-bundle", default=None, dest="build_ca_bundle", help="as the global --ca-bundle")
     t = sub.add_parser("test", help="run the verification suites inside a built image")
-    which = t.add_mutually_exclusive_group(required=True)
-    which.add_argument("--target", dest="test_target", help="a built matrix target")
-    which.add_argument("--image", help="any image reference (its io.rocmforge.* labels give target and archs)")
+    t.add_argument("--target", dest="test_target", help="a built matrix target (with --image: the target whose "
+                   "archs and pins the image is checked against)")
+    t.add_argument("--image", help="any image reference (without --target its io.rocmforge.* labels give target and archs)")
     t.add_argument("--junit", help="write a JUnit XML report here")
     t.add_argument("--json", action="store_true", help="print the results as JSON")
     ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
@@ -222,8 +222,12 @@ class App:
     def cmd_test(self, target: str | None, image: str | None, junit: str | None, as_json: bool) -> int:
         from . import engine, verify
 
-        client = engine.connect()
+        if not target and not image:
+            raise UserError("give --target TARGET or --image REF", field="test")
         if target:
+            self.target(target)
+        client = engine.connect()
+        if target and not image:
             tp = self.target(target)
             image = tp.content_tag
             if engine.image_id(client, image) is None:
@@ -315,6 +319,42 @@ class App:
             rec = publish.pull(client, target, record_dir=self.record_dir)
         print(json.dumps(rec, indent=2, sort_keys=True))
         return 0
+
+
+    # -- host -------------------------------------------------------------------------------
+    def cmd_doctor(self, as_json: bool, rocminfo_file: str | None) -> int:
+        from . import doctor
+
+        report = doctor.run(plan=self.plan, rocminfo_file=rocminfo_file)
+        print(json.dumps(report.to_json(), indent=2) if as_json else report.format_text())
+        return report.exit_code
+
+    def cmd_run(self, target: str, dry_run: bool, cmd: list[str]) -> int:
+        import shutil
+        import subprocess
+
+        from . import doctor, engine, runcmd
+        from .container import host_gpu_access
+
+        tp = self.target(target)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        client = engine.connect()
+        image = next((ref for ref in (tp.content_tag, tp.readable_tag) if engine.image_id(client, ref)), None)
+        if image is None:
+            raise UserError(f"target {target!r} is neither built nor pulled; run `python build.py build --target "
+                            f"{target}` or `python build.py pull --target {target}`", field="--target")
+        gpu = host_gpu_access()
+        env = doctor.run(plan=self.plan, client=client).env_for(target) if gpu.present else {}
+        docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
+        argv = runcmd.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
+                                      docker=docker)
+        if not gpu.present:
+            print("note: no /dev/kfd on this host: the container runs WITHOUT a GPU", file=sys.stderr)
+        if dry_run:
+            print(runcmd.shell_line(["docker"] + argv[1:]))
+            return 0
+        return subprocess.call(argv)
 
 
 def _append(path: Path, text: str) -> None:

@@ -54,10 +54,10 @@ ships no code for run the code of the family's reference part when the runtime i
 that part's gfx version: gfx1031/1032/1033/1034/1035/1036 run gfx1030 code with ``10.3.0``,
 gfx1101/1102/1103 run gfx1100 code with ``11.0.0`` (an unofficial workaround that AMD's
 maintainers point users to, e.g. ROCm/Tensile#1907 for gfx1036, ROCm/rocBLAS#1536 for gfx1103;
-community reports for gfx1031/gfx1032 in ROCm/ROCm#1756, #2720). It is recommended only when a
+community reports for gfx1031/gfx1032 in ROCm/legacy-rocm-build#1756, #2720). It is recommended only when a
 built target's archs lack the GPU's own gfx (and any generic target that covers it, e.g.
 ``gfx10-3-generic``) but include the override target. The variable applies to every GPU of the
-process (ROCm/ROCm#5069), so it is not recommended when another visible GPU would be
+process (ROCm/legacy-rocm-build#5069), so it is not recommended when another visible GPU would be
 misidentified by it; hide one of them with ``HIP_VISIBLE_DEVICES`` instead. GPUs hidden by the
 ``HIP_VISIBLE_DEVICES`` recommendation are left out of the override and coverage checks.
 """
@@ -173,6 +173,7 @@ class Check:
 class Recommendation:
     env: dict[str, str]
     reason: str
+    targets: tuple[str, ...] = ()  # the built targets it is for; () = every container on this host
 
     def to_json(self) -> dict:
         return {"env": dict(self.env), "reason": self.reason}
@@ -197,6 +198,15 @@ class Report:
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
+
+    def env_for(self, target: str | None = None) -> dict[str, str]:
+        """The recommended environment for containers of target (None: recommendations meant for
+        every container only), e.g. for `docker run -e`."""
+        env: dict[str, str] = {}
+        for r in self.recommendations:
+            if not r.targets or (target is not None and target in r.targets):
+                env.update(r.env)
+        return env
 
     def to_json(self) -> dict:
         return {"checks": [c.to_json() for c in self.checks],
@@ -441,7 +451,8 @@ def diagnose(facts: HostFacts, *, from_file: bool = False) -> Report:
                 reason = ("; ".join(parts) + f". Set HSA_OVERRIDE_GFX_VERSION={value} in containers of those "
                           f"targets so the runtime reports {pose} (an unofficial workaround, not supported by AMD)")
                 checks.append(Check("gfx-override", WARN, reason))
-                recs.append(Recommendation({"HSA_OVERRIDE_GFX_VERSION": value}, reason))
+                for_targets = sorted({t for _, _, over_in, _ in needs.values() for t in over_in})
+                recs.append(Recommendation({"HSA_OVERRIDE_GFX_VERSION": value}, reason, tuple(for_targets)))
             else:
                 why = ("different GPUs would need different values" if len(poses) > 1 else
                        f"it would also make {', '.join(_describe(i, a) for i, a in harmed)} pose as "

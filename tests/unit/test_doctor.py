@@ -239,6 +239,17 @@ def test_override_only_for_the_target_that_needs_it():
     assert status(report, "coverage:a") == WARN
     assert status(report, "coverage:b") == OK
     assert status(report, "coverage") == OK
+    # The override is for target a's containers only.
+    assert report.env_for("a") == {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
+    assert report.env_for("b") == {} and report.env_for() == {}
+
+
+def test_env_for_merges_host_wide_and_target_recommendations():
+    text = rocminfo_text(("gfx1036", "AMD Radeon Graphics"), ("gfx1032", "AMD Radeon RX 6600"))
+    report = diagnose(gpu_host(text, {"t": ("gfx1030",), "u": ("gfx1032",)}))
+    assert report.env_for() == {"HIP_VISIBLE_DEVICES": "1"}
+    assert report.env_for("u") == {"HIP_VISIBLE_DEVICES": "1"}
+    assert report.env_for("t") == {"HIP_VISIBLE_DEVICES": "1", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
 
 
 @pytest.mark.parametrize("gfx", ["gfx1101", "gfx1102", "gfx1103"])
