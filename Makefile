@@ -2,7 +2,9 @@
 TARGET ?= hip-runtime
 PYTHON ?= python3
 
-.PHONY: build test render lint list check
+REGISTRY ?= 127.0.0.1:5000
+
+.PHONY: build test render lint list push pull doctor clean
 build:
 	$(PYTHON) build.py build --target $(TARGET)
 test:
@@ -13,3 +15,11 @@ lint:
 	$(PYTHON) build.py render --check
 list:
 	$(PYTHON) build.py list
+push:
+	$(PYTHON) build.py push --target $(TARGET) --registry $(REGISTRY)
+pull:
+	$(PYTHON) build.py pull --target $(TARGET)
+doctor:
+	$(PYTHON) build.py doctor
+clean:
+	$(PYTHON) build.py clean

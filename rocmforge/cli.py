@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--target", required=True, dest="run_target")
     rn.add_argument("--dry-run", action="store_true", help="print the docker command, run nothing")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
+    cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one) and the logs")
+    cl.add_argument("--target", dest="clean_target")
     ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
     ar.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     ar.add_argument("--json", action="store_true")
@@ -321,6 +323,28 @@ class App:
         return 0
 
 
+    def cmd_clean(self, target: str | None) -> int:
+        import shutil
+
+        from . import engine
+
+        names = [target] if target else sorted(self.plan.targets)
+        for n in names:
+            self.target(n)
+        client = engine.connect()
+        repos = {f"rocmforge/{n}" for n in names}
+        if not target:
+            repos |= {f"rocmforge/base-{s}" for s in self.plan.matrix.stacks}
+        removed = 0
+        for img in client.images.list():
+            for tag in img.tags:
+                if tag.rsplit(":", 1)[0] in repos:
+                    client.images.remove(tag, noprune=False)
+                    removed += 1
+        shutil.rmtree(self.state / "logs", ignore_errors=True)
+        print(f"removed {removed} tag(s) and the build logs")
+        return 0
+
     # -- host -------------------------------------------------------------------------------
     def cmd_doctor(self, as_json: bool, rocminfo_file: str | None) -> int:
         from . import doctor
@@ -386,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             return app.cmd_doctor(args.json, args.rocminfo)
         if args.command == "run":
             return app.cmd_run(args.run_target, args.dry_run, args.cmd)
+        if args.command == "clean":
+            return app.cmd_clean(args.clean_target)
         if args.command == "archs":
             return app.cmd_archs(args.paths, args.json)
         if args.target:

@@ -50,3 +50,14 @@ def test_missing_ca_bundle_is_a_user_error():
     proc = run_cli("build", "--target", "hip-runtime", "--ca-bundle", "/nonexistent/ca.pem")
     assert proc.returncode == 2
     assert "--ca-bundle" in proc.stderr and "/nonexistent/ca.pem" in proc.stderr
+
+
+def test_makefile_recipes_are_one_build_py_call():
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    recipes = [ln for ln in lines if ln.startswith("\t")]
+    assert recipes
+    for r in recipes:
+        assert r.strip().startswith("$(PYTHON) build.py "), r
+    targets = {ln.split(":")[0] for ln in lines if ln and not ln.startswith(("\t", "#", ".", " ")) and ":" in ln
+               and "=" not in ln}
+    assert {"build", "test", "render", "lint", "push", "clean"} <= targets
