@@ -142,11 +142,13 @@ def test_rocblas_library_folder(container, real_files):
 
 
 def test_probe_time_on_librocblas(container, real_files):
-    _exec(container, ["cat", real_files["librocblas.so"]])   # warm the page cache like a re-run
-    (r,), elapsed = _probe(container, real_files["librocblas.so"])
-    print(f"\npython3 archs.py --json librocblas: {elapsed:.2f} s")
-    assert r.archs
-    assert elapsed < 60
+    timings = []
+    for _ in range(2):                       # the first run may read from disk, the second from cache
+        (r,), elapsed = _probe(container, real_files["librocblas.so"])
+        timings.append(elapsed)
+        assert r.archs
+    print(f"\npython3 archs.py --json librocblas: {timings[0]:.2f} s, again {timings[1]:.2f} s")
+    assert min(timings) < 60
 
 
 def test_e_flags_table_against_llc17(container):

@@ -1,0 +1,146 @@
+"""Host-side fetching into a content-addressed cache, so Dockerfile builds need no network
+beyond apt: pip wheels (by sha256) and git sources (by commit). A CA bundle, when given, is used
+here on the host and never enters a build."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Wheels that run on the stack's glibc: trixie has 2.41, jammy 2.35.
+PLATFORMS = ["manylinux2014_x86_64"] + [f"manylinux_2_{n}_x86_64" for n in range(17, 36)] + ["linux_x86_64"]
+WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-")
+
+
+class FetchError(Exception):
+    pass
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _pip_download(args: list[str], dest: Path, ca_bundle: Path | None) -> None:
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir", "-q",
+           "--only-binary=:all:", "-d", str(dest), *args]
+    if ca_bundle:
+        cmd += ["--cert", str(ca_bundle)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_FIND_LINKS")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise FetchError("pip download failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+
+
+def _target_args(python: str) -> list[str]:
+    major, minor = python.split(".")[:2]
+    args = ["--python-version", f"{major}.{minor}", "--implementation", "cp", "--abi", f"cp{major}{minor}",
+            "--abi", "abi3", "--abi", "none"]
+    for p in PLATFORMS:
+        args += ["--platform", p]
+    return args + ["--platform", "any"]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def resolve_wheels(requirements: dict[str, str], python: str, work: Path, ca_bundle=None) -> dict:
+    """The full closure of `requirements` for CPython `python` as wheels: name → version, file, sha256."""
+    with tempfile.TemporaryDirectory(dir=_mk(work), prefix="resolve-") as tmp:
+        _pip_download([f"{k}=={v}" for k, v in sorted(requirements.items())] + _target_args(python),
+                      Path(tmp), ca_bundle)
+        out = {}
+        for wheel in sorted(Path(tmp).glob("*.whl")):
+            m = WHEEL_RE.match(wheel.name)
+            out[_canonical(m.group("name"))] = {"version": m.group("version"), "file": wheel.name,
+                                                "sha256": [_sha256(wheel)]}
+            store(work, wheel)
+        return dict(sorted(out.items()))
+
+
+def _mk(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def cache_dir(work: Path) -> Path:
+    return _mk(work / "cache" / "sha256")
+
+
+def store(work: Path, path: Path) -> str:
+    digest = _sha256(path)
+    dest = cache_dir(work) / digest
+    if not dest.exists():
+        shutil.copyfile(path, dest)
+    return digest
+
+
+def wheels_for(locked: dict, python: str, work: Path, ca_bundle=None) -> dict[str, bytes]:
+    """The locked wheels as {file name: bytes}, from the cache or downloaded and verified."""
+    files: dict[str, bytes] = {}
+    for name, entry in sorted(locked.items()):
+        digest = entry["sha256"][0]
+        cached = cache_dir(work) / digest
+        if not cached.exists():
+            with tempfile.TemporaryDirectory(dir=_mk(work), prefix="fetch-") as tmp:
+                _pip_download(["--no-deps", f"{name}=={entry['version']}"] + _target_args(python), Path(tmp), ca_bundle)
+                for wheel in Path(tmp).glob("*.whl"):
+                    if _sha256(wheel) in entry["sha256"]:
+                        store(work, wheel)
+        if not cached.exists() or _sha256(cached) != digest:
+            raise FetchError(f"{name}=={entry['version']}: no downloadable wheel has the locked sha256 {digest}")
+        files[entry["file"]] = cached.read_bytes()
+    return files
+
+
+def ls_remote(url: str, ref: str, timeout: int = 60) -> str:
+    """The commit a branch or tag points at now."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        proc = subprocess.run(["git", "ls-remote", url, ref, f"{ref}^{{}}"], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise FetchError(f"{url} did not answer within {timeout}s") from None
+    if proc.returncode != 0:
+        raise FetchError(f"{url} is not reachable: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'git ls-remote failed'}")
+    refs = dict(reversed(line.split("\t")) for line in proc.stdout.splitlines() if "\t" in line)
+    for candidate in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+        if candidate in refs:
+            return refs[candidate]
+    raise FetchError(f"{url} has no branch or tag {ref!r}")
+
+
+def source_tree(url: str, commit: str, work: Path) -> dict[str, bytes]:
+    """The files of `url` at exactly `commit` (verified), as {relative path: bytes}."""
+    key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    repo = work / "cache" / "git" / key
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+
+    def git(*args, check=True):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=check)
+
+    if not repo.exists():
+        _mk(repo.parent)
+        proc = subprocess.run(["git", "clone", "--bare", "--quiet", url, str(repo)], capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            shutil.rmtree(repo, ignore_errors=True)
+            raise FetchError(f"cannot clone {url}: {proc.stderr.strip()[-300:]}")
+    if git("cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
+        git("fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", check=False)
+    if git("cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
+        raise FetchError(f"{url} has no commit {commit}")
+    with tempfile.TemporaryDirectory(dir=_mk(work), prefix="src-") as tmp:
+        subprocess.run(f"git -C {repo} archive --format=tar {commit} | tar -x -C {tmp}", shell=True, check=True)
+        files = {p.relative_to(tmp).as_posix(): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()}
+    files[".rocmforge-commit"] = (commit + "\n").encode()
+    return files
