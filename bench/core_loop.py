@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rocmforge.matrix import load_matrix  # noqa: E402
-from rocmforge.plan import make_plan  # noqa: E402
+from rocmforge.plan import load_plan  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 
@@ -37,7 +37,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    plan = make_plan(load_matrix(ROOT / "matrix.yaml"), ROOT)
+    plan = load_plan(ROOT / "matrix.yaml")
     rt, dv = plan.targets["hip-runtime"], plan.targets["hip-devel"]
 
     ours_cmd = [sys.executable, "build.py", "build", "--target", "hip-runtime"]

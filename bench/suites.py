@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rocmforge.matrix import load_matrix  # noqa: E402
-from rocmforge.plan import make_plan  # noqa: E402
+from rocmforge.plan import load_plan  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 
@@ -25,7 +25,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("targets", nargs="*", default=["hip-runtime", "hip-devel"])
     args = ap.parse_args()
-    plan = make_plan(load_matrix(ROOT / "matrix.yaml"), ROOT)
+    plan = load_plan(ROOT / "matrix.yaml")
     for name in args.targets:
         ref = plan.targets[name].content_tag
         t0 = time.perf_counter()

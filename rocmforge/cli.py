@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--target", required=True, dest="run_target")
     rn.add_argument("--dry-run", action="store_true", help="print the docker command, run nothing")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
+    lk = sub.add_parser("lock", help="resolve digests, apt closures, wheel hashes and git commits into matrix.lock")
+    lk.add_argument("--target", action="append", dest="lock_targets", help="only this target and its prerequisites (repeatable)")
+    lk.add_argument("--check", action="store_true", help="write nothing; exit 1 listing every stale or unavailable pin")
     cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one) and the logs")
     cl.add_argument("--target", dest="clean_target")
     ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
@@ -80,12 +83,15 @@ class App:
         self._plan = None
 
     @property
+    def lock_path(self) -> Path:
+        return self.matrix_path.with_suffix(".lock")
+
+    @property
     def plan(self):
         if self._plan is None:
-            from .matrix import load_matrix
-            from .plan import make_plan
+            from .plan import load_plan
 
-            self._plan = make_plan(load_matrix(self.matrix_path), self.root)
+            self._plan = load_plan(self.matrix_path)
         return self._plan
 
     def target(self, name: str, flag: str = "--target"):
@@ -195,8 +201,9 @@ class App:
                     _status.update(f"{_dep}: {step[:100]}")
                     self.err.print(f"  {step[:160]}", highlight=False, markup=False, soft_wrap=True)
 
+                extra = self.fetch_inputs(dp, ca)
                 image = engine.build(client, dp, log_path=log_path, ca_bundle=ca, revision=revision,
-                                     progress=progress)
+                                     progress=progress, extra_files=extra)
             self.err.print(f"[green]built[/green] {dep}: {image[7:19]} tags {dp.content_tag}, {dp.readable_tag}")
             results.append({"target": dep, "status": "built", "image_id": image})
         return results
@@ -323,6 +330,57 @@ class App:
         return 0
 
 
+    def cmd_lock(self, targets: list[str] | None, check: bool, ca: str | None) -> int:
+        from . import engine, lock, lockfile, render
+
+        for t in targets or []:
+            self.target(t)
+        old = lockfile.load(self.lock_path)
+        m = self.plan.matrix
+        client = engine.connect()
+        work = self.state / "work"
+        log = lambda msg: _append(self.state / "logs" / "lock.log", msg)  # noqa: E731
+        if check:
+            with self.err.status("checking matrix.lock against the matrix and the mirrors"):
+                out = lock.check(client, m, old, targets=targets, work=work, log=log)
+            for p in out.problems:
+                print(f"stale: {p}")
+            if out.problems:
+                print(f"{len(out.problems)} stale or unavailable pin(s); fix matrix.yaml and run `python build.py lock`",
+                      file=sys.stderr)
+                return 1
+            print(f"{self.lock_path.name}: every pin resolves ({', '.join(m.order(targets))})")
+            return 0
+        with self.err.status("resolving pins"):
+            out = lock.resolve(client, m, old, targets=targets, work=work, ca_bundle=self.ca_bundle(ca), log=log)
+        render._atomic_write(self.lock_path, lockfile.dump(out.lock).encode())
+        for r in out.resolved:
+            print(f"resolved: {r}")
+        for f in out.failed:
+            print(f"unresolved: {f}", file=sys.stderr)
+        print(f"wrote {self.lock_path}; run `python build.py render` to apply it", file=sys.stderr)
+        return 1 if out.failed else 0
+
+    def fetch_inputs(self, tp, ca: Path | None) -> dict[str, bytes]:
+        """Host-side inputs of a build: locked wheels and git sources, from the cache or fetched."""
+        from . import fetch, lockfile
+
+        lock = lockfile.load(self.lock_path)
+        extra: dict[str, bytes] = {}
+        try:
+            for item in tp.fetches:
+                if item[0] == "wheels":
+                    _, comp, python = item
+                    for fname, data in fetch.wheels_for(lock["python"][comp], python, self.state / "work", ca).items():
+                        extra[f"wheels/{comp}/{fname}"] = data
+                elif item[0] == "git":
+                    _, comp, url, commit = item
+                    for rel, data in fetch.source_tree(url, commit, self.state / "work").items():
+                        extra[f"sources/{comp}/{rel}"] = data
+        except fetch.FetchError as exc:
+            raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
+        return extra
+
     def cmd_clean(self, target: str | None) -> int:
         import shutil
 
@@ -410,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
             return app.cmd_doctor(args.json, args.rocminfo)
         if args.command == "run":
             return app.cmd_run(args.run_target, args.dry_run, args.cmd)
+        if args.command == "lock":
+            return app.cmd_lock(args.lock_targets, args.check, args.ca_bundle)
         if args.command == "clean":
             return app.cmd_clean(args.clean_target)
         if args.command == "archs":

@@ -72,7 +72,7 @@ def git_revision(root: Path) -> str:
 
 
 def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None, revision: str,
-          progress) -> str:
+          progress, extra_files: dict[str, bytes] | None = None) -> str:
     """Build tp; returns the image ID. Tags move only after success."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     labels = {"io.rocmforge.content-hash": tp.content_hash}
@@ -82,7 +82,8 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None, rev
     started = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"# rocmforge build {tp.name} -> {tp.content_tag}\n")
-        stream = client.api.build(fileobj=context_tar(tp.files, ca_bundle), custom_context=True,
+        context = {**tp.files, **(extra_files or {})}
+        stream = client.api.build(fileobj=context_tar(context, ca_bundle), custom_context=True,
                                   tag=tp.content_tag, labels=labels, rm=True, forcerm=True,
                                   pull=False, decode=True)
         for chunk in stream:

@@ -5,7 +5,6 @@ with a clear message and keep their previous lock value."""
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 
 from . import bases, fetch, lockfile

@@ -26,6 +26,7 @@ class AptStep:
     stack: str
     before: tuple[str, ...]   # package names installed by earlier steps of the chain
     names: tuple[str, ...]    # package names this step installs (matrix pins)
+    parents: tuple[str, ...] = ()  # the steps of the targets this image is built on
 
 
 def apt_steps(m: Matrix) -> list[AptStep]:
@@ -33,16 +34,21 @@ def apt_steps(m: Matrix) -> list[AptStep]:
         t = m.targets[name]
         return (chain(t.from_target) if t.from_target else []) + list(t.apt)
 
+    def ancestors(name: str) -> list[str]:
+        t = m.targets[name]
+        return (ancestors(t.from_target) + [t.from_target]) if t.from_target else []
+
     steps = []
     for name in m.order():
         t = m.targets[name]
         before = chain(t.from_target) if t.from_target else []
+        parents = tuple(a for a in ancestors(name) if m.targets[a].apt)
         if t.apt:
-            steps.append(AptStep(name, t.stack, tuple(before), tuple(t.apt)))
+            steps.append(AptStep(name, t.stack, tuple(before), tuple(t.apt), parents))
         for c in t.components:
             comp = m.components[c]
             if comp.builder_apt:
-                steps.append(AptStep(f"{name}/{c}-build", t.stack, tuple(before), tuple(comp.builder_apt)))
+                steps.append(AptStep(f"{name}/{c}-build", t.stack, tuple(before), tuple(comp.builder_apt), parents))
     return steps
 
 
@@ -96,9 +102,12 @@ def apt_pins_for(lock: dict, m: Matrix, step: AptStep) -> tuple[list[tuple[str, 
     locked = lock["apt"].get(step.key)
     if locked is None:
         return matrix_pins, f"apt closure of {step.key} is not locked (run `python build.py lock`)"
-    drift = [f"{n} matrix {v} vs lock {locked.get(n)}" for n, v in matrix_pins
-             if n in locked and locked[n] != v]
-    missing = [n for n, _ in matrix_pins if n not in locked and n not in step.before]
+    inherited: dict[str, str] = {}
+    for parent in step.parents:
+        inherited.update(lock["apt"].get(parent, {}))
+    have = {**inherited, **locked}
+    drift = [f"{n} matrix {v} vs lock {have[n]}" for n, v in matrix_pins if n in have and have[n] != v]
+    missing = [n for n, _ in matrix_pins if n not in have]
     if drift or missing:
         why = "; ".join(drift + [f"{n} not in the lock" for n in missing])
         return matrix_pins, f"lock is stale for {step.key}: {why} (run `python build.py lock`)"

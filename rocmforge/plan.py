@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bases
+from . import bases, lockfile
 from .matrix import Matrix
 from .render import Renderer
 
@@ -25,6 +25,7 @@ class TargetPlan:
     labels: dict[str, str]
     unresolved: tuple[str, ...]         # why the build must be refused, empty when buildable
     bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
+    fetches: tuple = ()                 # host-side inputs added to the context at build time
 
     @property
     def content_tag(self) -> str:
@@ -57,14 +58,38 @@ def content_hash(files: dict[str, bytes]) -> str:
     return h.hexdigest()
 
 
-def make_plan(m: Matrix, root: Path) -> BuildPlan:
-    """root holds templates/ and probes/ (the matrix file's folder)."""
+def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
+    """root holds templates/ and probes/ (the matrix file's folder); lock is matrix.lock's content."""
+    lock = lock if lock is not None else lockfile.empty()
     renderer = Renderer(root)
     plan = BuildPlan(m)
+    steps = lockfile.apt_steps(m)
     for name in m.order():
         t = m.targets[name]
         stack = m.stacks[t.stack]
         unresolved: list[str] = []
+        pins_by_step: dict[str, list] = {}
+        for step in steps:
+            if step.key == name or step.key.startswith(name + "/"):
+                pins, stale = lockfile.apt_pins_for(lock, m, step)
+                pins_by_step[step.key] = pins
+                if stale:
+                    unresolved.append(stale)
+        python_locks, git_commits, fetches = {}, {}, []
+        for cname in t.components:
+            comp = m.components[cname]
+            if comp.kind == "python-env":
+                locked = lock["python"].get(cname) or {}
+                if all(locked.get(k.lower(), {}).get("version") == v for k, v in comp.requirements.items()) and locked:
+                    python_locks[cname] = locked
+                    fetches.append(("wheels", cname, stack.python))
+                else:
+                    unresolved.append(f"python {cname}: requirements are not locked with hashes (run `python build.py lock`)")
+            if comp.source:
+                commit = comp.source.commit or (lock["git"].get(cname) or {}).get("commit")
+                if commit:
+                    git_commits[cname] = commit
+                    fetches.append(("git", cname, comp.source.url, commit))
         bootstrap_stack = None
         if t.from_target:
             dep = plan.targets[t.from_target]
@@ -88,7 +113,7 @@ def make_plan(m: Matrix, root: Path) -> BuildPlan:
             unresolved += [f"{t.builder}: {u}" for u in dep.unresolved]
         for cname in t.components:
             src = m.components[cname].source
-            if src and not src.commit:
+            if src and cname not in git_commits:
                 unresolved.append(f"component {cname}: git ref {src.ref!r} of {src.url} is not resolved to a commit (run `build.py lock`)")
         versions = {c: m.components[c].version for c in t.components if m.components[c].version}
         labels = {
@@ -109,10 +134,20 @@ def make_plan(m: Matrix, root: Path) -> BuildPlan:
             labels["org.opencontainers.image.base.digest"] = base_digest
         if m.project.source:
             labels["org.opencontainers.image.source"] = m.project.source
-        files = renderer.render_target(m, name, from_ref=from_ref, builder_ref=builder_ref,
-                                       labels=labels, unresolved=unresolved)
+        files = renderer.render_target(m, name, from_ref=from_ref, builder_ref=builder_ref, labels=labels,
+                                       unresolved=unresolved, pins_by_step=pins_by_step,
+                                       python_locks=python_locks, git_commits=git_commits)
         plan.targets[name] = TargetPlan(
             name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
             content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
-            bootstrap_stack=bootstrap_stack)
+            bootstrap_stack=bootstrap_stack, fetches=tuple(fetches))
     return plan
+
+
+def load_plan(matrix_path: Path | str) -> BuildPlan:
+    """The plan for a matrix file and the matrix.lock beside it (templates/ and probes/ beside it too)."""
+    from .matrix import load_matrix
+
+    matrix_path = Path(matrix_path)
+    return make_plan(load_matrix(matrix_path), matrix_path.resolve().parent,
+                     lockfile.load(matrix_path.with_suffix(".lock")))

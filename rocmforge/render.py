@@ -70,7 +70,8 @@ class Renderer:
                 for p in sorted(self.probes.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
     def render_target(self, m: Matrix, name: str, *, from_ref: str, builder_ref: str | None,
-                      labels: dict[str, str], unresolved: list[str]) -> dict[str, bytes]:
+                      labels: dict[str, str], unresolved: list[str], pins_by_step: dict[str, list],
+                      python_locks: dict[str, dict], git_commits: dict[str, str]) -> dict[str, bytes]:
         t = m.targets[name]
         stack = m.stacks[t.stack]
         files = self.probe_files()
@@ -79,8 +80,16 @@ class Renderer:
             comp = m.components[cname]
             entry = {"name": cname, "spec": comp, "stage": f"{cname}-build",
                      "partial": f"partials/{cname}.j2"}
+            entry["builder_pins"] = pins_by_step.get(f"{name}/{cname}-build", [])
+            entry["commit"] = git_commits.get(cname)
             if comp.kind == "python-env":
-                req = "".join(f"{k}=={v}\n" for k, v in sorted(comp.requirements.items()))
+                locked = python_locks.get(cname)
+                if locked:   # the whole closure, each with its hashes: pip --require-hashes
+                    req = "".join(f"{k}=={e['version']}" + "".join(f" --hash=sha256:{h}" for h in e["sha256"]) + "\n"
+                                  for k, e in sorted(locked.items()))
+                else:
+                    req = "".join(f"{k}=={v}\n" for k, v in sorted(comp.requirements.items()))
+                entry["locked"] = bool(locked)
                 entry["requirements"] = f"requirements/{cname}.txt"
                 files[entry["requirements"]] = req.encode()
             if comp.kind == "settings":
@@ -97,7 +106,7 @@ class Renderer:
             "stack": stack, "archs": list(t.archs), "from_ref": from_ref, "builder_ref": builder_ref,
             "labels": labels, "unresolved": unresolved, "components": components,
             "env": {**stack.env, **t.env},
-            "apt_pins": [(p, stack.apt[p]) for p in t.apt],
+            "apt_pins": pins_by_step.get(name, [(p, stack.apt[p]) for p in t.apt]),
             "pins": stack.apt,
             "wheel_stages": [c["stage"] for c in components if c["spec"].kind == "cmake-wheel"],
             "debian": stack.base.bootstrap is not None,

@@ -27,6 +27,7 @@ def copy_project(dst: Path) -> Path:
     for name in ("templates", "probes"):
         shutil.copytree(ROOT / name, dst / name)
     shutil.copy(ROOT / "matrix.yaml", dst / "matrix.yaml")
+    shutil.copy(ROOT / "matrix.lock", dst / "matrix.lock")
     shutil.copy(ROOT / ".hadolint.yaml", dst / ".hadolint.yaml")
     return dst / "matrix.yaml"
 

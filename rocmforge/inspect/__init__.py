@@ -1,1 +1,1 @@
-"""Inspection of built artefacts (GPU architectures in binaries, ...)."""
+"""Pure parsers of what built images contain: ldd output, rocminfo output, GPU architectures in binaries."""

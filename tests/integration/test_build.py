@@ -11,13 +11,14 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, copy_project, dpkg_versions, run_cli, sh
+from rocmforge import lockfile
 from rocmforge.matrix import load_matrix
-from rocmforge.plan import iso_utc, make_plan
+from rocmforge.plan import iso_utc, load_plan, make_plan
 
 pytestmark = pytest.mark.docker
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
-PLAN = make_plan(MATRIX, ROOT)
+PLAN = load_plan(ROOT / "matrix.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,12 @@ def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime,
     data = yaml.safe_load(matrix_path.read_text())
     data["stacks"]["debian13-rocm5.7"]["apt"]["rocminfo"] = "0.0.0-does-not-exist"
     matrix_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    bad_plan = make_plan(load_matrix(matrix_path), tmp_path)
+    # A lock edited to agree with it, so the build gets as far as apt (the real lock would refuse).
+    lock_path = tmp_path / "matrix.lock"
+    lock = lockfile.load(lock_path)
+    lock["apt"]["hip-runtime"]["rocminfo"] = "0.0.0-does-not-exist"
+    lock_path.write_text(lockfile.dump(lock))
+    bad_plan = make_plan(load_matrix(matrix_path), tmp_path, lockfile.load(lock_path))
     readable = PLAN.targets["hip-runtime"].readable_tag
     readable_before = docker_client.images.get(readable).id
     containers_before = {c.id for c in docker_client.containers.list(all=True)}

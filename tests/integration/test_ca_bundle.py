@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from rocmforge.matrix import load_matrix
-from rocmforge.plan import make_plan
+from rocmforge.plan import load_plan
 
 pytestmark = pytest.mark.docker
 HOST_BUNDLE = Path(os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
@@ -51,10 +51,12 @@ def test_ca_bundle_used_in_builder_only(docker_client, session_images, tmp_path)
     marker_cert = _unique_cert(tmp_path)
     bundle = tmp_path / "proxy-bundle-under-test.pem"
     bundle.write_bytes(HOST_BUNDLE.read_bytes() + marker_cert)
-    proc = run_cli("build", "--target", "hip-python", "--ca-bundle", str(bundle))
+    # A fresh state dir: the locked wheels must really be downloaded (on the host, through the proxy).
+    proc = run_cli("--state-dir", str(tmp_path / "state"), "build", "--target", "hip-python", "--ca-bundle", str(bundle))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert list((tmp_path / "state" / "work" / "cache" / "sha256").iterdir()), "no wheel was fetched"
 
-    ref = make_plan(load_matrix(ROOT / "matrix.yaml"), ROOT).targets["hip-python"].content_tag
+    ref = load_plan(ROOT / "matrix.yaml").targets["hip-python"].content_tag
     rc = docker_client.containers.run(ref, ["python3", "-c", "import numpy; print(numpy.__version__)"], remove=True)
     assert rc.decode().strip() == "2.3.5"
 

@@ -15,10 +15,10 @@ import yaml
 from tests.conftest import ROOT, copy_project, run_cli
 from rocmforge.container import host_gpu_access
 from rocmforge.matrix import load_matrix
-from rocmforge.plan import make_plan
+from rocmforge.plan import load_plan, make_plan
 
 pytestmark = pytest.mark.docker
-PLAN = make_plan(load_matrix(ROOT / "matrix.yaml"), ROOT)
+PLAN = load_plan(ROOT / "matrix.yaml")
 NO_GPU = not host_gpu_access().present
 
 
