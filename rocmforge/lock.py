@@ -168,10 +168,11 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
             if probe is None:
                 out.problems.append(f"apt {step.key}: cannot check here (the {step.stack} base cannot be pulled)")
                 continue
-            wanted = {n: m.stacks[step.stack].apt[n] for n in step.names}
-            wanted.update(lock["apt"].get(step.key, {}))
-            avail = probe.available(sorted(wanted))
-            for n, v in sorted(wanted.items()):
+            # Both the matrix's pins and the locked closure must exist in the mirror.
+            wanted = {(n, m.stacks[step.stack].apt[n]) for n in step.names}
+            wanted |= set(lock["apt"].get(step.key, {}).items())
+            avail = probe.available(sorted({n for n, _ in wanted}))
+            for n, v in sorted(wanted):
                 if v not in avail[n]:
                     have = ", ".join(avail[n]) or "none"
                     out.problems.append(f"apt {step.key}: {n}={v} is not in the mirror (it has: {have})")
