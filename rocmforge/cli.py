@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     lk = sub.add_parser("lock", help="resolve digests, apt closures, wheel hashes and git commits into matrix.lock")
     lk.add_argument("--target", action="append", dest="lock_targets", help="only this target and its prerequisites (repeatable)")
     lk.add_argument("--check", action="store_true", help="write nothing; exit 1 listing every stale or unavailable pin")
+    mf = sub.add_parser("manifest", help="write the manifest and CycloneDX SBOM of a built target")
+    mf.add_argument("--target", required=True, dest="manifest_target")
     cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one) and the logs")
     cl.add_argument("--target", dest="clean_target")
     ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
@@ -204,7 +206,9 @@ class App:
                 extra = self.fetch_inputs(dp, ca)
                 image = engine.build(client, dp, log_path=log_path, ca_bundle=ca, revision=revision,
                                      progress=progress, extra_files=extra)
-            self.err.print(f"[green]built[/green] {dep}: {image[7:19]} tags {dp.content_tag}, {dp.readable_tag}")
+            self.write_manifest(client, dep)
+            self.err.print(f"[green]built[/green] {dep}: {image[7:19]} tags {dp.content_tag}, {dp.readable_tag}; "
+                           f"manifest and SBOM in {self.state / 'artifacts' / dep}", soft_wrap=True)
             results.append({"target": dep, "status": "built", "image_id": image})
         return results
 
@@ -248,6 +252,8 @@ class App:
             report = verify.run_suites(client, image, target, self.matrix_path.resolve(),
                                        Path(junit) if junit else None)
         stored = verify.record(self.state, report)
+        if target and not image:
+            self.write_manifest(client, target)   # now with the suite results
         if as_json:
             print(json.dumps({k: v for k, v in report.items() if k != "log"}, indent=2))
         else:
@@ -381,6 +387,28 @@ class App:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return extra
 
+    def write_manifest(self, client, name: str) -> Path:
+        from . import lockfile, manifest, verify
+
+        tp = self.target(name)
+        image_id = client.images.get(tp.content_tag).id
+        rec = verify.recorded(self.state, image_id)
+        suites = {k: v["status"] for k, v in rec["suites"].items()} if rec else None
+        inv = manifest.inventory(client, tp.content_tag)
+        data = manifest.make_manifest(tp, image_id, inv, lockfile.load(self.lock_path), suites)
+        return manifest.write(self.state, data)
+
+    def cmd_manifest(self, name: str) -> int:
+        from . import engine
+
+        self.target(name)
+        client = engine.connect()
+        if engine.image_id(client, self.plan.targets[name].content_tag) is None:
+            raise UserError(f"target {name!r} is not built; run `python build.py build --target {name}`", field="--target")
+        folder = self.write_manifest(client, name)
+        print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
+        return 0
+
     def cmd_clean(self, target: str | None) -> int:
         import shutil
 
@@ -470,6 +498,8 @@ def main(argv: list[str] | None = None) -> int:
             return app.cmd_run(args.run_target, args.dry_run, args.cmd)
         if args.command == "lock":
             return app.cmd_lock(args.lock_targets, args.check, args.ca_bundle)
+        if args.command == "manifest":
+            return app.cmd_manifest(args.manifest_target)
         if args.command == "clean":
             return app.cmd_clean(args.clean_target)
         if args.command == "archs":

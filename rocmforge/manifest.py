@@ -1,0 +1,89 @@
+"""Per-image manifest and CycloneDX SBOM, written to .rocmforge/artifacts/<target>/. Both are
+byte-identical for the same image: no wall-clock time, a serial number derived from content."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+import warnings
+from pathlib import Path
+
+from .plan import TargetPlan
+
+PY_INVENTORY = ("import importlib.metadata as m, json; "
+                "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
+                "if d.metadata['Name']})))")
+
+
+def inventory(client, image: str) -> dict:
+    """dpkg and Python packages installed in the image (one throw-away container)."""
+    from .container import TrackedContainer
+
+    with TrackedContainer(client, image) as tc:
+        r = tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
+        dpkg = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line) if r.rc == 0 else {}
+        python = {}
+        for exe in ("/opt/rocmforge/venv/bin/python", "python3"):
+            r = tc.exec([exe, "-c", PY_INVENTORY])
+            if r.rc == 0:
+                python = {name: version for name, version in json.loads(r.stdout)}
+                break
+    return {"dpkg": dict(sorted(dpkg.items())), "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower()))}
+
+
+def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: dict | None) -> dict:
+    git = {item[1]: {"url": item[2], "commit": item[3]} for item in tp.fetches if item[0] == "git"}
+    base = lock.get("bases", {}).get(tp.stack, {})
+    return {
+        "target": tp.name, "stack": tp.stack, "archs": list(tp.archs), "image_id": image_id,
+        "content_hash": tp.content_hash, "tags": [tp.content_tag, tp.readable_tag],
+        "created": tp.labels["org.opencontainers.image.created"],
+        "base": {"name": tp.labels["org.opencontainers.image.base.name"],
+                 "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.get("digest"),
+                 "image_id": base.get("image_id"), "recipe": base.get("recipe")},
+        "dpkg": inv["dpkg"], "python": inv["python"], "git": git, "suites": suites,
+    }
+
+
+def make_sbom(manifest: dict) -> str:
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.output.json import JsonV1Dot5
+    from packageurl import PackageURL
+
+    bom = Bom()
+    content = json.dumps({k: manifest[k] for k in ("image_id", "dpkg", "python", "git")}, sort_keys=True)
+    bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "rocmforge:" + hashlib.sha256(content.encode()).hexdigest())
+    bom.metadata.timestamp = dt.datetime.strptime(manifest["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    bom.metadata.component = Component(name=manifest["target"], version=manifest["image_id"],
+                                       type=ComponentType.CONTAINER, bom_ref="image")
+    distro = manifest["stack"].split("-")[0]
+    for name, version in manifest["dpkg"].items():
+        purl = PackageURL("deb", "debian", name, version, {"arch": "amd64", "distro": distro})
+        bom.components.add(Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl,
+                                     bom_ref=purl.to_string()))
+    for name, version in manifest["python"].items():
+        purl = PackageURL("pypi", None, name.lower(), version)
+        bom.components.add(Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl,
+                                     bom_ref=purl.to_string()))
+    for name, src in manifest["git"].items():
+        purl = PackageURL("generic", None, name, src["commit"], {"vcs_url": f"git+{src['url']}@{src['commit']}"})
+        bom.components.add(Component(name=name, version=src["commit"], type=ComponentType.LIBRARY, purl=purl,
+                                     bom_ref=purl.to_string()))
+    with warnings.catch_warnings():   # the dependency graph of an image's packages is not modelled
+        warnings.simplefilter("ignore")
+        return JsonV1Dot5(bom).output_as_string(indent=2) + "\n"
+
+
+def write(state: Path, manifest: dict) -> Path:
+    folder = state / "artifacts" / manifest["target"]
+    folder.mkdir(parents=True, exist_ok=True)
+    sbom = make_sbom(manifest)
+    (folder / "sbom.cdx.json").write_text(sbom)
+    digest = hashlib.sha256(sbom.encode()).hexdigest()
+    (folder / "sbom.cdx.json.sha256").write_text(f"{digest}  sbom.cdx.json\n")
+    manifest = {**manifest, "sbom_sha256": digest}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return folder
