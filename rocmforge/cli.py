@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     lk = sub.add_parser("lock", help="resolve digests, apt closures, wheel hashes and git commits into matrix.lock")
     lk.add_argument("--target", action="append", dest="lock_targets", help="only this target and its prerequisites (repeatable)")
     lk.add_argument("--check", action="store_true", help="write nothing; exit 1 listing every stale or unavailable pin")
+    vr = sub.add_parser("verify-repro", help="build a target twice without cache and compare the image IDs")
+    vr.add_argument("--target", required=True, dest="repro_target")
+    vr.add_argument("--json", action="store_true")
     mf = sub.add_parser("manifest", help="write the manifest and CycloneDX SBOM of a built target")
     mf.add_argument("--target", required=True, dest="manifest_target")
     cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one) and the logs")
@@ -204,8 +207,10 @@ class App:
                     self.err.print(f"  {step[:160]}", highlight=False, markup=False, soft_wrap=True)
 
                 extra = self.fetch_inputs(dp, ca)
-                image = engine.build(client, dp, log_path=log_path, ca_bundle=ca, revision=revision,
-                                     progress=progress, extra_files=extra)
+                raw = engine.build(client, dp, log_path=log_path, ca_bundle=ca, revision=revision,
+                                   progress=progress, extra_files=extra)
+                status.update(f"{dep}: normalising layers and config for a reproducible image ID")
+                image = self.normalise(client, dep, raw, [dp.content_tag, dp.readable_tag])
             self.write_manifest(client, dep)
             self.err.print(f"[green]built[/green] {dep}: {image[7:19]} tags {dp.content_tag}, {dp.readable_tag}; "
                            f"manifest and SBOM in {self.state / 'artifacts' / dep}", soft_wrap=True)
@@ -387,6 +392,69 @@ class App:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return extra
 
+    def normalise(self, client, name: str, raw_ref: str, tags: list[str]) -> str:
+        """Rewrite a classic-builder image so the same inputs give the same image ID, then drop the raw tag."""
+        from . import repro
+
+        epoch = self.plan.matrix.targets[name].source_date_epoch
+        log = lambda msg: _append(self.state / "logs" / f"{name}.log", msg)  # noqa: E731
+        image = repro.normalise(client, raw_ref, epoch=epoch, tags=tags, workdir=self.state / "work", log=log)
+        raw_tag = f"rocmforge-raw/{name}:{self.plan.targets[name].content_hash[:12]}"
+        try:
+            client.images.remove(raw_tag, noprune=True)   # keep the layers: the builder's cache
+        except Exception:  # already gone
+            pass
+        return image
+
+    def cmd_verify_repro(self, name: str, as_json: bool, ca: str | None) -> int:
+        import time
+
+        from . import engine, repro
+
+        tp = self.target(name)
+        deps = self.plan.order([name])[:-1]
+        for dep in deps:        # prerequisites are inputs: built (or up to date) once, as usual
+            self.build(dep, ca)
+        ca_path = self.ca_bundle(ca)
+        client = engine.connect()
+        ids, timings = [], []
+        try:
+            for run in ("a", "b"):
+                tag = f"rocmforge-repro/{name}:{run}"
+                started = time.monotonic()
+                with self.err.status(f"verify-repro {name}: build {run} (no cache)") as status:
+                    raw = engine.build(client, tp, log_path=self.state / "logs" / f"{name}.repro-{run}.log",
+                                       ca_bundle=ca_path, revision=engine.git_revision(self.root),
+                                       progress=lambda step, _s=status: _s.update(f"build {run}: {step[:90]}"),
+                                       extra_files=self.fetch_inputs(tp, ca_path), tag=tag + "-raw", nocache=True)
+                    built = time.monotonic()
+                    status.update(f"verify-repro {name}: normalising build {run}")
+                    ids.append(repro.normalise(client, raw, epoch=self.plan.matrix.targets[name].source_date_epoch,
+                                               tags=[tag], workdir=self.state / "work"))
+                    client.images.remove(tag + "-raw", noprune=True)
+                timings.append({"build_s": round(built - started, 1), "normalise_s": round(time.monotonic() - built, 1)})
+                self.err.print(f"build {run}: {ids[-1][7:19]} (build {timings[-1]['build_s']} s, "
+                               f"normalise {timings[-1]['normalise_s']} s)")
+                if run == "a":
+                    time.sleep(1.5)   # the second build starts at a different second
+            diff = None if ids[0] == ids[1] else repro.diff_images(client, ids[0], ids[1], self.state / "work")
+        finally:
+            for run in ("a", "b"):
+                for suffix in ("", "-raw"):
+                    try:
+                        client.images.remove(f"rocmforge-repro/{name}:{run}{suffix}", force=True)
+                    except Exception:  # not created or already removed
+                        pass
+        report = {"target": name, "identical": diff is None, "image_ids": ids, "timings": timings,
+                  "difference": diff, "explanation": repro.describe(diff) if diff else None}
+        if as_json:
+            print(json.dumps(report, indent=2, default=str))
+        elif diff is None:
+            print(f"identical: both builds of {name} gave {ids[0]}")
+        else:
+            print(f"DIFFERENT: {ids[0][7:19]} vs {ids[1][7:19]}: {report['explanation']}")
+        return 0 if diff is None else 1
+
     def write_manifest(self, client, name: str) -> Path:
         from . import lockfile, manifest, verify
 
@@ -498,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
             return app.cmd_run(args.run_target, args.dry_run, args.cmd)
         if args.command == "lock":
             return app.cmd_lock(args.lock_targets, args.check, args.ca_bundle)
+        if args.command == "verify-repro":
+            return app.cmd_verify_repro(args.repro_target, args.json, args.ca_bundle)
         if args.command == "manifest":
             return app.cmd_manifest(args.manifest_target)
         if args.command == "clean":

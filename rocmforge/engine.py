@@ -72,8 +72,11 @@ def git_revision(root: Path) -> str:
 
 
 def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None, revision: str,
-          progress, extra_files: dict[str, bytes] | None = None) -> str:
-    """Build tp; returns the image ID. Tags move only after success."""
+          progress, extra_files: dict[str, bytes] | None = None, tag: str | None = None,
+          nocache: bool = False) -> str:
+    """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
+    temporary tag). The caller moves the real tags after normalising."""
+    tag = tag or f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     labels = {"io.rocmforge.content-hash": tp.content_hash}
     if revision:
@@ -84,7 +87,7 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None, rev
         log.write(f"# rocmforge build {tp.name} -> {tp.content_tag}\n")
         context = {**tp.files, **(extra_files or {})}
         stream = client.api.build(fileobj=context_tar(context, ca_bundle), custom_context=True,
-                                  tag=tp.content_tag, labels=labels, rm=True, forcerm=True,
+                                  tag=tag, labels=labels, rm=True, forcerm=True, nocache=nocache,
                                   pull=False, decode=True)
         for chunk in stream:
             if "stream" in chunk:
@@ -104,6 +107,4 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None, rev
     if error or not new_id:
         raise BuildError(f"build of {tp.name} failed at {step}\n  {(error or 'no image produced').strip()}\n"
                          f"  full log: {log_path}")
-    repo, tag = tp.readable_tag.rsplit(":", 1)
-    client.api.tag(new_id, repo, tag)
     return new_id
