@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -401,7 +400,8 @@ class App:
         image = repro.normalise(client, raw_ref, epoch=epoch, tags=tags, workdir=self.state / "work", log=log)
         raw_tag = f"rocmforge-raw/{name}:{self.plan.targets[name].content_hash[:12]}"
         try:
-            client.images.remove(raw_tag, noprune=True)   # keep the layers: the builder's cache
+            # The raw image and its intermediate layers are GBs; the normalised image replaces them.
+            client.images.remove(raw_tag)
         except Exception:  # already gone
             pass
         return image
@@ -430,8 +430,10 @@ class App:
                     built = time.monotonic()
                     status.update(f"verify-repro {name}: normalising build {run}")
                     ids.append(repro.normalise(client, raw, epoch=self.plan.matrix.targets[name].source_date_epoch,
-                                               tags=[tag], workdir=self.state / "work"))
-                    client.images.remove(tag + "-raw", noprune=True)
+                                               tags=[tag], workdir=self.state / "work",
+                                               log=lambda msg, _r=run: _append(
+                                                   self.state / "logs" / f"{name}.repro-{_r}.log", msg)))
+                    client.images.remove(tag + "-raw")
                 timings.append({"build_s": round(built - started, 1), "normalise_s": round(time.monotonic() - built, 1)})
                 self.err.print(f"build {run}: {ids[-1][7:19]} (build {timings[-1]['build_s']} s, "
                                f"normalise {timings[-1]['normalise_s']} s)")

@@ -22,6 +22,7 @@ import re
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -52,6 +53,9 @@ RULES = (
     "var/cache/debconf/*-old, var/lib/dpkg/*-old: dropped (backups of the previous state)",
     "etc/machine-id: blanked",
     "tmp/**, root/.cache/**: dropped",
+    "**/__pycache__/*.pyc: kept; a timestamp-checked pyc compiled during the build records its "
+    "source's build-time mtime, which is clamped to the epoch like the source's own (so the pyc "
+    "stays valid and the same on every build)",
 )
 
 # Image config: what is kept. Everything else (container, container_config, docker_version,
@@ -186,6 +190,37 @@ def _pad(n: int) -> int:
     return -n % BLOCK
 
 
+def _entry(hdr: bytes, rec: dict[bytes, bytes], longname: bytes | None, longlink: bytes | None) -> Entry:
+    kind = hdr[156:157]
+    name = _cstr(hdr[0:100])
+    if hdr[257:263] == b"ustar\x00" and hdr[345] != 0:
+        name = _cstr(hdr[345:500]) + b"/" + name
+    e = Entry(name=longname or name, type=kind if kind not in (b"\0", b"7") else REG,
+              mode=_num(hdr[100:108]), uid=_num(hdr[108:116]), gid=_num(hdr[116:124]),
+              size=_num(hdr[124:136]), mtime=_num(hdr[136:148]), linkname=longlink or _cstr(hdr[157:257]),
+              uname=_cstr(hdr[265:297]), gname=_cstr(hdr[297:329]))
+    if kind in (CHR, BLK):
+        e.devmajor, e.devminor = _num(hdr[329:337]), _num(hdr[337:345])
+    for k, v in rec.items():
+        if k == b"path":
+            e.name = v
+        elif k == b"linkpath":
+            e.linkname = v
+        elif k == b"size":
+            e.size = int(v)
+        elif k in (b"uid", b"gid"):
+            setattr(e, k.decode(), int(v))
+        elif k == b"mtime":
+            e.mtime = math.floor(Fraction(v.decode()))
+        elif k in (b"uname", b"gname"):
+            setattr(e, k.decode(), v)
+        elif k.startswith(b"SCHILY.xattr."):
+            e.xattrs[k[len(b"SCHILY.xattr."):]] = v
+        elif k.startswith(b"GNU.sparse."):
+            raise ReproError(f"sparse file {e.name!r} in a layer: not supported")
+    return e
+
+
 class _TarReader:
     """Entries of a tar stream: GNU (long names, base-256), ustar (prefix) and pax headers."""
 
@@ -221,49 +256,24 @@ class _TarReader:
                 return
             if len(hdr) < BLOCK:
                 raise ReproError("tar archive ends inside a header")
-            if _num(hdr[148:156]) != sum(hdr[:148]) + 256 + sum(hdr[156:]):
+            if not _looks_like_tar(hdr):
                 raise ReproError("bad tar header checksum (not a tar archive, or a corrupt one)")
-            kind = hdr[156:157]
-            size = _num(hdr[124:136])
-            if kind == b"L":
-                longname = _cstr(self._blob(size))
-                continue
-            if kind == b"K":
-                longlink = _cstr(self._blob(size))
-                continue
-            if kind == b"x":
-                pax.update(_parse_pax(self._blob(size)))
-                continue
-            if kind == b"g":
-                self._global.update(_parse_pax(self._blob(size)))
-                continue
-            rec = {**self._global, **pax}
-            name = _cstr(hdr[0:100])
-            if hdr[257:263] == b"ustar\x00" and hdr[345] != 0:
-                name = _cstr(hdr[345:500]) + b"/" + name
-            e = Entry(name=longname or name, type=kind if kind not in (b"\0", b"7") else REG,
-                      mode=_num(hdr[100:108]), uid=_num(hdr[108:116]), gid=_num(hdr[116:124]),
-                      size=size, mtime=_num(hdr[136:148]), linkname=longlink or _cstr(hdr[157:257]),
-                      uname=_cstr(hdr[265:297]), gname=_cstr(hdr[297:329]))
-            if kind in (CHR, BLK):
-                e.devmajor, e.devminor = _num(hdr[329:337]), _num(hdr[337:345])
-            for k, v in rec.items():
-                if k == b"path":
-                    e.name = v
-                elif k == b"linkpath":
-                    e.linkname = v
-                elif k == b"size":
-                    e.size = int(v)
-                elif k in (b"uid", b"gid"):
-                    setattr(e, k.decode(), int(v))
-                elif k == b"mtime":
-                    e.mtime = math.floor(Fraction(v.decode()))
-                elif k in (b"uname", b"gname"):
-                    setattr(e, k.decode(), v)
-                elif k.startswith(b"SCHILY.xattr."):
-                    e.xattrs[k[len(b"SCHILY.xattr."):]] = v
-                elif k.startswith(b"GNU.sparse."):
-                    raise ReproError(f"sparse file {e.name!r} in a layer: not supported")
+            try:
+                kind = hdr[156:157]
+                if kind in (b"L", b"K", b"x", b"g"):
+                    blob = self._blob(_num(hdr[124:136]))
+                    if kind == b"L":
+                        longname = _cstr(blob)
+                    elif kind == b"K":
+                        longlink = _cstr(blob)
+                    elif kind == b"x":
+                        pax.update(_parse_pax(blob))
+                    else:
+                        self._global.update(_parse_pax(blob))
+                    continue
+                e = _entry(hdr, {**self._global, **pax}, longname, longlink)
+            except (ValueError, IndexError, UnicodeDecodeError) as exc:
+                raise ReproError(f"unreadable tar header ({exc})") from None
             longname = longlink = None
             pax = {}
             if e.type == REG and e.name.endswith(b"/"):
@@ -369,12 +379,11 @@ class _TarWriter:
         return offset
 
     def close(self) -> str:
-        if self.count == 0:
-            self.write(EMPTY_TAR)
-        else:
-            self.write(EMPTY_TAR)
-            if self.size % RECORD:
-                self.write(bytes(-self.size % RECORD))
+        """The end-of-archive blocks; a non-empty archive is padded to whole records like GNU tar's,
+        an empty one stays Docker's 1 KiB empty layer. Returns the diff ID."""
+        self.write(EMPTY_TAR)
+        if self.count and self.size % RECORD:
+            self.write(bytes(-self.size % RECORD))
         return "sha256:" + self.hash.hexdigest()
 
 
@@ -413,6 +422,23 @@ def classify(rel: bytes, e: Entry) -> str:
     return KEEP
 
 
+def _clamp_pyc(pieces: Iterable, epoch: int, res: "LayerResult") -> Iterator[bytes]:
+    """A pyc's data with the source mtime in its header clamped like the source file's (PEP 552:
+    magic, flags 0 = timestamp-checked, mtime, size). Hash-checked pycs are left alone."""
+    it = iter(pieces)
+    head = bytearray()
+    for piece in it:
+        head += piece
+        if len(head) >= 16:
+            break
+    if len(head) >= 16 and head[2:4] == b"\r\n" and head[4:8] == bytes(4):
+        if int.from_bytes(head[8:12], "little") > epoch:
+            head[8:12] = (epoch & 0xFFFFFFFF).to_bytes(4, "little")
+            res.pycs_clamped += 1
+    yield bytes(head)
+    yield from it
+
+
 def sort_key(name: bytes) -> tuple[bytes, ...]:
     """GNU tar --sort=name and Go's filepath.Walk order: a directory, then its children by name."""
     return tuple(name.split(b"/"))
@@ -427,6 +453,7 @@ class LayerResult:
     dropped: list[str] = field(default_factory=list)
     blanked: list[str] = field(default_factory=list)
     clamped: int = 0
+    pycs_clamped: int = 0
     resorted: bool = False
 
     @property
@@ -459,6 +486,8 @@ def _rewrite_layer(src: _Window, dst: Path, epoch: int, log: Callable[[str], Non
             if e.mtime > epoch:
                 res.clamped += 1
             data = reader.data() if e.type == REG else None
+            if data is not None and e.size >= 16 and rel.endswith(b".pyc") and b"__pycache__/" in rel:
+                data = _clamp_pyc(data, epoch, res)
             if action == BLANK:
                 if e.size:
                     res.blanked.append(rel.decode(errors="replace"))
@@ -588,6 +617,8 @@ def _resolve(name: str, links: dict[str, str]) -> str:
 def _looks_like_tar(block: bytes) -> bool:
     if block == ZERO_BLOCK:
         return True
+    if len(block) < BLOCK:
+        return False
     try:
         return _num(block[148:156]) == sum(block[:148]) + 256 + sum(block[156:])
     except ValueError:
@@ -683,10 +714,14 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
         t = time.monotonic()
         path = workdir / f"layer-{next(counter)}.tar"
         res = _rewrite_layer(win, path, epoch, log)
-        log(f"  layer {res.source_diff_id[7:19]} -> {res.diff_id[7:19]}"
-            f"{' (unchanged)' if res.unchanged else ''}: {res.entries} entries, {len(res.dropped)} dropped, "
-            f"{len(res.blanked)} blanked, {res.clamped} times clamped{', re-sorted' if res.resorted else ''}; "
-            f"{win.size / 1e6:.0f} MB in {time.monotonic() - t:.1f}s")
+        notes = [f"{res.entries} entries", f"{len(res.dropped)} dropped", f"{len(res.blanked)} blanked",
+                 f"{res.clamped} times clamped"]
+        if res.pycs_clamped:
+            notes.append(f"{res.pycs_clamped} pyc headers clamped")
+        if res.resorted:
+            notes.append("re-sorted")
+        log(f"  layer {res.source_diff_id[7:19]} -> {res.diff_id[7:19]}{' (unchanged)' if res.unchanged else ''}: "
+            f"{', '.join(notes)}; {win.size / 1e6:.0f} MB in {time.monotonic() - t:.1f}s")
         return res, path
 
     small, links, layers = _walk_archive(source, on_layer)
@@ -710,7 +745,7 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
 def archive_chunks(rw: Rewritten, tags: list[str]) -> Iterator[bytes]:
     """The docker-archive of rw, as chunks for `docker load`."""
     cfg_name = rw.image_id[7:] + ".json"
-    layer_paths, done = [], set()
+    done: set[str] = set()
     manifest = [{"Config": cfg_name, "RepoTags": list(tags) or None,
                  "Layers": [f"{d[7:]}/layer.tar" for d, _, _ in rw.layers]}]
 
@@ -757,6 +792,8 @@ def normalise(client, image_ref: str, *, epoch: int, tags: list[str], workdir: P
     and returns its image ID. Two builds that differ only in times and run-specific files (RULES)
     give the same ID. The image is streamed: workdir holds only the rewritten layers, removed
     before returning. image_ref itself is left as it is (its tags move when tags name them)."""
+    import docker.errors
+
     started = time.monotonic()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -780,6 +817,8 @@ def normalise(client, image_ref: str, *, epoch: int, tags: list[str], workdir: P
         log(f"normalise {image_ref}: {rw.image_id} {how} ({len(rw.results)} layers, {unchanged} unchanged; "
             f"read+rewrite {rewritten - started:.1f}s, load {time.monotonic() - rewritten:.1f}s)")
         return rw.image_id
+    except docker.errors.APIError as exc:
+        raise ReproError(f"normalise {image_ref}: the engine refused: {exc}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -897,8 +936,9 @@ def diff_images(client, a: str, b: str, workdir: Path | None = None) -> dict | N
         idx = min(len(la), len(lb))
     want_a = la[idx] if idx is not None and idx < len(la) else None
     want_b = lb[idx] if idx is not None and idx < len(lb) else None
-    cfg_a, sum_a = _scan(client, a, want_a)
-    cfg_b, sum_b = _scan(client, b, want_b)
+    with ThreadPoolExecutor(max_workers=2) as pool:       # the engine exports both at once
+        fa, fb = pool.submit(_scan, client, a, want_a), pool.submit(_scan, client, b, want_b)
+        (cfg_a, sum_a), (cfg_b, sum_b) = fa.result(), fb.result()
     if idx is not None:
         where = {"where": "layer", "index": idx,
                  "created_by": _layer_step(cfg_a, idx) if want_a else _layer_step(cfg_b, idx)}
@@ -946,6 +986,8 @@ def describe(diff: dict | None) -> str:
         return f"{where}: {path} exists only in the {'first' if a else 'second'} image"
     if f == "content":
         return f"{where}: {path} content differs (sha256 {a[:12]}… vs {b[:12]}…)"
+    if f == "order":
+        return f"{where}: the same entries in another order (first {_value(a)} vs {_value(b)})"
     if f == "encoding":
         return (f"{where}: same files and metadata but different tar bytes "
                 f"(diff IDs {a[7:19]}… vs {b[7:19]}…)")

@@ -74,3 +74,27 @@ def sh(client, image: str, script: str) -> tuple[int, str]:
         return rc, c.logs().decode(errors="replace")
     finally:
         c.remove(force=True)
+
+
+def build_image(client, dockerfile: str, *, tag: str | None = None, nocache: bool = False) -> str:
+    """A classic-builder build of a one-file context; returns the image ID, fails the test on error."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    image_id, log = None, []
+    for chunk in client.api.build(fileobj=buf, custom_context=True, nocache=nocache, rm=True, forcerm=True,
+                                  pull=False, decode=True, tag=tag):
+        log.append(chunk.get("stream", ""))
+        if "error" in chunk:
+            pytest.fail(f"build failed: {chunk['error']}\n{''.join(log)}")
+        if "aux" in chunk and "ID" in chunk["aux"]:
+            image_id = chunk["aux"]["ID"]
+    assert image_id, "".join(log)
+    return image_id

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from rocmforge.matrix import load_matrix
 from rocmforge.plan import load_plan
 
 pytestmark = pytest.mark.docker

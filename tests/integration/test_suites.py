@@ -3,19 +3,15 @@ images failing the right suite with a message naming the file."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import tarfile
-from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT, copy_project, run_cli
+from tests.conftest import ROOT, build_image, copy_project, run_cli
 from rocmforge.container import host_gpu_access
-from rocmforge.matrix import load_matrix
-from rocmforge.plan import load_plan, make_plan
+from rocmforge.plan import load_plan
 
 pytestmark = pytest.mark.docker
 PLAN = load_plan(ROOT / "matrix.yaml")
@@ -60,14 +56,7 @@ def test_shorthand_builds_then_prints_the_table(built):
 
 
 def _derive(client, dockerfile: str, tag: str) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    image, _ = client.images.build(fileobj=buf, custom_context=True, tag=tag, rm=True, forcerm=True)
+    build_image(client, dockerfile, tag=tag)
     return tag
 
 
@@ -113,7 +102,7 @@ def test_target_declaring_an_uncovered_arch_fails_archs(built, tmp_path):
 
 
 def test_results_are_recorded_by_image_id(built, docker_client):
-    proc = run_cli("test", "--target", "hip-runtime", "--json")
+    run_cli("test", "--target", "hip-runtime", "--json")
     image_id = docker_client.images.get(PLAN.targets["hip-runtime"].content_tag).id
     stored = ROOT / ".rocmforge" / "results" / f"{image_id.split(':')[1]}.json"
     assert json.loads(stored.read_text())["image_id"] == image_id

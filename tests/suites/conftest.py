@@ -7,7 +7,6 @@ A check that needs a GPU skips with a reason starting "not GPU-verified:" on a h
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
