@@ -157,7 +157,11 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()
     probes: dict = {}
+    base_packages: dict[str, dict | None] = {}
     try:
+        for sname in sorted({m.targets[n].stack for n in names}):
+            probe = _stack_probe(client, m, sname, probes, work, log)
+            base_packages[sname] = probe.installed() if probe is not None else None
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
                 continue
@@ -188,6 +192,12 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
                 out.problems.append(f"base {sname}: no digest for {stack.base.registry.image}:{stack.base.registry.tag}")
         elif not entry or entry.get("recipe") != bases.recipe_hash(stack):
             out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")
+        elif base_packages.get(sname) is not None:
+            have = base_packages[sname]
+            moved = [f"{n} lock {v}, now {have.get(n, 'absent')}" for n, v in sorted(entry.get("packages", {}).items())
+                     if have.get(n) != v]
+            if moved:
+                out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))
     for cname, comp in sorted(m.components.items()):
         if not any(cname in m.targets[n].components for n in names):
             continue

@@ -144,3 +144,27 @@ def test_bootstrapped_base_is_cached_by_recipe(built_runtime, docker_client):
     img = docker_client.images.get(ref)
     assert img.attrs["Created"].startswith("1970-01-01")
     assert img.labels["io.rocmforge.recipe"] == bases.recipe_hash(MATRIX.stacks["debian13-rocm5.7"])
+
+
+def test_manifest_and_sbom_are_byte_identical_and_complete(built_runtime, docker_client):
+    import hashlib
+
+    folder = ROOT / ".rocmforge" / "artifacts" / "hip-runtime"
+    first = run_cli("manifest", "--target", "hip-runtime")
+    assert first.returncode == 0, first.stderr
+    sbom1 = (folder / "sbom.cdx.json").read_bytes()
+    man1 = (folder / "manifest.json").read_bytes()
+    assert run_cli("manifest", "--target", "hip-runtime").returncode == 0
+    assert (folder / "sbom.cdx.json").read_bytes() == sbom1
+    man = json.loads((folder / "manifest.json").read_text())
+    assert json.loads(man1)["sbom_sha256"] == man["sbom_sha256"] == hashlib.sha256(sbom1).hexdigest()
+    assert (folder / "sbom.cdx.json.sha256").read_text().split()[0] == man["sbom_sha256"]
+    image = docker_client.images.get(PLAN.targets["hip-runtime"].content_tag)
+    assert man["image_id"] == image.id
+    assert man["dpkg"] == dpkg_versions(docker_client, image.id)
+    assert man["base"]["recipe"] and man["base"]["image_id"]
+    sbom = json.loads(sbom1)
+    assert sbom["metadata"]["timestamp"].startswith("2025-12-01T00:00:00")
+    purls = {c["purl"] for c in sbom["components"]}
+    assert "pkg:deb/debian/rocminfo@6.1.2-2?arch=amd64&distro=debian13" in purls
+    assert len(sbom["components"]) == len(man["dpkg"]) + len(man["python"])
