@@ -181,7 +181,6 @@ class App:
                             + "\n  - ".join(tp.unresolved), field="--target")
         ca = self.ca_bundle(ca_explicit)
         client = engine.connect()
-        revision = engine.git_revision(self.root)
         logs = self.state / "logs"
         results = []
         for dep in self.plan.order([name]):
@@ -206,7 +205,7 @@ class App:
                     self.err.print(f"  {step[:160]}", highlight=False, markup=False, soft_wrap=True)
 
                 extra = self.fetch_inputs(dp, ca)
-                raw = engine.build(client, dp, log_path=log_path, ca_bundle=ca, revision=revision,
+                raw = engine.build(client, dp, log_path=log_path, ca_bundle=ca,
                                    progress=progress, extra_files=extra)
                 status.update(f"{dep}: normalising layers and config for a reproducible image ID")
                 image = self.normalise(client, dep, raw, [dp.content_tag, dp.readable_tag])
@@ -424,7 +423,7 @@ class App:
                 started = time.monotonic()
                 with self.err.status(f"verify-repro {name}: build {run} (no cache)") as status:
                     raw = engine.build(client, tp, log_path=self.state / "logs" / f"{name}.repro-{run}.log",
-                                       ca_bundle=ca_path, revision=engine.git_revision(self.root),
+                                       ca_bundle=ca_path,
                                        progress=lambda step, _s=status: _s.update(f"build {run}: {step[:90]}"),
                                        extra_files=self.fetch_inputs(tp, ca_path), tag=tag + "-raw", nocache=True)
                     built = time.monotonic()
@@ -458,7 +457,7 @@ class App:
         return 0 if diff is None else 1
 
     def write_manifest(self, client, name: str) -> Path:
-        from . import lockfile, manifest, verify
+        from . import engine, lockfile, manifest, verify
 
         tp = self.target(name)
         image_id = client.images.get(tp.content_tag).id
@@ -466,6 +465,7 @@ class App:
         suites = {k: v["status"] for k, v in rec["suites"].items()} if rec else None
         inv = manifest.inventory(client, tp.content_tag)
         data = manifest.make_manifest(tp, image_id, inv, lockfile.load(self.lock_path), suites)
+        data["source_revision"] = engine.git_revision(self.root) or None   # the checkout that last wrote it
         return manifest.write(self.state, data)
 
     def cmd_manifest(self, name: str) -> int:

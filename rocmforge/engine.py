@@ -71,16 +71,16 @@ def git_revision(root: Path) -> str:
         return ""
 
 
-def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None, revision: str,
+def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
           progress, extra_files: dict[str, bytes] | None = None, tag: str | None = None,
           nocache: bool = False) -> str:
     """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
     temporary tag). The caller moves the real tags after normalising."""
     tag = tag or f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # No revision label: the image is a function of its content (what the content tag names), so
+    # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
     labels = {"io.rocmforge.content-hash": tp.content_hash}
-    if revision:
-        labels["org.opencontainers.image.revision"] = revision
     step, new_id, error = "(before the first step)", None, None
     started = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:

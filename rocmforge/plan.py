@@ -49,8 +49,13 @@ def iso_utc(epoch: int) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Bump when the way an image is made from its context changes (builder flags, labels added at build
+# time, normalisation): images built the old way are then no longer up to date.
+BUILD_FORMAT = 2
+
+
 def content_hash(files: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
+    h = hashlib.sha256(f"rocmforge-build-format-{BUILD_FORMAT}\0".encode())
     for path in sorted(files):
         data = files[path]
         h.update(f"{path}\0{len(data)}\0".encode())

@@ -105,12 +105,13 @@ def test_up_to_date_target_skips_the_builder(built_runtime, docker_client):
 def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime, docker_client, tmp_path):
     matrix_path = copy_project(tmp_path)
     data = yaml.safe_load(matrix_path.read_text())
-    data["stacks"]["debian13-rocm5.7"]["apt"]["rocminfo"] = "0.0.0-does-not-exist"
+    # libamdhip64-5 is named only by hip-runtime, so its builder (hip-devel) stays up to date.
+    data["stacks"]["debian13-rocm5.7"]["apt"]["libamdhip64-5"] = "0.0.0-does-not-exist"
     matrix_path.write_text(yaml.safe_dump(data, sort_keys=False))
     # A lock edited to agree with it, so the build gets as far as apt (the real lock would refuse).
     lock_path = tmp_path / "matrix.lock"
     lock = lockfile.load(lock_path)
-    lock["apt"]["hip-runtime"]["rocminfo"] = "0.0.0-does-not-exist"
+    lock["apt"]["hip-runtime"]["libamdhip64-5"] = "0.0.0-does-not-exist"
     lock_path.write_text(lockfile.dump(lock))
     bad_plan = make_plan(load_matrix(matrix_path), tmp_path, lockfile.load(lock_path))
     readable = PLAN.targets["hip-runtime"].readable_tag

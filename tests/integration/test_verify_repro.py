@@ -23,7 +23,7 @@ def test_hip_runtime_rebuilds_bit_identically(docker_client, session_images, tmp
     report = json.loads(proc.stdout)
     assert proc.returncode == 0, report.get("explanation") or proc.stderr[-3000:]
     assert report["identical"] and report["image_ids"][0] == report["image_ids"][1]
-    # and the normal build of the same inputs is that very image
+    # and the normal build of the same inputs, from the original checkout, is that very image
     assert run_cli("build", "--target", "hip-runtime").returncode == 0
     plan_tag = json.loads(run_cli("list", "--json").stdout)
     tag = next(r["content_tag"] for r in plan_tag if r["name"] == "hip-runtime")
