@@ -192,7 +192,7 @@ class App:
                 self.err.print(f"[green]up to date[/green] {dep}: {dp.content_tag} ({existing[7:19]})")
                 results.append({"target": dep, "status": "up-to-date", "image_id": existing})
                 continue
-            if dp.bootstrap_stack and not dp.deps:
+            if dp.bootstrap_stack:   # cheap when present; a removed base must come back before any FROM
                 stack = self.plan.matrix.stacks[dp.bootstrap_stack]
                 with self.err.status(f"bootstrapping base of {dp.bootstrap_stack}"):
                     bootstrap.ensure_base(client, dp.bootstrap_stack, stack, self.state / "work",
