@@ -12,15 +12,20 @@ from pathlib import Path
 
 from .container import remove_session_leftovers
 
-SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs")
+SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs", "workload")
 NOT_GPU_VERIFIED = "not GPU-verified"
 # The suites and probes ship with rocmforge itself, whichever matrix is in use.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
+def suites_present() -> list[str]:
+    """The suites of SUITES whose module is in the tree (tests/suites/test_<suite>.py)."""
+    return [s for s in SUITES if (PROJECT_ROOT / "tests" / "suites" / f"test_{s}.py").is_file()]
+
+
 def summarise(results: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
-    for suite in list(SUITES) + sorted({r["suite"] for r in results} - set(SUITES)):
+    for suite in suites_present() + sorted({r["suite"] for r in results} - set(SUITES)):
         rows = [r for r in results if r["suite"] == suite]
         failed = [r for r in rows if r["outcome"] == "failed"]
         ngv = [r for r in rows if r["outcome"] == "skipped" and r["detail"].startswith(NOT_GPU_VERIFIED)]
@@ -42,7 +47,13 @@ def summarise(results: list[dict]) -> dict[str, dict]:
 
 
 def run_suites(client, image_ref: str, target: str | None, matrix: Path,
-               junit: Path | None = None, stream=None) -> dict:
+               junit: Path | None = None, stream=None, require_gpu: bool = False) -> dict:
+    """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd)."""
+    if not (PROJECT_ROOT / "tests" / "suites").is_dir():   # an installed rocmforge without its checkout
+        from .errors import UserError
+
+        raise UserError(f"the suites are not in {PROJECT_ROOT / 'tests' / 'suites'}: `test` runs from a rocmforge "
+                        "checkout (tests/suites/ and probes/ are not installed with the package)")
     session = uuid.uuid4().hex[:12]
     with tempfile.TemporaryDirectory(prefix="rocmforge-test-") as tmp:
         results_path = Path(tmp) / "results.json"
@@ -54,6 +65,8 @@ def run_suites(client, image_ref: str, target: str | None, matrix: Path,
             cmd += ["--target", target]
         if junit:
             cmd += ["--junitxml", str(junit)]
+        if require_gpu:
+            cmd += ["--require-gpu"]
         try:
             proc = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         finally:

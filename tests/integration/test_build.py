@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import docker.errors
 import pytest
 import yaml
 
@@ -21,7 +22,7 @@ PLAN = load_plan(ROOT / "matrix.yaml")
 
 
 @pytest.fixture(scope="module")
-def built_runtime(docker_client, session_images):
+def built_runtime(docker_client):
     proc = run_cli("build", "--target", "hip-runtime")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -125,16 +126,20 @@ def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime,
     assert re.search(r"failed at Step \d+/\d+ : RUN", proc.stderr), proc.stderr
     log = re.search(r"full log: (\S+)", proc.stderr).group(1)
     assert "0.0.0-does-not-exist" in Path(log).read_text()
-    with pytest.raises(Exception):
+    with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(bad_plan.targets["hip-runtime"].content_tag)
     assert docker_client.images.get(readable).id == readable_before
-    assert {c.id for c in docker_client.containers.list(all=True)} == containers_before
+    # No container left by this build (others on this engine may start and remove their own meanwhile).
+    left = {c.id for c in docker_client.containers.list(all=True)} - containers_before
+    assert not left, left
 
 
 def test_build_refuses_unresolved_target_without_engine_work():
     proc = run_cli("build", "--target", "llama7b-train")
     assert proc.returncode == 2
-    assert "has no digest" in proc.stderr and "not resolved to a commit" in proc.stderr
+    unresolved = PLAN.targets["llama7b-train"].unresolved
+    assert unresolved and all(u in proc.stderr for u in unresolved), proc.stderr
+    assert "has no digest" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

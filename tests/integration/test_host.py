@@ -10,7 +10,7 @@ from tests.conftest import ROOT, run_cli
 from rocmforge.container import host_gpu_access
 
 pytestmark = pytest.mark.docker
-FIX = ROOT / "tests" / "fixtures" / "rocminfo"
+FIX = ROOT / "tests" / "fixtures" / "rocminfo" / "handwritten"
 GPU = host_gpu_access()
 
 

@@ -1,8 +1,12 @@
 """Suites that run inside one built image: `python build.py test --target X` (or --image REF).
 
 Run directly with pytest: `pytest tests/suites --image rocmforge/hip-runtime:debian13-rocm5.7 --target hip-runtime`.
-A check that needs a GPU skips with a reason starting "not GPU-verified:" on a host without
-/dev/kfd; it never passes there."""
+GPU honesty, both ways:
+- on a host without /dev/kfd a check that needs a GPU is skipped with a reason starting
+  "not GPU-verified:" (JUnit: skipped, with that message); it never passes there: a test marked
+  `gpu` that passes on such a host is turned into a failure;
+- on a host with /dev/kfd, or with --require-gpu (the CI GPU job), a GPU check that cannot see the
+  GPU fails instead."""
 
 from __future__ import annotations
 
@@ -26,9 +30,27 @@ def pytest_addoption(parser):
     g.addoption("--matrix", default=str(ROOT / "matrix.yaml"))
     g.addoption("--results-json", help="write per-test outcomes here (used by build.py test)")
     g.addoption("--session-id", default=None, help="label value for containers started by this run")
+    g.addoption("--require-gpu", action="store_true", default=False,
+                help="a GPU check that cannot see a GPU fails instead of reporting 'not GPU-verified' "
+                     "(implied when the host has /dev/kfd)")
+
+
+_GPU_REQUIRED: dict[str, str | None] = {"why": None}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: a check that needs a GPU (never passes on a host without /dev/kfd)")
+    if config.getoption("--require-gpu", default=False):
+        _GPU_REQUIRED["why"] = "--require-gpu was given"
+    elif host_gpu_access().present:
+        _GPU_REQUIRED["why"] = "this host has /dev/kfd"
 
 
 def not_gpu_verified(reason: str):
+    """A GPU check that could not see a GPU: a skip on a GPU-less host, a failure where a GPU is
+    required (the host has /dev/kfd, or --require-gpu)."""
+    if _GPU_REQUIRED["why"]:
+        pytest.fail(f"GPU required ({_GPU_REQUIRED['why']}) but the check could not use it: {reason}", pytrace=False)
     pytest.skip(f"{NOT_GPU_VERIFIED}: {reason}")
 
 
@@ -116,24 +138,89 @@ def has_python(container):
     return container.exec(["python3", "-c", "print(1)"]).rc == 0
 
 
+def target_chain(matrix, target_name):
+    """The target and every target its image is built on (from_target), nearest first."""
+    out, name = [], target_name
+    while name:
+        out.append(matrix.targets[name])
+        name = matrix.targets[name].from_target
+    return out
+
+
 @pytest.fixture(scope="session")
-def torch_info(container, has_python):
-    """torch's version and HIP version inside the image, or None when the image has no torch."""
-    if not has_python:
+def declared_components(matrix, target_name, target):
+    """Component names the image carries (its own and those of the targets it is built on)."""
+    if target is None:
+        return []
+    return list(dict.fromkeys(c for t in target_chain(matrix, target_name) for c in t.components))
+
+
+@pytest.fixture(scope="session")
+def torch_expected(matrix, target_name, target):
+    """(version, build) of the torch the matrix says the image carries, or None: no torch declared."""
+    if target is None:
         return None
-    r = container.exec(["python3", "-c", "import json, torch; print(json.dumps({'version': torch.__version__, "
-                        "'hip': torch.version.hip, 'gpu': torch.cuda.is_available()}))"], timeout=120)
-    return json.loads(r.stdout.strip().splitlines()[-1]) if r.rc == 0 else None
+    version, build = matrix.torch_of(target_name)
+    return (version, build) if version else None
+
+
+TORCH_INFO = ("import json, torch; print(json.dumps({'version': torch.__version__, "
+              "'hip': torch.version.hip, 'gpu': torch.cuda.is_available()}))")
 
 
 @pytest.fixture(scope="session")
-def gpu_library_paths(stack, torch_info):
-    paths = list(stack.gpu_libraries) if stack else []
-    paths += ["/opt/rocm*/lib", "/opt/rocmforge/bin"]
-    for site in ("/opt/rocmforge/venv/lib/python3*/site-packages", "/opt/conda/envs/*/lib/python3*/site-packages",
-                 "/usr/lib/python3/dist-packages", "/usr/local/lib/python3*/dist-packages"):
-        paths += [f"{site}/torch/lib", f"{site}/bitsandbytes"]
-    return paths
+def torch_info(container, has_python, torch_expected, target_name):
+    """torch's version and HIP version inside the image, or None when the image has no torch and
+    the matrix declares none. A declared torch that does not import is a failure naming the error."""
+    if not has_python:
+        if torch_expected:
+            pytest.fail(f"target {target_name} declares torch {torch_expected[0]} but the image has no python3",
+                        pytrace=False)
+        return None
+    r = container.exec(["python3", "-c", TORCH_INFO], timeout=300)
+    if r.rc == 0:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    if torch_expected:
+        err = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        pytest.fail(f"target {target_name} declares torch {torch_expected[0]} ({torch_expected[1]} build) but "
+                    f"`import torch` fails: {err[-1] if err else f'exit {r.rc}'}", pytrace=False)
+    return None
+
+
+@pytest.fixture(scope="session")
+def gpu_inventory(container, matrix, declared_components, torch_expected, has_python):
+    """What the image should hold, from what the target installs: the file lists of its ROCm
+    packages (dpkg), its components' outputs, and the shared libraries of its declared Python
+    distributions (torch, bitsandbytes). {"files": {path: {"source", "exists"}}, ...}"""
+    if not has_python:
+        pytest.fail("python3 is not in the image: the inventory probe cannot run", pytrace=False)
+    args = []
+    for cname in declared_components:
+        comp = matrix.components[cname]
+        if comp.kind == "hip-program":
+            args += ["--file", f"/opt/rocmforge/bin/{cname}"]
+        if cname.startswith("bitsandbytes"):
+            args += ["--dist", "bitsandbytes"]
+    if torch_expected:
+        args += ["--dist", "torch"]
+    r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/linkage.py", "--inventory", *args], timeout=600)
+    if r.rc != 0:
+        pytest.fail(f"inventory probe failed: {r.output[-2000:]}", pytrace=False)
+    inv = json.loads(r.stdout)
+    if not inv["files"]:
+        pytest.fail("the image's packages and components name no GPU library at all (no installed ROCm package, "
+                    "no GPU component): nothing to verify", pytrace=False)
+    return inv
+
+
+@pytest.fixture(scope="session")
+def gpu_library_paths(gpu_inventory):
+    """The expected GPU files that are present (missing ones are reported by the suites)."""
+    return [p for p, f in gpu_inventory["files"].items() if f["exists"]]
+
+
+def missing_expected(gpu_inventory) -> list[str]:
+    return [f"{p} ({f['source']})" for p, f in gpu_inventory["files"].items() if not f["exists"]]
 
 
 # -- results for build.py test ------------------------------------------------------------------
@@ -144,12 +231,19 @@ _RESULTS: list[dict] = []
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
+    if (rep.when == "call" and rep.passed and item.get_closest_marker("gpu") is not None
+            and not host_gpu_access().present):
+        # Honesty net: whatever a GPU check did, without /dev/kfd it did not check a GPU.
+        rep.outcome = "failed"
+        rep.longrepr = "a GPU check passed on a host without /dev/kfd: it cannot have verified a GPU"
     if rep.when == "call" or rep.outcome != "passed":
         detail = ""
         if rep.skipped and isinstance(rep.longrepr, tuple):
             detail = rep.longrepr[2].removeprefix("Skipped: ")
         elif rep.failed and call.excinfo is not None:
             detail = str(call.excinfo.value).split("\nassert ")[0].strip()[:2000]
+        elif rep.failed:
+            detail = str(rep.longrepr)[:2000]
         props = dict(rep.user_properties)
         _RESULTS.append({"suite": item.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"),
                          "test": item.name, "phase": rep.when, "outcome": rep.outcome,

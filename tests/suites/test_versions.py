@@ -1,12 +1,51 @@
-"""The HIP runtime, torch's HIP, the bitsandbytes library that will load, and every pinned
-package agree with each other and with the matrix. Each disagreement names both values."""
+"""The HIP runtime, torch (its version and its HIP), the bitsandbytes library that will load,
+every declared Python component and every pinned package agree with each other and with the
+matrix. Each disagreement names both values; a declared component that is missing or does not
+import is a failure naming it, never a skip.
+
+torch versions are compared by their release numbers: "2.14.1+debian" and "2.3.0a0+git96dd291"
+(a vendor build from the release branch, as AMD's rocm/pytorch images carry) agree with the
+matrix's "2.14.1" and "2.3.0"; any other difference in major, minor or patch is a failure."""
 
 import json
 import re
 
 import pytest
+from packaging.version import InvalidVersion, Version
+
+from tests.suites.conftest import target_chain
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"
+HIP_PACKAGES = ("libamdhip64-*", "hip-runtime-amd")
+HIP_RUNTIME_VERSION = ("import ctypes, sys\n"
+                       "lib = ctypes.CDLL(sys.argv[1]); v = ctypes.c_int()\n"
+                       "rc = lib.hipRuntimeGetVersion(ctypes.byref(v))\n"
+                       "print(f'{v.value // 10000000}.{v.value // 100000 % 100}.{v.value % 100000}' if rc == 0 else f'error {rc}')")
+# For each distribution: installed version and whether its top-level modules import.
+DIST_PROBE = r"""
+import importlib, importlib.metadata as md, json, sys
+out = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        d = md.distribution(name)
+    except md.PackageNotFoundError:
+        out[name] = {"version": None, "error": "not installed"}
+        continue
+    tops = (d.read_text("top_level.txt") or "").split()
+    if not tops:
+        tops = sorted({str(f).split("/")[0].removesuffix(".py") for f in (d.files or [])
+                       if "/" in str(f) and str(f).split("/")[1] == "__init__.py" or
+                       ("/" not in str(f) and str(f).endswith(".py"))})
+    err = None
+    for mod in [t for t in tops if t.isidentifier() and not t.startswith("_")][:3]:
+        try:
+            importlib.import_module(mod)
+        except BaseException as exc:
+            err = f"import {mod}: {type(exc).__name__}: {exc}"
+            break
+    out[name] = {"version": d.version, "error": err, "modules": tops}
+print(json.dumps(out))
+"""
 
 
 def major_minor(v: str | None) -> str | None:
@@ -14,15 +53,41 @@ def major_minor(v: str | None) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
+def same_release(a: str, b: str) -> bool:
+    try:
+        return Version(a).release == Version(b).release
+    except InvalidVersion:
+        return a.split("+")[0] == b.split("+")[0]
+
+
+def same_version(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return False
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
 @pytest.fixture(scope="module")
-def hip_versions(container):
-    """HIP runtime version as each source in the image reports it."""
+def hip_versions(container, has_python):
+    """HIP runtime version as each independent source in the image reports it."""
     found = {}
     r = container.exec(f"shopt -s nullglob; for d in {LIB_DIRS}; do ls $d/libamdhip64.so.*.*; done", timeout=60)
-    for path in r.stdout.split():
+    libs = sorted(set(r.stdout.split()))
+    for path in libs:
         m = re.search(r"libamdhip64\.so\.(\d+\.\d+[\d.]*)$", path)
         if m:
             found[f"libamdhip64 file name ({path})"] = m.group(1)
+    if libs and has_python:
+        r = container.exec(["python3", "-c", HIP_RUNTIME_VERSION, libs[0]], timeout=60)
+        if r.rc == 0 and r.stdout.strip() and not r.stdout.startswith("error"):
+            found["hipRuntimeGetVersion()"] = r.stdout.strip()
+    r = container.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", *HIP_PACKAGES], timeout=60)
+    for line in r.stdout.splitlines():
+        pkg, _, ver = line.partition("=")
+        if ver:
+            found[f"dpkg {pkg}"] = re.sub(r"^\d+:", "", ver)
     r = container.exec("command -v hipconfig >/dev/null && hipconfig --version", timeout=60)
     if r.rc == 0 and r.stdout.strip():
         found["hipconfig --version"] = r.stdout.strip().splitlines()[-1]
@@ -44,52 +109,108 @@ def test_hip_runtime_matches_stack(hip_versions, stack, record_property):
 
 
 def test_hip_sources_agree(hip_versions):
+    assert hip_versions, "no HIP runtime found (libamdhip64.so.* in the library folders)"
+    if len(hip_versions) < 2:
+        pytest.skip(f"not applicable: only one source of the HIP version in this image ({next(iter(hip_versions))})")
     seen = {major_minor(v) for v in hip_versions.values()}
-    assert len(seen) <= 1, "HIP runtime versions disagree: " + "; ".join(f"{s}={v}" for s, v in hip_versions.items())
+    assert len(seen) == 1, "HIP runtime versions disagree: " + "; ".join(f"{s}={v}" for s, v in hip_versions.items())
 
 
-def test_torch_hip_matches_runtime(torch_info, hip_versions):
-    if torch_info is None:
-        pytest.skip("no torch in this image")
-    runtime = {major_minor(v) for v in hip_versions.values()}
-    assert torch_info["hip"], f"torch {torch_info['version']} is not a ROCm build (torch.version.hip is None)"
-    assert major_minor(torch_info["hip"]) in runtime, \
-        f"torch.version.hip {torch_info['hip']} vs HIP runtime {sorted(runtime)}"
+def test_torch_matches_stack(torch_expected, torch_info, stack, target_name, record_property):
+    if torch_expected is None:
+        pytest.skip(f"not applicable: target {target_name} declares no torch"
+                    + (f" (the image has torch {torch_info['version']})" if torch_info else ""))
+    want, build = torch_expected
+    assert torch_info is not None, f"target {target_name} declares torch {want} but the image has none"
+    record_property("figures", {"torch": torch_info["version"], "torch.version.hip": torch_info["hip"]})
+    problems = []
+    if not same_release(torch_info["version"], want):
+        problems.append(f"torch {torch_info['version']} in the image, {want} in the matrix")
+    if build == "rocm":
+        if not torch_info["hip"]:
+            problems.append(f"torch {torch_info['version']} is not a ROCm build (torch.version.hip is None)")
+        elif major_minor(torch_info["hip"]) != major_minor(stack.rocm):
+            problems.append(f"torch.version.hip {torch_info['hip']} vs the stack's ROCm {stack.rocm}")
+    elif torch_info["hip"]:
+        problems.append(f"the matrix declares a CPU build of torch, but torch.version.hip is {torch_info['hip']}")
+    assert not problems, "; ".join(problems)
 
 
-def test_bitsandbytes_library_matches_torch(container, torch_info, gpu_library_paths):
-    dirs = " ".join(p for p in gpu_library_paths if p.endswith("/bitsandbytes"))
-    r = container.exec(f"shopt -s nullglob; ls -1 {dirs} 2>/dev/null | grep -E '^libbitsandbytes_' || true")
+def test_bitsandbytes_library_matches_torch(container, matrix, declared_components, torch_expected, request,
+                                            stack, record_property):
+    comps = [c for c in declared_components if c.startswith("bitsandbytes")]
+    if not comps:
+        pytest.skip("not applicable: the target declares no bitsandbytes component")
+    torch_info = request.getfixturevalue("torch_info")
+    want_version = matrix.components[comps[0]].version
+    r = container.exec(["python3", "-c", "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
+                        "print(json.dumps(list(s.submodule_search_locations) if s else None))"], timeout=120)
+    dirs = json.loads(r.stdout.strip().splitlines()[-1]) if r.rc == 0 and r.stdout.strip() else None
+    assert dirs, f"component {comps[0]} is declared but bitsandbytes is not installed: {r.output[-500:]}"
+    r = container.exec(["bash", "-c", 'shopt -s nullglob; for d in "$@"; do for f in "$d"/libbitsandbytes_*; do '
+                        'basename "$f"; done; done', "_", *dirs])
     libs = sorted(set(r.stdout.split()))
-    if not libs:
-        pytest.skip("no bitsandbytes in this image")
-    assert torch_info and torch_info["hip"], f"bitsandbytes libraries {libs} but no ROCm torch to load them"
-    mm = major_minor(torch_info["hip"]).replace(".", "")
+    if torch_expected and torch_expected[1] == "rocm":
+        assert torch_info and torch_info["hip"], "bitsandbytes needs torch.version.hip to pick its library, but it is None"
+        hip, why = torch_info["hip"], f"torch.version.hip {torch_info['hip']}"
+    else:
+        hip, why = stack.rocm, f"the stack's ROCm {stack.rocm} (torch is not a ROCm build)"
+    mm = major_minor(hip).replace(".", "")
     wanted = [f"libbitsandbytes_rocm{mm}.so", f"libbitsandbytes_rocm{mm}_nohipblaslt.so"]
-    assert any(w in libs for w in wanted), \
-        f"torch.version.hip {torch_info['hip']} loads {wanted[0]}, but the image has {libs}"
+    record_property("figures", {"bitsandbytes_libraries": libs})
+    assert any(w in libs for w in wanted), f"{why} needs {wanted[0]} (or {wanted[1]}), but the image has {libs or 'none'}"
+    r = container.exec(["python3", "-c", "import bitsandbytes; print(bitsandbytes.__version__)"], timeout=300)
+    assert r.rc == 0, f"bitsandbytes does not import: {(r.stderr.strip() or r.stdout.strip()).splitlines()[-1:]}"
+    got = r.stdout.strip().splitlines()[-1]
+    assert same_version(got, want_version), f"bitsandbytes reports {got}, component {comps[0]} pins {want_version}"
 
 
-def test_pinned_packages_installed_exactly(container, matrix, target):
+def test_declared_python_components_import(container, matrix, declared_components, has_python, record_property):
+    reqs = {}
+    for c in declared_components:
+        if matrix.components[c].kind == "python-env":
+            reqs.update({k: (c, v) for k, v in matrix.components[c].requirements.items()})
+    if not reqs:
+        pytest.skip("not applicable: the target declares no Python environment")
+    assert has_python, "python environments are declared but the image has no python3"
+    r = container.exec(["python3", "-c", DIST_PROBE, json.dumps(sorted(reqs))], timeout=900)
+    assert r.rc == 0, f"component probe failed: {r.output[-1500:]}"
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    bad = []
+    for name, (comp, pinned) in sorted(reqs.items()):
+        g = got[name]
+        if g["version"] is None:
+            bad.append(f"{name} ({comp}): pinned {pinned}, not installed")
+        elif not same_version(g["version"], pinned):
+            bad.append(f"{name} ({comp}): pinned {pinned}, installed {g['version']}")
+        if g.get("error") and g["version"] is not None:
+            bad.append(f"{name} ({comp}): {g['error']}")
+    record_property("figures", {"python_packages": len(reqs)})
+    assert not bad, "declared Python components are broken:\n  " + "\n  ".join(bad)
+
+
+def test_pinned_packages_installed_exactly(container, matrix, target, target_name):
     if target is None:
         pytest.skip("image not from a matrix target: no pins to compare")
     stack = matrix.stacks[target.stack]
-    names, t = [], target
-    while t is not None:     # a target built on another carries that target's pins too
-        names += t.apt
-        t = matrix.targets.get(t.from_target) if t.from_target else None
-    r = container.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", *sorted(set(names))])
-    installed = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
-    wrong = [f"{p}: pinned {stack.apt[p]}, installed {installed.get(p, 'nothing')}"
-             for p in sorted(set(names)) if installed.get(p) != stack.apt[p]]
+    chain = target_chain(matrix, target_name)
+    names = sorted({p for t in chain for p in t.apt})
+    wrong = []
+    if names:
+        r = container.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", *names])
+        installed = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        wrong = [f"{p}: pinned {stack.apt[p]}, installed {installed.get(p, 'nothing')}"
+                 for p in names if installed.get(p) != stack.apt[p]]
     reqs = {}
-    for c in target.components:
+    for c in dict.fromkeys(c for t in chain for c in t.components):
         reqs.update(matrix.components[c].requirements)
+    if not names and not reqs:
+        pytest.skip("not applicable: the target pins no apt or pip package")
     if reqs:
         r = container.exec(["/opt/rocmforge/venv/bin/python", "-m", "pip", "list", "--format=json",
                             "--disable-pip-version-check"], timeout=120)
         assert r.rc == 0, f"pip list failed in the image's venv: {r.output[-500:]}"
         have = {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(r.stdout)}
-        wrong += [f"{n}: pinned {v}, installed {have.get(n.lower(), 'nothing')}"
-                  for n, v in sorted(reqs.items()) if have.get(n.lower()) != v]
+        wrong += [f"{n}: pinned {v}, installed {have.get(n.lower().replace('_', '-'), 'nothing')}"
+                  for n, v in sorted(reqs.items()) if not same_version(have.get(n.lower().replace("_", "-")), v)]
     assert not wrong, "installed versions differ from the matrix:\n  " + "\n  ".join(wrong)

@@ -41,14 +41,47 @@ def test_normalised_layers_are_identical_and_scrubbed(tmp_path):
         assert {(m.uid, m.gid) for m in t.getmembers()} == {(0, 0)}
 
 
-def test_config_and_archive_give_a_stable_image_id(tmp_path):
-    root = tmp_path / "r"
-    _fake_rootfs(root, b"x")
-    bootstrap.normalise(root)
-    diff = bootstrap.layer_tar(root, tmp_path / "layer.tar")
-    cfg = bootstrap.image_config(diff, "debian13-rocm5.7", STACK)
-    a = bootstrap.write_archive(tmp_path / "layer.tar", diff, cfg, "rocmforge/base-x:recipe-1", tmp_path / "a.tar")
-    b = bootstrap.write_archive(tmp_path / "layer.tar", diff, bootstrap.image_config(diff, "debian13-rocm5.7", STACK),
-                                "rocmforge/base-x:recipe-1", tmp_path / "b.tar")
-    assert a == b
-    assert b'"created":"1970-01-01T00:00:00Z"' in cfg
+ARCHIVE_SCRIPT = """
+import sys
+from pathlib import Path
+from rocmforge import bootstrap
+from rocmforge.matrix import load_matrix
+root, out = Path(sys.argv[1]), Path(sys.argv[2])
+stack = load_matrix(sys.argv[3]).stacks["debian13-rocm5.7"]
+bootstrap.normalise(root)
+diff = bootstrap.layer_tar(root, out.with_suffix(".layer"))
+cfg = bootstrap.image_config(diff, "debian13-rocm5.7", stack)
+print(bootstrap.write_archive(out.with_suffix(".layer"), diff, cfg, "rocmforge/base-x:recipe-1", out))
+"""
+
+
+def _members(path):
+    with tarfile.open(path) as t:
+        return [(m.name, t.extractfile(m).read()) for m in t.getmembers() if m.isfile()]
+
+
+def test_two_bootstraps_give_identical_archives(tmp_path):
+    """Two root filesystems made at different times (different log contents and mtimes), each
+    normalised and packed by its own process: the docker-load archives hold the same files with
+    the same bytes (config, manifest, layer), so `docker load` gives the same image ID. (The outer
+    tar's own headers carry the layer file's mtime, which docker load ignores.)"""
+    import subprocess
+    import sys
+
+    ids, archives = [], []
+    for i, stamp in enumerate((b"first-run-at-10:00", b"second-run-at-11:30")):
+        root = tmp_path / f"r{i}"
+        _fake_rootfs(root, stamp)
+        out = tmp_path / f"archive{i}.tar"
+        proc = subprocess.run([sys.executable, "-c", ARCHIVE_SCRIPT, str(root), str(out), str(ROOT / "matrix.yaml")],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        ids.append(proc.stdout.strip())
+        archives.append(_members(out))
+    assert ids[0] and ids[0] == ids[1]
+    assert [n for n, _ in archives[0]] == [n for n, _ in archives[1]] and len(archives[0]) == 3
+    assert archives[0] == archives[1]
+    assert (tmp_path / "archive0.layer").read_bytes() == (tmp_path / "archive1.layer").read_bytes()
+    with tarfile.open(tmp_path / "archive0.tar") as t:
+        config = next(m for m in t.getmembers() if m.name.endswith(".json") and m.name != "manifest.json")
+        assert b'"created":"1970-01-01T00:00:00Z"' in t.extractfile(config).read()

@@ -1,5 +1,5 @@
 """rocmforge.doctor: `build.py doctor`. diagnose() is driven with constructed HostFacts and the
-rocminfo fixtures (tests/fixtures/rocminfo/, tests/fixtures/doctor/); gather() with a fake
+rocminfo fixtures (tests/fixtures/rocminfo/{captured,handwritten}/, tests/fixtures/doctor/handwritten/); gather() with a fake
 /dev, /sys and /proc tree and a fake engine client."""
 
 from __future__ import annotations
@@ -19,9 +19,14 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GB = 10**9
 
 
+def fixture_path(name: str) -> Path:
+    """captured/ or handwritten/: each name exists in exactly one place."""
+    (found,) = [p for p in FIXTURES.glob(f"*/*/{name}")]
+    return found
+
+
 def fixture(name: str) -> str:
-    sub = "doctor" if name.startswith("rx6700xt") else "rocminfo"
-    return (FIXTURES / sub / name).read_bytes().decode("utf-8")
+    return fixture_path(name).read_bytes().decode("utf-8")
 
 
 def rocminfo_text(*gpus: tuple[str, str]) -> str:
@@ -146,7 +151,7 @@ def test_no_gpu_rocminfo_capture_from_file():
     assert not report.ok
 
 
-def test_kfd_permission_denied_capture_names_the_group_fix():
+def test_kfd_permission_denied_handwritten_names_the_group_fix():
     report = from_file("kfd-permission-denied.txt")
     gpus = report.check("gpus")
     assert gpus.status == FAIL
@@ -549,7 +554,7 @@ def test_gather_rocminfo_runner_failure_is_a_fact(tmp_path):
 
 
 def test_gather_rocminfo_file(tmp_path):
-    path = FIXTURES / "rocminfo" / "w7900-with-igpu-second.txt"
+    path = fixture_path("w7900-with-igpu-second.txt")
     facts = gather(client=FakeClient(), docker_root=str(tmp_path), built_targets=dict(HIP_RUNTIME),
                    rocminfo_file=str(path), rocminfo_runner=lambda: pytest.fail("must not run"),
                    **fake_tree(tmp_path, kfd=False, render=False))

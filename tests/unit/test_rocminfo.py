@@ -1,7 +1,9 @@
 """rocmforge.inspect.rocminfo: parsing rocminfo output and pastes of it.
 
-Fixtures live in tests/fixtures/rocminfo/. debian-rocm5.7-no-gpu.txt is a real capture; the others
-follow rocminfo.cc's layout and values seen in public reports (see each case's comment)."""
+Fixtures: tests/fixtures/rocminfo/captured/ holds real captures (debian-rocm5.7-no-gpu.txt:
+Debian's rocminfo in a container on this GPU-less host); tests/fixtures/rocminfo/handwritten/ holds
+outputs written by hand after rocminfo.cc's layout and values seen in public reports (see each
+case's comment): no GPU-host output here is a capture."""
 
 from __future__ import annotations
 
@@ -21,19 +23,25 @@ from rocmforge.inspect.rocminfo import (
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rocminfo"
+CAPTURED = {p.name for p in (FIXTURES / "captured").glob("*.txt")}
+
+
+def path(name: str) -> Path:
+    return FIXTURES / ("captured" if name in CAPTURED else "handwritten") / name
 
 
 def load(name: str) -> str:
     # bytes -> str without newline translation, so CRLF fixtures keep their \r
-    return (FIXTURES / name).read_bytes().decode("utf-8")
+    return path(name).read_bytes().decode("utf-8")
 
 
 # One row per fixture. agents: (index, device_type, name, compute_units, is_apu, uuid).
 CASES = {
-    # Real capture: Debian's rocminfo in a container on a host without a GPU (exit code 1).
+    # captured/: Debian's rocminfo in a container on a host without a GPU (exit code 1).
     "debian-rocm5.7-no-gpu.txt": dict(
         driver_loaded=False, runtime=None, gpus=[], agents=[], visible=None,
         problems_contain=["ROCk module is NOT loaded"]),
+    # handwritten/ from here on.
     # 1 CPU + MI210, ROCm 6.2 padded output, coloured driver line.
     "mi210.txt": dict(
         driver_loaded=True, runtime="1.14", gpus=["gfx90a"], visible=None,
@@ -126,8 +134,10 @@ CASES = {
 
 
 def test_every_fixture_has_a_case():
-    on_disk = {p.name for p in FIXTURES.glob("*.txt")}
-    assert on_disk == set(CASES), on_disk ^ set(CASES)
+    on_disk = [p.name for p in FIXTURES.glob("*/*.txt")]
+    assert sorted(on_disk) == sorted(CASES), set(on_disk) ^ set(CASES)
+    assert {p.parent.name for p in FIXTURES.glob("*/*.txt")} <= {"captured", "handwritten"}
+    assert not list(FIXTURES.glob("*.txt")), "every fixture says what it is: captured/ or handwritten/"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -155,7 +165,8 @@ def test_fixture(name):
     assert discrete_only_visible_devices(info) == case["visible"]
 
 
-def test_real_capture_no_gpu():
+def test_captured_no_gpu():
+    assert "debian-rocm5.7-no-gpu.txt" in CAPTURED
     raw = load("debian-rocm5.7-no-gpu.txt")
     assert "\x1b[31m" in raw  # the capture keeps rocminfo's red colour codes
     info = parse(raw)
@@ -274,7 +285,7 @@ def test_garbage_does_not_invent_agents():
 
 def test_non_str_input():
     assert parse(None).agents == ()  # type: ignore[arg-type]
-    assert parse((FIXTURES / "mi210.txt").read_bytes()) == parse(load("mi210.txt"))  # type: ignore[arg-type]
+    assert parse(path("mi210.txt").read_bytes()) == parse(load("mi210.txt"))  # type: ignore[arg-type]
 
 
 def test_to_json_shape():
