@@ -8,6 +8,7 @@ import json
 from .matrix import Stack
 
 IMAGE_NAMESPACE = "rocmforge"
+BASE_ARG = "ROCMFORGE_BASE"   # the build argument through which a registry base is named in FROM
 # Bump when the normalisation in bootstrap.py changes: it is part of every recipe hash.
 NORMALISATION_VERSION = 1
 
@@ -21,6 +22,8 @@ def recipe_hash(stack: Stack) -> str:
     assert boot is not None
     recipe = {"suite": boot.suite, "variant": boot.variant, "include": sorted(boot.include),
               "normalisation": NORMALISATION_VERSION}
+    if boot.snapshot:   # only when set, so existing recipes keep their hashes
+        recipe["snapshot"] = True
     return hashlib.sha256(canonical_json(recipe)).hexdigest()
 
 
@@ -28,11 +31,13 @@ def bootstrap_ref(stack_name: str, stack: Stack) -> str:
     return f"{IMAGE_NAMESPACE}/base-{stack_name}:recipe-{recipe_hash(stack)[:12]}"
 
 
-def registry_ref(stack: Stack) -> tuple[str, bool]:
-    """The FROM reference of a registry base, and whether its digest is resolved."""
+def registry_ref(stack: Stack, locked_digest: str | None = None) -> tuple[str, bool]:
+    """The FROM reference of a registry base (digest from the matrix, else from the lock), and
+    whether its digest is resolved."""
     reg = stack.base.registry
     assert reg is not None
-    if reg.digest:
-        return f"{reg.image}:{reg.tag}@{reg.digest}", True
+    digest = reg.digest or locked_digest
+    if digest:
+        return f"{reg.image}:{reg.tag}@{digest}", True
     # Deliberately not a valid reference: even a hand-run `docker build` refuses it.
     return f"{reg.image}:{reg.tag}@sha256:UNRESOLVED", False

@@ -27,6 +27,7 @@ SCRUB = ["var/cache/ldconfig/aux-cache", "var/log/bootstrap.log", "var/log/dpkg.
 EMPTY_DIRS = ["var/lib/apt/lists", "var/cache/apt/archives"]
 BLANK = ["etc/resolv.conf", "etc/hostname", "etc/machine-id"]
 EPOCH0 = "1970-01-01T00:00:00Z"
+SNAPSHOT_CONF = "etc/apt/apt.conf.d/99rocmforge-snapshot"
 
 
 def normalise(rootfs: Path) -> None:
@@ -80,6 +81,11 @@ def image_config(diff_id: str, stack_name: str, stack: Stack) -> bytes:
     return bases.canonical_json(config)
 
 
+def _fixed_member(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    return info
+
+
 def write_archive(layer: Path, diff_id: str, config: bytes, ref: str, out: Path) -> str:
     config_id = hashlib.sha256(config).hexdigest()
     layer_dir = diff_id.split(":")[1]
@@ -90,7 +96,8 @@ def write_archive(layer: Path, diff_id: str, config: bytes, ref: str, out: Path)
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, fileobj=io.BytesIO(data))
-        tar.add(layer, arcname=f"{layer_dir}/layer.tar")
+        # Fixed metadata: two bootstraps of the same packages give byte-identical archives too.
+        tar.add(layer, arcname=f"{layer_dir}/layer.tar", filter=_fixed_member)
     return "sha256:" + config_id
 
 
@@ -127,6 +134,8 @@ def ensure_base(client, stack_name: str, stack: Stack, workdir: Path, log) -> st
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
             raise BuildError(f"debootstrap of {boot.suite} failed (exit {proc.returncode}):\n{tail}")
+        if boot.snapshot:
+            (rootfs / SNAPSHOT_CONF).write_text('Acquire::Check-Valid-Until "false";\n')
         normalise(rootfs)
         layer = Path(tmp) / "layer.tar"
         diff_id = layer_tar(rootfs, layer)

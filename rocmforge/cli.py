@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--image", help="any image reference (without --target its io.rocmforge.* labels give target and archs)")
     t.add_argument("--junit", help="write a JUnit XML report here")
     t.add_argument("--json", action="store_true", help="print the results as JSON")
+    t.add_argument("--require-gpu", action="store_true", dest="require_gpu",
+                   help="a GPU check that cannot see a GPU fails instead of being 'not GPU-verified' "
+                        "(implied on a host with /dev/kfd; the CI GPU job passes it)")
     ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
     ri.add_argument("file")
     ri.add_argument("--json", action="store_true")
@@ -112,8 +115,10 @@ class App:
             tp = self.plan.targets[name]
             t = self.plan.matrix.targets[name]
             ok, blockers = buildability(self.plan, name)
+            torch, torch_build = self.plan.matrix.torch_of(name)
             rows.append({"name": name, "stack": tp.stack, "archs": list(tp.archs), "deps": list(tp.deps),
                          "devel": t.devel, "description": t.description, "buildable_here": ok,
+                         "pytorch": torch, "pytorch_build": torch_build if torch else None,
                          "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag})
         if self.args.json and self.args.gpu_jobs:
             jobs = [{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
@@ -126,10 +131,11 @@ class App:
         from rich.table import Table
 
         table = Table(title=f"targets in {self.matrix_path}")
-        for col in ("target", "stack", "archs", "needs", "buildable here"):
+        for col in ("target", "stack", "archs", "torch", "needs", "buildable here"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["name"], r["stack"], ",".join(r["archs"]), ",".join(r["deps"]) or "-",
+            torch = f"{r['pytorch']} ({r['pytorch_build']})" if r["pytorch"] else "-"
+            table.add_row(r["name"], r["stack"], ",".join(r["archs"]), torch, ",".join(r["deps"]) or "-",
                           "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} blocker(s), below)")
         self.out.print(table)
         for r in rows:
@@ -235,7 +241,8 @@ class App:
 
 
     # -- test -----------------------------------------------------------------------------
-    def cmd_test(self, target: str | None, image: str | None, junit: str | None, as_json: bool) -> int:
+    def cmd_test(self, target: str | None, image: str | None, junit: str | None, as_json: bool,
+                 require_gpu: bool = False) -> int:
         from . import engine, verify
 
         if not target and not image:
@@ -253,7 +260,7 @@ class App:
             raise UserError(f"image {image!r} not found on the engine", field="--image")
         with self.err.status(f"running suites in {image}"):
             report = verify.run_suites(client, image, target, self.matrix_path.resolve(),
-                                       Path(junit) if junit else None)
+                                       Path(junit) if junit else None, require_gpu=require_gpu)
         stored = verify.record(self.state, report)
         if target and not image:
             self.write_manifest(client, target)   # now with the suite results
@@ -555,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             return app.cmd_build(args.build_target, args.build_ca_bundle or args.ca_bundle)
         if args.command == "test":
-            return app.cmd_test(args.test_target, args.image, args.junit, args.json)
+            return app.cmd_test(args.test_target, args.image, args.junit, args.json, args.require_gpu)
         if args.command == "rocminfo":
             return app.cmd_rocminfo(args.file, args.json)
         if args.command == "push":

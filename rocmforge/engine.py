@@ -81,13 +81,19 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
     # No revision label: the image is a function of its content (what the content tag names), so
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
     labels = {"io.rocmforge.content-hash": tp.content_hash}
+    buildargs = {}
+    if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
+        from . import bases, registry
+
+        image, digest = tp.registry_base
+        buildargs[bases.BASE_ARG] = registry.pull(client, image, digest, mirror=registry.mirror_from_env())
     step, new_id, error = "(before the first step)", None, None
     started = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"# rocmforge build {tp.name} -> {tp.content_tag}\n")
         context = {**tp.files, **(extra_files or {})}
         stream = client.api.build(fileobj=context_tar(context, ca_bundle), custom_context=True,
-                                  tag=tag, labels=labels, rm=True, forcerm=True, nocache=nocache,
+                                  tag=tag, labels=labels, buildargs=buildargs, rm=True, forcerm=True, nocache=nocache,
                                   pull=False, decode=True)
         for chunk in stream:
             if "stream" in chunk:

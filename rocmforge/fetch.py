@@ -103,28 +103,70 @@ def wheels_for(locked: dict, python: str, work: Path, ca_bundle=None) -> dict[st
     return files
 
 
+MIRRORS_ENV = "ROCMFORGE_GIT_MIRRORS"
+
+
+def git_mirrors() -> list[tuple[str, str]]:
+    """(upstream prefix, mirror prefix) pairs from $ROCMFORGE_GIT_MIRRORS ("UPSTREAM=MIRROR ...")."""
+    pairs = []
+    for item in os.environ.get(MIRRORS_ENV, "").replace(",", " ").split():
+        upstream, sep, mirror = item.partition("=")
+        if not sep or not upstream or not mirror:
+            raise FetchError(f"${MIRRORS_ENV}: {item!r} is not UPSTREAM=MIRROR "
+                             "(e.g. https://github.com/=file:///srv/git/github.com/)")
+        pairs.append((upstream, mirror))
+    return pairs
+
+
+def git_env() -> dict[str, str]:
+    """The environment for every git call: no prompts, and the mirrors as git's own
+    url.<mirror>.insteadOf rewrites (a user's ~/.gitconfig rewrites apply as well), so URLs in
+    the matrix, the lock and the manifest stay the upstream ones."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    pairs = git_mirrors()
+    if pairs:
+        base = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+        for i, (upstream, mirror) in enumerate(pairs, start=base):
+            env[f"GIT_CONFIG_KEY_{i}"] = f"url.{mirror}.insteadOf"
+            env[f"GIT_CONFIG_VALUE_{i}"] = upstream
+        env["GIT_CONFIG_COUNT"] = str(base + len(pairs))
+    return env
+
+
+def mirror_of(url: str) -> str | None:
+    """Where git will really fetch `url` from, when a rocmforge mirror rewrites it."""
+    best = max((p for p in git_mirrors() if url.startswith(p[0])), key=lambda p: len(p[0]), default=None)
+    return best[1] + url[len(best[0]):] if best else None
+
+
+def _where(url: str) -> str:
+    mirror = mirror_of(url)
+    return f"{url} (through the mirror {mirror})" if mirror else url
+
+
 def ls_remote(url: str, ref: str, timeout: int = 60) -> str:
     """The commit a branch or tag points at now."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    env = git_env()
     try:
         proc = subprocess.run(["git", "ls-remote", url, ref, f"{ref}^{{}}"], capture_output=True, text=True,
                               timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise FetchError(f"{url} did not answer within {timeout}s") from None
+        raise FetchError(f"{_where(url)} did not answer within {timeout}s") from None
     if proc.returncode != 0:
-        raise FetchError(f"{url} is not reachable: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'git ls-remote failed'}")
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git ls-remote failed"
+        raise FetchError(f"{_where(url)} is not reachable: {why}")
     refs = dict(reversed(line.split("\t")) for line in proc.stdout.splitlines() if "\t" in line)
     for candidate in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
         if candidate in refs:
             return refs[candidate]
-    raise FetchError(f"{url} has no branch or tag {ref!r}")
+    raise FetchError(f"{_where(url)} has no branch or tag {ref!r}")
 
 
 def source_tree(url: str, commit: str, work: Path) -> dict[str, bytes]:
     """The files of `url` at exactly `commit` (verified), as {relative path: bytes}."""
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
     repo = work / "cache" / "git" / key
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    env = git_env()
 
     def git(*args, check=True):
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=check)
@@ -134,11 +176,11 @@ def source_tree(url: str, commit: str, work: Path) -> dict[str, bytes]:
         proc = subprocess.run(["git", "clone", "--bare", "--quiet", url, str(repo)], capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             shutil.rmtree(repo, ignore_errors=True)
-            raise FetchError(f"cannot clone {url}: {proc.stderr.strip()[-300:]}")
+            raise FetchError(f"cannot clone {_where(url)}: {proc.stderr.strip()[-300:]}")
     if git("cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
         git("fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", check=False)
     if git("cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
-        raise FetchError(f"{url} has no commit {commit}")
+        raise FetchError(f"{_where(url)} has no commit {commit}")
     with tempfile.TemporaryDirectory(dir=_mk(work), prefix="src-") as tmp:
         subprocess.run(f"git -C {repo} archive --format=tar {commit} | tar -x -C {tmp}", shell=True, check=True)
         files = {p.relative_to(tmp).as_posix(): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()}

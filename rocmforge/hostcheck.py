@@ -23,11 +23,8 @@ def buildability(plan, name: str, _cache: dict = {}) -> tuple[bool, list[str]]:
     for dep in plan.order([name]):
         tp = plan.targets[dep]
         blockers += [f"{dep}: {u}" for u in tp.unresolved if not u.startswith(tuple(f"{d}:" for d in tp.deps))]
-        stack = plan.matrix.stacks[tp.stack]
-        if stack.base.registry and not tp.unresolved:
-            ref = f"{stack.base.registry.image}:{stack.base.registry.tag}"
-            if images is None or not any(t.startswith(ref) for t in images):
-                blockers.append(f"{dep}: base {ref} must be pulled from a registry")
+        # A resolved registry base is pulled by digest when the build starts (through
+        # ROCMFORGE_REGISTRY_MIRROR when set): whether that registry answers is known only by trying.
         if tp.bootstrap_stack and not tp.deps and shutil.which("debootstrap") is None:
             blockers.append(f"{dep}: debootstrap is not installed")
     if images is None:

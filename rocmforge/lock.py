@@ -64,17 +64,61 @@ def _apt_error(output: str) -> str:
     return "; ".join(errs) or output.strip()[-300:]
 
 
-def _stack_probe(client, m: Matrix, stack_name: str, probes: dict, work, log):
-    if stack_name not in probes:
-        stack = m.stacks[stack_name]
-        if stack.base.registry:
-            probes[stack_name] = None
-        else:
-            from . import bootstrap
+def base_image(client, m: Matrix, stack_name: str, lock: dict, work, log) -> str:
+    """A local reference of the stack's base: bootstrapped here, or pulled by its locked digest
+    (through the registry mirror when one is set). Raises RuntimeError saying why not."""
+    stack = m.stacks[stack_name]
+    if stack.base.bootstrap:
+        from . import bootstrap
 
-            ref = bootstrap.ensure_base(client, stack_name, stack, work, log)
-            probes[stack_name] = AptProbe(client, ref)
+        return bootstrap.ensure_base(client, stack_name, stack, work, log)
+    from . import registry
+
+    reg = stack.base.registry
+    digest = reg.digest or (lock["bases"].get(stack_name) or {}).get("digest")
+    if not digest:
+        raise RuntimeError(f"the {stack_name} base {reg.image}:{reg.tag} has no digest yet")
+    try:
+        return registry.pull(client, reg.image, digest, mirror=registry.mirror_from_env())
+    except registry.RegistryError as exc:
+        raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
+
+
+def _stack_probe(client, m: Matrix, stack_name: str, probes: dict, work, log, lock: dict):
+    """An apt probe in the stack's base, or the reason there is none (a string)."""
+    if stack_name not in probes:
+        try:
+            probes[stack_name] = AptProbe(client, base_image(client, m, stack_name, lock, work, log))
+        except RuntimeError as exc:
+            probes[stack_name] = str(exc)
     return probes[stack_name]
+
+
+def _resolve_digest(stack_name: str, reg, lock: dict, out: "Outcome") -> None:
+    from . import registry
+
+    entry = {"kind": "registry", "image": f"{reg.image}:{reg.tag}", "digest": reg.digest}
+    if reg.digest:
+        lock["bases"][stack_name] = entry
+        out.resolved.append(f"base {stack_name}: {reg.digest} (from matrix.yaml)")
+        return
+    mirror = registry.mirror_from_env()
+    try:
+        found = registry.resolve(reg.image, reg.tag, mirror=mirror)
+    except registry.RegistryError as exc:
+        lock["bases"].setdefault(stack_name, entry)
+        out.failed.append(f"base {stack_name}: {reg.image}:{reg.tag}: {exc}; entry left as it was")
+        return
+    entry["digest"] = found.digest
+    if found.index_digest:
+        entry["index_digest"] = found.index_digest
+    lock["bases"][stack_name] = entry
+    via = f" through {found.host_tried}" if mirror else ""
+    out.resolved.append(f"base {stack_name}: {reg.image}:{reg.tag} -> {found.digest}{via}")
+
+
+def _probe_failed(probe) -> str | None:
+    return probe if isinstance(probe, str) else None
 
 
 def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca_bundle=None,
@@ -89,17 +133,12 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
         for sname in stacks:
             stack = m.stacks[sname]
             if stack.base.registry:
-                reg = stack.base.registry
-                entry = {"kind": "registry", "image": f"{reg.image}:{reg.tag}", "digest": reg.digest}
-                if reg.digest:
-                    lock["bases"][sname] = entry
-                    out.resolved.append(f"base {sname}: {reg.digest} (from matrix.yaml)")
-                else:
-                    lock["bases"].setdefault(sname, entry)
-                    out.failed.append(f"base {sname}: {reg.image}:{reg.tag} -> digest needs the registry, which "
-                                      "is not reachable from here; entry left as it was")
+                _resolve_digest(sname, stack.base.registry, lock, out)
                 continue
-            probe = _stack_probe(client, m, sname, probes, work, log)
+            probe = _stack_probe(client, m, sname, probes, work, log, lock)
+            if _probe_failed(probe):
+                out.failed.append(f"base {sname}: {probe}")
+                continue
             image_id = client.images.get(bases.bootstrap_ref(sname, stack)).id
             lock["bases"][sname] = {"kind": "bootstrap", "recipe": bases.recipe_hash(stack), "image_id": image_id,
                                     "packages": dict(sorted(probe.installed().items()))}
@@ -107,10 +146,9 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
                 continue
-            probe = _stack_probe(client, m, step.stack, probes, work, log)
-            if probe is None:
-                out.failed.append(f"apt {step.key}: needs the {step.stack} base image, which cannot be pulled here; "
-                                  "entry left as it was")
+            probe = _stack_probe(client, m, step.stack, probes, work, log, lock)
+            if _probe_failed(probe):
+                out.failed.append(f"apt {step.key}: {probe}; entry left as it was")
                 continue
             pins = m.stacks[step.stack].apt
             try:
@@ -124,16 +162,16 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
             out.resolved.append(f"apt {step.key}: {len(closure)} packages")
     finally:
         for p in probes.values():
-            if p is not None:
+            if isinstance(p, AptProbe):
                 p.close()
     for cname, comp in sorted(m.components.items()):
         if not any(cname in m.targets[n].components for n in names):
             continue
         if comp.kind == "python-env":
-            stack = m.stacks[next(m.targets[n].stack for n in names if cname in m.targets[n].components)]
-            if stack.pytorch:
-                out.failed.append(f"python {cname}: resolving against {stack.base.registry.image}'s preinstalled "
-                                  "torch needs that image, which cannot be pulled here; entry left as it was")
+            tname = next(n for n in names if cname in m.targets[n].components)
+            stack = m.stacks[m.targets[tname].stack]
+            if m.torch_of(tname)[0] is not None:
+                _resolve_on_image(client, m, tname, cname, lock, out, work, ca_bundle, log)
                 continue
             try:
                 lock["python"][cname] = fetch.resolve_wheels(comp.requirements, stack.python, work, ca_bundle)
@@ -152,6 +190,34 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
     return out
 
 
+def _resolve_on_image(client, m: Matrix, tname: str, cname: str, lock: dict, out: Outcome, work, ca_bundle,
+                      log) -> None:
+    """A Python environment on a torch image: resolved in a container of the image it builds on."""
+    from . import pylock
+
+    t = m.targets[tname]
+    stack = m.stacks[t.stack]
+    try:
+        image = base_image(client, m, t.stack, lock, work, log)
+    except RuntimeError as exc:
+        out.failed.append(f"python {cname}: {exc}; entry left as it was")
+        return
+    pins, missing = lockfile.builder_image_pins(lock, m, tname, cname)
+    if missing:
+        out.failed.append(f"python {cname}: the apt closure of {', '.join(missing)} is not locked; entry left as it was")
+        return
+    try:
+        res = pylock.resolve(client, image, python_bin=stack.python_bin, requirements=m.components[cname].requirements,
+                             apt_pins=[f"{n}={v}" for n, v in pins], ca_bundle=ca_bundle, log=log)
+    except pylock.PythonLockError as exc:
+        out.failed.append(f"python {cname}: {exc}; entry left as it was")
+        return
+    lock["python"][cname] = res.wheels
+    lock["held"][cname] = res.held
+    out.resolved.append(f"python {cname}: {len(res.wheels)} wheel(s) with hashes, resolved in {image} against its "
+                        f"torch {res.held['torch_version']} (held: {', '.join(res.held['packages']) or 'none'})")
+
+
 def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log=print) -> Outcome:
     """Every stale or unresolvable pin at once; builds nothing."""
     out = Outcome(lock)
@@ -160,17 +226,17 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
     base_packages: dict[str, dict | None] = {}
     try:
         for sname in sorted({m.targets[n].stack for n in names}):
-            probe = _stack_probe(client, m, sname, probes, work, log)
-            base_packages[sname] = probe.installed() if probe is not None else None
+            probe = _stack_probe(client, m, sname, probes, work, log, lock)
+            base_packages[sname] = None if _probe_failed(probe) else probe.installed()
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
                 continue
             _, stale = lockfile.apt_pins_for(lock, m, step)
             if stale:
                 out.problems.append(stale)
-            probe = _stack_probe(client, m, step.stack, probes, work, log)
-            if probe is None:
-                out.problems.append(f"apt {step.key}: cannot check here (the {step.stack} base cannot be pulled)")
+            probe = _stack_probe(client, m, step.stack, probes, work, log, lock)
+            if _probe_failed(probe):
+                out.problems.append(f"apt {step.key}: cannot check: {probe}")
                 continue
             # Both the matrix's pins and the locked closure must exist in the mirror.
             wanted = {(n, m.stacks[step.stack].apt[n]) for n in step.names}
@@ -182,13 +248,13 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
                     out.problems.append(f"apt {step.key}: {n}={v} is not in the mirror (it has: {have})")
     finally:
         for p in probes.values():
-            if p is not None:
+            if isinstance(p, AptProbe):
                 p.close()
     for sname in sorted({m.targets[n].stack for n in names}):
         stack = m.stacks[sname]
         entry = lock["bases"].get(sname)
         if stack.base.registry:
-            if not stack.base.registry.digest:
+            if not (stack.base.registry.digest or (entry or {}).get("digest")):
                 out.problems.append(f"base {sname}: no digest for {stack.base.registry.image}:{stack.base.registry.tag}")
         elif not entry or entry.get("recipe") != bases.recipe_hash(stack):
             out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")

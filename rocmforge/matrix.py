@@ -48,6 +48,9 @@ class BootstrapBase(Strict):
     suite: str
     variant: Literal["minbase", "buildd", "fakechroot"] = "minbase"
     include: list[str] = Field(default_factory=list)
+    # The suite is served as a frozen snapshot whose Release file is past its Valid-Until date:
+    # the base then carries an apt setting that accepts it (as for any snapshot archive).
+    snapshot: bool = False
 
 
 class RegistryBase(Strict):
@@ -86,12 +89,18 @@ class Stack(Strict):
     os: str
     rocm: str
     python: str | None = None
-    pytorch: str | None = None
+    pytorch: str | None = None           # the torch the base image ships (registry stacks)
+    pytorch_build: Literal["rocm", "cpu"] = "rocm"
     base: Base
     apt: dict[str, str | None] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     # Where this stack keeps its GPU libraries (paths or globs), for the linkage and arch suites.
     gpu_libraries: list[str] = Field(default_factory=list)
+    # The interpreter every Python step calls by path: images with several Pythons on PATH (a conda
+    # env with torch beside a newer one without it) must not depend on PATH order.
+    python_bin: str = "/usr/bin/python3"
+    # Extra -D options for CMake builds of HIP code on this stack's layout (e.g. Debian's).
+    cmake_args: dict[str, str] = Field(default_factory=dict)
 
 
 class GitSource(Strict):
@@ -140,6 +149,9 @@ class Target(Strict):
     apt: list[str] = Field(default_factory=list)
     components: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # The torch this target's own packages bring (e.g. Debian's python3-torch); else its stack's.
+    pytorch: str | None = None
+    pytorch_build: Literal["rocm", "cpu"] | None = None
 
     @field_validator("archs")
     @classmethod
@@ -184,6 +196,16 @@ class Matrix(Strict):
         for n in names if names is not None else sorted(self.targets):
             visit(n)
         return seen
+
+    def torch_of(self, name: str) -> tuple[str | None, str]:
+        """The torch version a target's image must carry (None: no torch) and its build (rocm or cpu)."""
+        t = self.targets[name]
+        stack = self.stacks[t.stack]
+        while t is not None:
+            if t.pytorch:
+                return t.pytorch, t.pytorch_build or "rocm"
+            t = self.targets[t.from_target] if t.from_target else None
+        return stack.pytorch, stack.pytorch_build
 
     def deps(self, name: str) -> list[str]:
         t = self.targets[name]

@@ -26,6 +26,7 @@ class TargetPlan:
     unresolved: tuple[str, ...]         # why the build must be refused, empty when buildable
     bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
     fetches: tuple = ()                 # host-side inputs added to the context at build time
+    registry_base: tuple[str, str] | None = None   # (image, digest) pulled before the build, FROM through BASE_ARG
 
     @property
     def content_tag(self) -> str:
@@ -80,7 +81,8 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
                 pins_by_step[step.key] = pins
                 if stale:
                     unresolved.append(stale)
-        python_locks, git_commits, fetches = {}, {}, []
+        python_locks, python_holds, git_commits, fetches = {}, {}, {}, []
+        has_torch = m.torch_of(name)[0] is not None
         for cname in t.components:
             comp = m.components[cname]
             if comp.kind == "python-env":
@@ -90,12 +92,18 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
                     fetches.append(("wheels", cname, stack.python))
                 else:
                     unresolved.append(f"python {cname}: requirements are not locked with hashes (run `python build.py lock`)")
+                held = lock.get("held", {}).get(cname)
+                if held:
+                    python_holds[cname] = held
+                elif has_torch:
+                    unresolved.append(f"python {cname}: the image's torch is not held by the lock "
+                                      "(run `python build.py lock`)")
             if comp.source:
                 commit = comp.source.commit or (lock["git"].get(cname) or {}).get("commit")
                 if commit:
                     git_commits[cname] = commit
                     fetches.append(("git", cname, comp.source.url, commit))
-        bootstrap_stack = None
+        bootstrap_stack, registry_base, base_arg = None, None, None
         if t.from_target:
             dep = plan.targets[t.from_target]
             from_ref, base_name, base_digest = dep.content_tag, dep.content_tag, ""
@@ -106,10 +114,16 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
             base_name, base_digest = from_ref, ""
             bootstrap_stack = t.stack
         else:
-            from_ref, ok = bases.registry_ref(stack)
+            locked_digest = (lock["bases"].get(t.stack) or {}).get("digest")
+            from_ref, ok = bases.registry_ref(stack, locked_digest)
             reg = stack.base.registry
-            base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or ""
-            if not ok:
+            base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or locked_digest or ""
+            if ok:
+                # FROM names the base through a build argument whose default is the upstream reference:
+                # a build through a registry mirror passes the mirror's reference for the same digest.
+                registry_base = (reg.image, reg.digest or locked_digest)
+                base_arg, from_ref = (bases.BASE_ARG, from_ref), "${" + bases.BASE_ARG + "}"
+            else:
                 unresolved.append(f"base image {reg.image}:{reg.tag} has no digest (run `build.py lock` where the registry is reachable)")
         builder_ref = None
         if t.builder:
@@ -141,11 +155,12 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
             labels["org.opencontainers.image.source"] = m.project.source
         files = renderer.render_target(m, name, from_ref=from_ref, builder_ref=builder_ref, labels=labels,
                                        unresolved=unresolved, pins_by_step=pins_by_step,
-                                       python_locks=python_locks, git_commits=git_commits)
+                                       python_locks=python_locks, git_commits=git_commits,
+                                       python_holds=python_holds, base_arg=base_arg)
         plan.targets[name] = TargetPlan(
             name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
             content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
-            bootstrap_stack=bootstrap_stack, fetches=tuple(fetches))
+            bootstrap_stack=bootstrap_stack, fetches=tuple(fetches), registry_base=registry_base)
     return plan
 
 

@@ -63,6 +63,14 @@ class Renderer:
                          file=name or "templates/", line=line,
                          field=(undefined.group(1) or undefined.group(2)) if undefined else None)
 
+    def partial_for(self, name: str, kind: str) -> str:
+        """A component's own partial when it has one, else the partial of its kind."""
+        own = f"partials/{name}.j2"
+        if (self.templates / own).is_file():
+            return own
+        by_kind = f"partials/_{kind.replace('-', '_')}.j2"
+        return by_kind if (self.templates / by_kind).is_file() else own
+
     def probe_files(self) -> dict[str, bytes]:
         if not self.probes.is_dir():
             return {}
@@ -71,7 +79,9 @@ class Renderer:
 
     def render_target(self, m: Matrix, name: str, *, from_ref: str, builder_ref: str | None,
                       labels: dict[str, str], unresolved: list[str], pins_by_step: dict[str, list],
-                      python_locks: dict[str, dict], git_commits: dict[str, str]) -> dict[str, bytes]:
+                      python_locks: dict[str, dict], git_commits: dict[str, str],
+                      python_holds: dict[str, dict] | None = None,
+                      base_arg: tuple[str, str] | None = None) -> dict[str, bytes]:
         t = m.targets[name]
         stack = m.stacks[t.stack]
         files = self.probe_files()
@@ -79,7 +89,7 @@ class Renderer:
         for cname in t.components:
             comp = m.components[cname]
             entry = {"name": cname, "spec": comp, "stage": f"{cname}-build",
-                     "partial": f"partials/{cname}.j2"}
+                     "partial": self.partial_for(cname, comp.kind)}
             entry["builder_pins"] = pins_by_step.get(f"{name}/{cname}-build", [])
             entry["commit"] = git_commits.get(cname)
             if comp.kind == "python-env":
@@ -92,6 +102,13 @@ class Renderer:
                 entry["locked"] = bool(locked)
                 entry["requirements"] = f"requirements/{cname}.txt"
                 files[entry["requirements"]] = req.encode()
+                held = (python_holds or {}).get(cname)
+                entry["constraints"] = f"constraints/{cname}.txt" if held else None
+                entry["torch_check"] = None
+                if held:
+                    files[entry["constraints"]] = "".join(
+                        f"{k}=={v}\n" for k, v in sorted(held["packages"].items())).encode()
+                    entry["torch_check"] = {"version": held["torch_version"], "hip": held["torch_hip"]}
             if comp.kind == "settings":
                 entry["settings_dir"] = f"settings/{cname}"
                 for fname, data in comp.files.items():
@@ -104,6 +121,7 @@ class Renderer:
         ctx = {
             "header": HEADER, "matrix": m, "target": t, "name": name, "stack_name": t.stack,
             "stack": stack, "archs": list(t.archs), "from_ref": from_ref, "builder_ref": builder_ref,
+            "base_arg": base_arg,
             "labels": labels, "unresolved": unresolved, "components": components,
             "env": {**stack.env, **t.env},
             "apt_pins": pins_by_step.get(name, [(p, stack.apt[p]) for p in t.apt]),

@@ -18,6 +18,11 @@ _MODULE_NAME = "rocmforge.inspect._probe_archs"
 def _load():
     if _MODULE_NAME in sys.modules:
         return sys.modules[_MODULE_NAME]
+    if not PROBE_PATH.is_file():   # an installed rocmforge without its checkout
+        from ..errors import UserError
+
+        raise UserError(f"the architecture probe {PROBE_PATH} is not there: `archs` runs from a rocmforge "
+                        "checkout (probes/ is not installed with the package)")
     spec = importlib.util.spec_from_file_location(_MODULE_NAME, PROBE_PATH)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the architecture probe from {PROBE_PATH}")

@@ -1,0 +1,136 @@
+"""Workload: the seeds' LLM settings and workloads run with the image's own libraries.
+
+probes/workload.py runs once in the container, with the image's interpreter, against the settings
+the image ships in /opt/rocmforge/config: it loads seed 000's TrainingArguments and seed 004's
+amp.json / config.yaml against the installed classes, trains a tiny random LLaMA (full, LoRA and
+4-bit QLoRA with a paged optimizer) on synthetic tokens and generates twice with the seed's
+inference settings. Each of its checks is one test here: passed, failed (with the probe's
+reason), not GPU-verified (a GPU-only check on a host without one) or not applicable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified
+
+CHECKS = ["settings/training_args.json", "settings/amp.json", "settings/config.yaml",
+          "train", "lora", "qlora-4bit", "inference"]
+CONFIG_DIR = "/opt/rocmforge/config"
+VENV_PYTHON = "/opt/rocmforge/venv/bin/python"
+EXPECTABLE = ("transformers", "accelerate", "peft", "bitsandbytes")
+PROBE_TIMEOUT = 900
+
+
+def _chain(matrix, target_name):
+    out, name = [], target_name
+    while name:
+        out.append(matrix.targets[name])
+        name = matrix.targets[name].from_target
+    return out
+
+
+def declared_torch(matrix, target_name, target, stack):
+    """(version, build) of the torch the matrix declares for the image, or None."""
+    if target is None:
+        return None
+    if hasattr(matrix, "torch_of"):
+        version, build = matrix.torch_of(target_name)
+        return (version, build) if version else None
+    for t in _chain(matrix, target_name):
+        if getattr(t, "pytorch", None):
+            return t.pytorch, getattr(t, "pytorch_build", None) or "rocm"
+    if stack is not None and getattr(stack, "pytorch", None):
+        return stack.pytorch, getattr(stack, "pytorch_build", "rocm")
+    return None
+
+
+def expected_libraries(matrix, target_name, target):
+    """Libraries the image declares: a bitsandbytes-* component, python-env requirements."""
+    if target is None:
+        return []
+    out = set()
+    for t in _chain(matrix, target_name):
+        for cname in t.components:
+            comp = matrix.components[cname]
+            if cname.startswith("bitsandbytes"):
+                out.add("bitsandbytes")
+            reqs = {k.lower().replace("_", "-") for k in (getattr(comp, "requirements", None) or {})}
+            out |= {lib for lib in EXPECTABLE if lib in reqs}
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def workload_python(container, stack):
+    """The image's interpreter: the rocmforge venv, else the stack's python_bin, else python3."""
+    candidates = [VENV_PYTHON]
+    if stack is not None and getattr(stack, "python_bin", None):
+        candidates.append(stack.python_bin)
+    for py in candidates:
+        if container.exec(["test", "-x", py]).rc == 0:
+            return py
+    return "python3"
+
+
+@pytest.fixture(scope="module")
+def require_gpu(request, gpu, matrix, target_name, target, stack):
+    """Whether a GPU check that cannot use a GPU must fail: --require-gpu, or /dev/kfd on the host
+    and an image whose torch is a ROCm build."""
+    if request.config.getoption("--require-gpu", default=False):
+        return True
+    torch_decl = declared_torch(matrix, target_name, target, stack)
+    return bool(gpu.present and (torch_decl is None or torch_decl[1] != "cpu"))
+
+
+@pytest.fixture(scope="module")
+def workload(container, workload_python, matrix, target_name, target, stack, require_gpu):
+    torch_decl = declared_torch(matrix, target_name, target, stack)
+    r = container.exec([workload_python, "-c", "import torch; print(torch.__version__)"], timeout=300)
+    if r.rc != 0:
+        err = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        err = err[-1] if err else f"exit {r.rc}"
+        if torch_decl:
+            pytest.fail(f"target {target_name} declares torch {torch_decl[0]} but `import torch` fails in "
+                        f"{workload_python}: {err}", pytrace=False)
+        pytest.skip(f"not applicable: no torch in this image ({workload_python}: {err})")
+    cmd = [workload_python, f"{PROBES_IN_CONTAINER}/workload.py", "--config-dir", CONFIG_DIR]
+    if require_gpu:
+        cmd.append("--require-gpu")
+    for lib in expected_libraries(matrix, target_name, target):
+        cmd += ["--expect", lib]
+    r = container.exec(cmd, timeout=PROBE_TIMEOUT)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        pytest.fail(f"workload probe printed no result (exit {r.rc}, {' '.join(cmd)}): {r.output[-3000:]}",
+                    pytrace=False)
+    try:
+        data = json.loads(lines[-1])
+    except ValueError as exc:
+        pytest.fail(f"workload probe's last line is not JSON ({exc}): {lines[-1][:500]}", pytrace=False)
+    if data.get("error"):
+        pytest.fail(f"workload probe crashed: {data['error']}: {r.output[-3000:]}", pytrace=False)
+    data["_rc"], data["_cmd"] = r.rc, " ".join(cmd)
+    return data
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_workload(workload, check, record_property):
+    found = [c for c in workload["checks"] if c["name"] == check]
+    if not found:
+        pytest.fail(f"the workload probe reported no {check!r} check ({workload['_cmd']})", pytrace=False)
+    c = found[0]
+    figures = dict(c.get("figures") or {}, device=workload.get("device"))
+    if workload.get("overrides"):
+        figures["overrides"] = workload["overrides"]
+    record_property("figures", figures)
+    status, detail = c["status"], c.get("detail", "")
+    if status == "passed":
+        return
+    if status == "failed":
+        pytest.fail(f"{check}: {detail}", pytrace=False)
+    if status == "not GPU-verified":
+        not_gpu_verified(detail)
+    if status == "not applicable":
+        pytest.skip(f"not applicable: {detail}")
+    pytest.fail(f"{check}: unknown status {status!r}: {detail}", pytrace=False)
