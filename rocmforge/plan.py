@@ -52,7 +52,7 @@ def iso_utc(epoch: int) -> str:
 
 # Bump when the way an image is made from its context changes (builder flags, labels added at build
 # time, normalisation): images built the old way are then no longer up to date.
-BUILD_FORMAT = 2
+BUILD_FORMAT = 3
 
 
 def content_hash(files: dict[str, bytes]) -> str:

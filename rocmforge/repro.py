@@ -576,10 +576,26 @@ def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int) -> bytes:
     out["created"] = created
     out["history"] = [{**{k: h[k] for k in HISTORY_KEYS if h.get(k) not in (None, "")}, "created": created}
                       for h in cfg.get("history") or []]
+    _content_sources(out["history"], diff_ids)
     if not out["history"]:
         del out["history"]
     out["rootfs"] = {"type": "layers", "diff_ids": list(diff_ids)}
     return canonical_json(out)
+
+
+# The classic builder names a COPY/ADD source by a checksum of the copied files that includes
+# their mtimes (`COPY dir:<hex> in /opt/...`), so a venv or binary made at another time changes the
+# history although the normalised layer is identical. The layer's diff ID names the same content.
+_SOURCE_SUM_RE = re.compile(r"\b(dir|file|multi):[0-9a-f]{64}\b")
+
+
+def _content_sources(history: list[dict], diff_ids: list[str]) -> None:
+    steps = [h for h in history if not h.get("empty_layer")]
+    if len(steps) != len(diff_ids):
+        return   # history and layers do not pair up (an unusual base): leave it as it is
+    for h, diff_id in zip(steps, diff_ids):
+        if "created_by" in h:
+            h["created_by"] = _SOURCE_SUM_RE.sub(lambda m: f"{m.group(1)}:{diff_id.split(':')[-1]}", h["created_by"])
 
 
 # --- docker-archive -----------------------------------------------------------------------------

@@ -515,3 +515,20 @@ def test_describe():
     assert repro.describe({"where": "config", "field": "config.Env[1]", "a": "B=2", "b": "B=3"}) == \
         "config config.Env[1] differs (B=2 vs B=3)"
     assert repro.describe(None) == "the images are identical"
+
+
+def test_copy_source_checksums_in_history_become_layer_content():
+    """The classic builder's `COPY dir:<sum>` includes file mtimes; two builds of identical layers
+    must get identical history, named by the layer's diff ID instead."""
+    def cfg(sum_):
+        return {"architecture": "amd64", "os": "linux", "history": [
+            {"created_by": "bootstrap"},
+            {"created_by": "/bin/sh -c #(nop)  ENV A=1", "empty_layer": True},
+            {"created_by": f"/bin/bash -o pipefail -c #(nop) COPY dir:{sum_} in /opt/rocmforge/venv "}]}
+    diff_ids = ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
+    a = repro.normalise_config(cfg("a" * 64), diff_ids, epoch=0)
+    b = repro.normalise_config(cfg("b" * 64), diff_ids, epoch=0)
+    assert a == b
+    assert f"COPY dir:{'2' * 64} in /opt/rocmforge/venv" in a.decode()
+    # a different layer content still gives a different config
+    assert repro.normalise_config(cfg("a" * 64), [diff_ids[0], "sha256:" + "3" * 64], epoch=0) != a
