@@ -19,6 +19,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def _build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Options of a build, accepted before the subcommand (for the bare --target) and after `build`."""
+    p.add_argument("--cache-registry", dest=f"{prefix}cache_registry", default=None,
+                   help="HOST[:PORT][/NS]: pull targets by content tag from this registry instead of building "
+                        "them, push what was built (default $ROCMFORGE_CACHE_REGISTRY; namespace rocmforge-cache)")
+    p.add_argument("--cache-readonly", dest=f"{prefix}cache_readonly", action="store_true",
+                   help="only pull from the cache registry (pull requests)")
+    p.add_argument("--check-disk", dest=f"{prefix}check_disk", action="store_true",
+                   help="before each build, fail unless the engine has the disk the matrix says it needs (runner.disk_gb)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="build.py", description="Build, verify and publish version-locked ROCm images from matrix.yaml.")
     p.add_argument("--matrix", default="matrix.yaml", help="the matrix file (default ./matrix.yaml)")
@@ -26,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="shorthand: build TARGET (with prerequisites), then test it")
     p.add_argument("--ca-bundle", default=None, help="CA bundle for HTTPS behind a TLS-intercepting proxy "
                    "(default: $PIP_CERT, $REQUESTS_CA_BUNDLE or $SSL_CERT_FILE); used only in builder stages")
+    _build_options(p)
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     ls = sub.add_parser("list", help="targets with stack, archs, dependencies and buildability here")
     ls.add_argument("--json", action="store_true")
@@ -37,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build a target (and its prerequisites) on the Docker engine")
     b.add_argument("--target", required=True, dest="build_target")
     b.add_argument("--ca-bundle", default=None, dest="build_ca_bundle", help="as the global --ca-bundle")
+    _build_options(b, "build_")
     t = sub.add_parser("test", help="run the verification suites inside a built image")
     t.add_argument("--target", dest="test_target", help="a built matrix target (with --image: the target whose "
                    "archs and pins the image is checked against)")
@@ -69,8 +82,15 @@ def _parser() -> argparse.ArgumentParser:
     vr.add_argument("--json", action="store_true")
     mf = sub.add_parser("manifest", help="write the manifest and CycloneDX SBOM of a built target")
     mf.add_argument("--target", required=True, dest="manifest_target")
-    cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one) and the logs")
+    rp = sub.add_parser("report", help="the matrix report: every target against every suite, as a static HTML page")
+    rp.add_argument("--out", dest="report_out", default=None, help="folder for index.html and report.json "
+                    "(default .rocmforge/report/)")
+    rp.add_argument("--json", action="store_true", help="print the report as JSON")
+    rp.add_argument("--markdown", default=None, help="append a Markdown summary to this file (CI: $GITHUB_STEP_SUMMARY)")
+    cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one), what interrupted "
+                        "builds left behind, and the logs")
     cl.add_argument("--target", dest="clean_target")
+    cl.add_argument("--dry-run", dest="clean_dry_run", action="store_true", help="list what would be removed")
     ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
     ar.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     ar.add_argument("--json", action="store_true")
@@ -88,6 +108,7 @@ class App:
         self.out = Console()
         self.err = Console(stderr=True)
         self._plan = None
+        self._cached: set[str] = set()     # targets this run took from the cache registry
 
     @property
     def lock_path(self) -> Path:
@@ -119,7 +140,9 @@ class App:
             rows.append({"name": name, "stack": tp.stack, "archs": list(tp.archs), "deps": list(tp.deps),
                          "devel": t.devel, "description": t.description, "buildable_here": ok,
                          "pytorch": torch, "pytorch_build": torch_build if torch else None,
-                         "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag})
+                         "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag,
+                         "level": self.plan.matrix.level(name), "runs_on": self.plan.matrix.runner_of(name).labels,
+                         "disk_gb": self.plan.matrix.runner_of(name).disk_gb})
         if self.args.json and self.args.gpu_jobs:
             jobs = [{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
                     for r in rows for a in r["archs"]]
@@ -130,17 +153,24 @@ class App:
             return 0
         from rich.table import Table
 
-        table = Table(title=f"targets in {self.matrix_path}")
-        for col in ("target", "stack", "archs", "torch", "needs", "buildable here"):
-            table.add_column(col)
+        # Names are never cut: a user copies them. Other columns wrap (80 columns must stay readable).
+        from rich import box
+
+        table = Table(title=f"targets in {self.matrix_path}", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("target", "stack"):
+            table.add_column(col, no_wrap=True)
+        for col in ("archs", "torch", "here"):
+            table.add_column(col, overflow="fold")
         for r in rows:
-            torch = f"{r['pytorch']} ({r['pytorch_build']})" if r["pytorch"] else "-"
-            table.add_row(r["name"], r["stack"], ",".join(r["archs"]), torch, ",".join(r["deps"]) or "-",
-                          "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} blocker(s), below)")
+            torch = f"{r['pytorch']} {r['pytorch_build']}" if r["pytorch"] else "-"
+            needs = "".join(f"\n  on {d}" for d in r["deps"])
+            table.add_row(r["name"] + needs, r["stack"], " ".join(r["archs"]), torch,
+                          "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} below)")
         self.out.print(table)
         for r in rows:
             for b in r["blockers"]:
-                self.out.print(f"  {r['name']}: {b}", highlight=False, markup=False)
+                self.out.print(f"  {b if b.startswith(r['name'] + ':') else r['name'] + ': ' + b}",
+                               highlight=False, markup=False)
         return 0
 
     # -- render ---------------------------------------------------------------------------
@@ -179,25 +209,37 @@ class App:
         return path
 
     def build(self, name: str, ca_explicit: str | None) -> list[dict]:
-        from . import bootstrap, engine
+        from concurrent.futures import ThreadPoolExecutor
+
+        from . import bootstrap, buildcache, engine, regcache
 
         tp = self.target(name)
         if tp.unresolved:
             raise UserError(f"target {name!r} cannot be built until its pins are resolved:\n  - "
                             + "\n  - ".join(tp.unresolved), field="--target")
         ca = self.ca_bundle(ca_explicit)
+        buildcache.budget()      # a bad setting is refused before anything is built
+        cache = regcache.from_options(self.build_option("cache_registry"), self.build_option("cache_readonly"))
         client = engine.connect()
         logs = self.state / "logs"
         results = []
-        for dep in self.plan.order([name]):
+        order = self.plan.order([name])
+        if cache and not engine.image_id(client, tp.content_tag):   # a hit needs none of its prerequisites
+            order = [name] if self.from_cache(client, cache, name) else order
+        for dep in order:
             dp = self.plan.targets[dep]
             existing = engine.image_id(client, dp.content_tag)
+            if not existing and cache and dep != name:
+                existing = self.from_cache(client, cache, dep)
             if existing:
                 repo, tag = dp.readable_tag.rsplit(":", 1)
                 client.api.tag(existing, repo, tag)
                 self.err.print(f"[green]up to date[/green] {dep}: {dp.content_tag} ({existing[7:19]})")
-                results.append({"target": dep, "status": "up-to-date", "image_id": existing})
+                results.append({"target": dep, "status": "from cache" if dep in self._cached else "up-to-date",
+                                "image_id": existing})
                 continue
+            if self.build_option("check_disk"):
+                self.check_disk(client, dep)
             if dp.bootstrap_stack:   # cheap when present; a removed base must come back before any FROM
                 stack = self.plan.matrix.stacks[dp.bootstrap_stack]
                 with self.err.status(f"bootstrapping base of {dp.bootstrap_stack}"):
@@ -211,15 +253,60 @@ class App:
                     self.err.print(f"  {step[:160]}", highlight=False, markup=False, soft_wrap=True)
 
                 extra = self.fetch_inputs(dp, ca)
+                made: list[str] = []
                 raw = engine.build(client, dp, log_path=log_path, ca_bundle=ca,
-                                   progress=progress, extra_files=extra)
-                status.update(f"{dep}: normalising layers and config for a reproducible image ID")
-                image = self.normalise(client, dep, raw, [dp.content_tag, dp.readable_tag])
-            self.write_manifest(client, dep)
+                                   progress=progress, extra_files=extra, made=made)
+                try:
+                    status.update(f"{dep}: normalising layers and config for a reproducible image ID")
+                    image = self.normalise(client, dep, raw, [dp.content_tag, dp.readable_tag],
+                                           progress=lambda msg, _dep=dep, _s=status: _s.update(f"{_dep}: {msg}"))
+                except BaseException:
+                    self.discard_raw(client, f"rocmforge-raw/{dep}:{dp.content_hash[:12]}",
+                                     [m for m in made if m not in set(buildcache.recorded(self.state, dep))])
+                    raise
+                # Settling the cache (removing the previous one) and taking the inventory are independent.
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    settled = pool.submit(buildcache.settle, client, self.state, dep,
+                                          f"rocmforge-raw/{dep}:{dp.content_hash[:12]}", made)
+                    self.write_manifest(client, dep)
+                    kept = settled.result()
+            if cache and regcache.store(client, cache, dp, image, self.warn):
+                self.err.print(f"  stored {dep} in the cache {cache.where.repository(dep)}", soft_wrap=True)
             self.err.print(f"[green]built[/green] {dep}: {image[7:19]} tags {dp.content_tag}, {dp.readable_tag}; "
-                           f"manifest and SBOM in {self.state / 'artifacts' / dep}", soft_wrap=True)
+                           f"manifest and SBOM in {self.state / 'artifacts' / dep}"
+                           + (f"; build cache kept as {buildcache.REPO}/{dep}:last" if kept else ""), soft_wrap=True)
             results.append({"target": dep, "status": "built", "image_id": image})
         return results
+
+    def build_option(self, name: str):
+        return getattr(self.args, f"build_{name}", None) or getattr(self.args, name, None)
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"[yellow]warning:[/yellow] {message}", soft_wrap=True, highlight=False)
+
+    def from_cache(self, client, cache, name: str) -> str | None:
+        from . import engine, regcache, repro
+
+        tp = self.plan.targets[name]
+        epoch = repro.iso_time(self.plan.matrix.targets[name].source_date_epoch)
+        with self.err.status(f"{name}: asking the cache {cache.where.host}"):
+            image = regcache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch, self.warn)
+        if image:
+            self._cached.add(name)
+            self.err.print(f"[green]from cache[/green] {name}: {cache.where.repository(name)}:content-"
+                           f"{tp.content_hash[:12]}… ({image[7:19]}); no build step run", soft_wrap=True)
+            self.write_manifest(client, name)
+        return image
+
+    def check_disk(self, client, name: str) -> None:
+        from . import engine
+
+        need = self.plan.matrix.runner_of(name).disk_gb
+        free = engine.free_disk(client)
+        if need and free and free[1] < need * 10**9:
+            raise BuildError(f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
+                             f"its stack); {free[0]} has {free[1] / 1e9:.1f} GB. Free space (`build.py clean`, "
+                             "`docker system prune`) or use a runner with more disk")
 
     def cmd_build(self, name: str, ca: str | None) -> int:
         results = self.build(name, ca)
@@ -229,16 +316,17 @@ class App:
         from rich.table import Table
 
         table = Table(title="build")
-        for col in ("target", "status", "image", "size", "tags"):
-            table.add_column(col)
+        table.add_column("target", no_wrap=True)
+        for col in ("status", "image", "size"):
+            table.add_column(col, no_wrap=True)
         for r in results:
-            tp = self.plan.targets[r["target"]]
             img = client.images.get(r["image_id"])
-            table.add_row(r["target"], r["status"], r["image_id"][7:19], f"{img.attrs['Size'] / 1e9:.2f} GB",
-                          f"{tp.content_tag}\n{tp.readable_tag}")
+            table.add_row(r["target"], r["status"], r["image_id"][7:19], f"{img.attrs['Size'] / 1e9:.2f} GB")
         self.out.print(table)
+        for r in results:      # whole references, one per line, to copy
+            tp = self.plan.targets[r["target"]]
+            self.out.print(f"{tp.content_tag}  {tp.readable_tag}", highlight=False, soft_wrap=True)
         return 0
-
 
     # -- test -----------------------------------------------------------------------------
     def cmd_test(self, target: str | None, image: str | None, junit: str | None, as_json: bool,
@@ -250,7 +338,8 @@ class App:
         if target:
             self.target(target)
         client = engine.connect()
-        if target and not image:
+        by_target = bool(target and not image)
+        if by_target:
             tp = self.target(target)
             image = tp.content_tag
             if engine.image_id(client, image) is None:
@@ -262,7 +351,7 @@ class App:
             report = verify.run_suites(client, image, target, self.matrix_path.resolve(),
                                        Path(junit) if junit else None, require_gpu=require_gpu)
         stored = verify.record(self.state, report)
-        if target and not image:
+        if by_target:
             self.write_manifest(client, target)   # now with the suite results
         if as_json:
             print(json.dumps({k: v for k, v in report.items() if k != "log"}, indent=2))
@@ -347,7 +436,7 @@ class App:
 
 
     def cmd_lock(self, targets: list[str] | None, check: bool, ca: str | None) -> int:
-        from . import engine, lock, lockfile, render
+        from . import engine, lock, lockfile, render, report
 
         for t in targets or []:
             self.target(t)
@@ -359,6 +448,7 @@ class App:
         if check:
             with self.err.status("checking matrix.lock against the matrix and the mirrors"):
                 out = lock.check(client, m, old, targets=targets, work=work, log=log)
+            report.save_check(self.state, "lock", {"targets": m.order(targets), "problems": list(out.problems)})
             for p in out.problems:
                 print(f"stale: {p}")
             if out.problems:
@@ -397,20 +487,24 @@ class App:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return extra
 
-    def normalise(self, client, name: str, raw_ref: str, tags: list[str]) -> str:
-        """Rewrite a classic-builder image so the same inputs give the same image ID, then drop the raw tag."""
-        from . import repro
+    def normalise(self, client, name: str, raw_ref: str, tags: list[str], progress=None) -> str:
+        """Rewrite a classic-builder image so the same inputs give the same image ID."""
+        from . import engine, repro
 
         epoch = self.plan.matrix.targets[name].source_date_epoch
         log = lambda msg: _append(self.state / "logs" / f"{name}.log", msg)  # noqa: E731
-        image = repro.normalise(client, raw_ref, epoch=epoch, tags=tags, workdir=self.state / "work", log=log)
-        raw_tag = f"rocmforge-raw/{name}:{self.plan.targets[name].content_hash[:12]}"
+        return repro.normalise(client, raw_ref, epoch=epoch, tags=tags, workdir=self.state / "work", log=log,
+                               base_ref=engine.final_base(client, self.plan.targets[name]), progress=progress)
+
+    @staticmethod
+    def discard_raw(client, raw_tag: str, made: list[str]) -> None:
+        from . import engine
+
         try:
-            # The raw image and its intermediate layers are GBs; the normalised image replaces them.
-            client.images.remove(raw_tag)
-        except Exception:  # already gone
+            client.api.remove_image(raw_tag, noprune=True)   # the tag; discard removes the images
+        except Exception:  # noqa: BLE001 - never made, or already gone
             pass
-        return image
+        engine.discard(client, made)
 
     def cmd_verify_repro(self, name: str, as_json: bool, ca: str | None) -> int:
         import time
@@ -428,18 +522,23 @@ class App:
             for run in ("a", "b"):
                 tag = f"rocmforge-repro/{name}:{run}"
                 started = time.monotonic()
+                made: list[str] = []
                 with self.err.status(f"verify-repro {name}: build {run} (no cache)") as status:
                     raw = engine.build(client, tp, log_path=self.state / "logs" / f"{name}.repro-{run}.log",
                                        ca_bundle=ca_path,
                                        progress=lambda step, _s=status: _s.update(f"build {run}: {step[:90]}"),
-                                       extra_files=self.fetch_inputs(tp, ca_path), tag=tag + "-raw", nocache=True)
+                                       extra_files=self.fetch_inputs(tp, ca_path), tag=tag + "-raw", nocache=True,
+                                       made=made)
                     built = time.monotonic()
                     status.update(f"verify-repro {name}: normalising build {run}")
-                    ids.append(repro.normalise(client, raw, epoch=self.plan.matrix.targets[name].source_date_epoch,
-                                               tags=[tag], workdir=self.state / "work",
-                                               log=lambda msg, _r=run: _append(
-                                                   self.state / "logs" / f"{name}.repro-{_r}.log", msg)))
-                    client.images.remove(tag + "-raw")
+                    try:
+                        ids.append(repro.normalise(
+                            client, raw, epoch=self.plan.matrix.targets[name].source_date_epoch, tags=[tag],
+                            workdir=self.state / "work", base_ref=engine.final_base(client, tp),
+                            progress=lambda msg, _s=status, _r=run: _s.update(f"build {_r}: {msg}"),
+                            log=lambda msg, _r=run: _append(self.state / "logs" / f"{name}.repro-{_r}.log", msg)))
+                    finally:
+                        self.discard_raw(client, tag + "-raw", made)
                 timings.append({"build_s": round(built - started, 1), "normalise_s": round(time.monotonic() - built, 1)})
                 self.err.print(f"build {run}: {ids[-1][7:19]} (build {timings[-1]['build_s']} s, "
                                f"normalise {timings[-1]['normalise_s']} s)")
@@ -455,6 +554,9 @@ class App:
                         pass
         report = {"target": name, "identical": diff is None, "image_ids": ids, "timings": timings,
                   "difference": diff, "explanation": repro.describe(diff) if diff else None}
+        from . import report as reports
+
+        reports.save_check(self.state, f"repro-{name}", report)
         if as_json:
             print(json.dumps(report, indent=2, default=str))
         elif diff is None:
@@ -486,26 +588,67 @@ class App:
         print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
         return 0
 
-    def cmd_clean(self, target: str | None) -> int:
+    def cmd_clean(self, target: str | None, dry_run: bool = False) -> int:
         import shutil
 
-        from . import engine
+        from . import buildcache, engine
 
         names = [target] if target else sorted(self.plan.targets)
         for n in names:
             self.target(n)
         client = engine.connect()
-        repos = {f"rocmforge/{n}" for n in names}
-        if not target:
-            repos |= {f"rocmforge/base-{s}" for s in self.plan.matrix.stacks}
-        removed = 0
-        for img in client.images.list():
-            for tag in img.tags:
-                if tag.rsplit(":", 1)[0] in repos:
-                    client.images.remove(tag, noprune=False)
-                    removed += 1
+        cached = {i[:12] for n in names for i in buildcache.recorded(self.state, n)}
+        found = engine.leftovers(client, names, [] if target else sorted(self.plan.matrix.stacks), cached)
+        for kind, ref, size in found:
+            print(f"{'would remove' if dry_run else 'remove'} {kind}: {ref} ({size / 1e9:.2f} GB)")
+        if dry_run:
+            print(f"{len(found)} item(s); nothing removed")
+            return 0
+        for kind, ref, _ in sorted(found, key=lambda f: f[0] != "container"):   # a container holds its image
+            try:
+                if kind == "container":
+                    client.api.remove_container(ref, force=True)
+                elif ref.startswith("sha256:"):
+                    engine.discard(client, [ref])
+                else:
+                    client.api.remove_image(ref)
+            except Exception as exc:  # noqa: BLE001 - one failure must not stop the rest; reported
+                self.err.print(f"[yellow]could not remove {ref}: {exc}[/yellow]")
+        for n in names:
+            buildcache.forget(client, self.state, n)
         shutil.rmtree(self.state / "logs", ignore_errors=True)
-        print(f"removed {removed} tag(s) and the build logs")
+        shutil.rmtree(self.state / "work", ignore_errors=True)
+        print(f"removed {len(found)} item(s) and the build logs")
+        return 0
+
+    def cmd_report(self, out: str | None, as_json: bool, markdown: str | None) -> int:
+        from . import engine, lockfile, report
+
+        out_dir = Path(out) if out else self.state / "report"
+        try:
+            client = engine.connect()
+        except BuildError as exc:      # the page still shows the plan and the records, without images
+            self.err.print(f"[yellow]warning:[/yellow] {exc}; images are shown as not built", soft_wrap=True)
+            client = None
+        rep = report.gather(self.plan, client, self.state, lockfile.load(self.lock_path), self.record_dir,
+                            out_dir.resolve(), str(self.matrix_path))
+        data = json.dumps(rep.to_json(), indent=2)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, text in (("index.html", report.to_html(rep)), ("report.json", data + "\n")):
+                tmp = out_dir / f".{name}.tmp"
+                tmp.write_text(text, encoding="utf-8")
+                tmp.replace(out_dir / name)
+            if markdown:
+                with open(markdown, "a", encoding="utf-8") as f:
+                    f.write(report.to_markdown(rep))
+        except OSError as exc:
+            raise UserError(f"cannot write the report: {exc.strerror or exc} ({exc.filename or out_dir})",
+                            field="--markdown" if markdown and exc.filename == markdown else "--out") from None
+        if as_json:
+            print(data)
+        else:
+            print(out_dir / "index.html")
         return 0
 
     # -- host -------------------------------------------------------------------------------
@@ -579,8 +722,10 @@ def main(argv: list[str] | None = None) -> int:
             return app.cmd_verify_repro(args.repro_target, args.json, args.ca_bundle)
         if args.command == "manifest":
             return app.cmd_manifest(args.manifest_target)
+        if args.command == "report":
+            return app.cmd_report(args.report_out, args.json, args.markdown)
         if args.command == "clean":
-            return app.cmd_clean(args.clean_target)
+            return app.cmd_clean(args.clean_target, args.clean_dry_run)
         if args.command == "archs":
             return app.cmd_archs(args.paths, args.json)
         if args.target:
@@ -597,3 +742,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:        # `build.py list --json | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0

@@ -100,7 +100,11 @@ class TrackedContainer:
             self.container = None
 
     def __enter__(self) -> "TrackedContainer":
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:    # Ctrl-C between create and start: the container exists, unnamed to us
+            remove_session_leftovers(self.client, self.session)
+            raise
 
     def __exit__(self, *exc) -> None:
         self.remove()

@@ -14,6 +14,7 @@ from .plan import TargetPlan
 from .render import CA_PLACEHOLDER
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")   # the image a finished step left
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -63,6 +64,32 @@ def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
     return buf
 
 
+def final_base(client, tp: TargetPlan, *, fetch: bool = True) -> str | None:
+    """The image the target's last stage starts FROM, as the engine knows it: its layers are the
+    ones normalisation passes through. With fetch=False: None when it is not on the engine."""
+    froms = [line.split()[1] for line in tp.files["Dockerfile"].decode().splitlines()
+             if line.upper().startswith("FROM ") and len(line.split()) > 1]
+    if not froms:
+        raise BuildError(f"the Dockerfile of {tp.name} has no FROM")
+    if froms[-1].startswith("${") and tp.registry_base:
+        from . import registry
+
+        image, digest = tp.registry_base
+        return registry.pull(client, image, digest, mirror=registry.mirror_from_env(), fetch=fetch)
+    return froms[-1] if fetch or image_id(client, froms[-1]) else None
+
+
+def free_disk(client) -> tuple[str, int] | None:
+    """(the engine's data root, bytes free there) when the engine runs on this host, else None."""
+    import shutil
+
+    root = (client.info() or {}).get("DockerRootDir")
+    try:
+        return (root, shutil.disk_usage(root).free) if root else None
+    except OSError:
+        return None
+
+
 def git_revision(root: Path) -> str:
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -73,9 +100,14 @@ def git_revision(root: Path) -> str:
 
 def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
           progress, extra_files: dict[str, bytes] | None = None, tag: str | None = None,
-          nocache: bool = False) -> str:
+          nocache: bool = False, made: list[str] | None = None) -> str:
     """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
-    temporary tag). The caller moves the real tags after normalising."""
+    temporary tag). The caller moves the real tags after normalising, then discards `made`: the
+    image of every step (every stage's, not only the last stage's), which this function discards
+    itself when the build fails or is interrupted."""
+    made = [] if made is None else made
+    reused: set[str] = set()     # cache hits: steps of an earlier build, not ours to discard
+    running: list[str] = []      # the container of the step in progress
     tag = tag or f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
@@ -87,9 +119,52 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
 
         image, digest = tp.registry_base
         buildargs[bases.BASE_ARG] = registry.pull(client, image, digest, mirror=registry.mirror_from_env())
-    step, new_id, error = "(before the first step)", None, None
+    try:
+        new_id, error, step = _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle,
+                                            extra_files, progress, made, reused, running)
+    except BaseException:
+        # Ctrl-C: the classic builder goes on when the client hangs up (it would commit the step,
+        # finish the build and tag it), so the step in progress is killed; the build then fails there.
+        _stop_step(client, running, made)
+        discard(client, [m for m in made if m not in reused])
+        raise
+    if error or not new_id:
+        discard(client, [m for m in made if m not in reused])
+        raise BuildError(f"build of {tp.name} failed at {step}\n  {(error or 'no image produced').strip()}\n"
+                         f"  full log: {log_path}")
+    return new_id
+
+
+def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -> None:
+    """Kills the container of the step in progress. The stream may not have named it yet (the
+    interrupt can come between a step's announcement and its container), so containers made from
+    the last step's image are looked for until one is found or `wait` runs out."""
+    import docker.errors
+
+    deadline = time.monotonic() + wait
+    while True:
+        ids = set(running[-1:])
+        if made:
+            ids |= {c["Id"] for c in client.api.containers(all=True, filters={"ancestor": made[-1]})}
+        stopped = False
+        for cid in ids:
+            try:
+                if client.api.inspect_container(cid)["State"]["Running"]:
+                    client.api.kill(cid)
+                    stopped = True
+            except docker.errors.APIError:   # gone already
+                pass
+        if stopped or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    time.sleep(1)    # the builder fails the step and removes the container (forcerm)
+
+
+def _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files, progress, made, reused,
+                  running):
+    step, new_id, error, cached = "(before the first step)", None, None, False
     started = time.monotonic()
-    with open(log_path, "w", encoding="utf-8") as log:
+    with open(log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
         log.write(f"# rocmforge build {tp.name} -> {tp.content_tag}\n")
         context = {**tp.files, **(extra_files or {})}
         stream = client.api.build(fileobj=context_tar(context, ca_bundle), custom_context=True,
@@ -100,6 +175,13 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
                 text = ANSI_RE.sub("", chunk["stream"])
                 log.write(text)
                 for line in text.splitlines():
+                    if line.startswith(" ---> Running in "):
+                        running.append(line.split()[-1])
+                    if STEP_IMAGE_RE.match(line):
+                        made.append(line.split()[-1])
+                        if cached:
+                            reused.add(made[-1])
+                    cached = line.strip() == "---> Using cache"
                     m = STEP_RE.match(line.strip())
                     if m:
                         step = line.strip()
@@ -110,7 +192,52 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
                 error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
                 log.write(f"ERROR: {error}\n")
         log.write(f"# finished in {time.monotonic() - started:.1f}s\n")
-    if error or not new_id:
-        raise BuildError(f"build of {tp.name} failed at {step}\n  {(error or 'no image produced').strip()}\n"
-                         f"  full log: {log_path}")
-    return new_id
+    return new_id, error, step
+
+
+def discard(client, made: list[str]) -> None:
+    """Removes the step images a build made, newest first, with the untagged parents only they
+    use. A tagged image (the base, a prerequisite) and one another image still uses are kept."""
+    import docker.errors
+
+    for short in reversed(made):
+        try:
+            if client.api.inspect_image(short).get("RepoTags"):
+                continue
+            client.api.remove_image(short, noprune=False)
+        except docker.errors.APIError:   # gone with a child removed before it, or still in use
+            pass
+
+
+LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")   # a build or verify-repro stopped before its clean-up
+CACHE_REPO = "rocmforge-cache"
+
+
+def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = frozenset()) -> list[tuple[str, str, int]]:
+    """(kind, reference, bytes) of what `clean` removes: the tags of the targets' images and of the
+    stacks' bases, the targets' kept build cache (tags, and the step images in `cached`), tags and
+    step images an interrupted build left, and containers of such images. Step images carry no
+    tag; they are found as images no tag reaches that inherited a rocmforge label (every image we
+    build or build on carries io.rocmforge.content-hash)."""
+    repos = {f"rocmforge/{n}" for n in targets} | {f"rocmforge/base-{s}" for s in stacks}
+    leftover = {f"{r}/{n}" for r in LEFTOVER_REPOS for n in targets}
+    cache = {f"{CACHE_REPO}/{n}" for n in targets}
+    out: list[tuple[str, str, int]] = []
+    images = client.api.images(all=False)
+    for img in images:
+        for tag in img.get("RepoTags") or []:
+            repo = tag.rsplit(":", 1)[0]
+            if repo in repos:
+                out.append(("tag", tag, img.get("Size", 0)))
+            elif repo in cache:
+                out.append(("build cache", tag, img.get("Size", 0)))
+            elif repo in leftover:
+                out.append(("leftover tag", tag, img.get("Size", 0)))
+    for img in client.api.images(filters={"dangling": True, "label": "io.rocmforge.content-hash"}):
+        kind = "build cache" if img["Id"][7:19] in cached else "leftover image"
+        out.append((kind, img["Id"], img.get("Size", 0)))
+    ours = {img["Id"] for img in images if any(t.rsplit(":", 1)[0] in leftover for t in img.get("RepoTags") or [])}
+    for c in client.api.containers(all=True):
+        if c.get("ImageID") in ours:
+            out.append(("container", c["Id"], 0))
+    return out

@@ -84,6 +84,12 @@ class Base(Strict):
         return self
 
 
+class Runner(Strict):
+    """Where CI builds a stack's targets: runner labels, and the free disk a build needs (GB)."""
+    labels: list[str] = Field(default_factory=lambda: ["ubuntu-24.04"], min_length=1)
+    disk_gb: int | None = Field(default=None, ge=1)
+
+
 class Stack(Strict):
     description: str = ""
     os: str
@@ -101,6 +107,7 @@ class Stack(Strict):
     python_bin: str = "/usr/bin/python3"
     # Extra -D options for CMake builds of HIP code on this stack's layout (e.g. Debian's).
     cmake_args: dict[str, str] = Field(default_factory=dict)
+    runner: Runner = Field(default_factory=Runner)
 
 
 class GitSource(Strict):
@@ -152,6 +159,7 @@ class Target(Strict):
     # The torch this target's own packages bring (e.g. Debian's python3-torch); else its stack's.
     pytorch: str | None = None
     pytorch_build: Literal["rocm", "cpu"] | None = None
+    runner: Runner | None = None        # else its stack's
 
     @field_validator("archs")
     @classmethod
@@ -206,6 +214,14 @@ class Matrix(Strict):
                 return t.pytorch, t.pytorch_build or "rocm"
             t = self.targets[t.from_target] if t.from_target else None
         return stack.pytorch, stack.pytorch_build
+
+    def runner_of(self, name: str) -> Runner:
+        t = self.targets[name]
+        return t.runner or self.stacks[t.stack].runner
+
+    def level(self, name: str) -> int:
+        """0 for a target with no prerequisites, else one more than its deepest prerequisite."""
+        return max((self.level(d) + 1 for d in self.deps(name)), default=0)
 
     def deps(self, name: str) -> list[str]:
         t = self.targets[name]

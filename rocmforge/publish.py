@@ -45,8 +45,8 @@ def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir
     tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
     digests = {}
     for tag in tags:
-        with _temporary_tag(client, image_id, repository, tag):
-            digests[tag] = _push_one(client, repository, tag)
+        with temporary_tag(client, image_id, repository, tag):
+            digests[tag] = push_one(client, repository, tag)
     if len(set(digests.values())) != 1:
         raise BuildError(f"registry {where.host} gave one image different digests per tag: {digests}")
     record = {
@@ -95,7 +95,7 @@ def _other_tested(state: Path, target: str, image_id: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _temporary_tag(client, image_id: str, repository: str, tag: str):
+def temporary_tag(client, image_id: str, repository: str, tag: str):
     """The engine pushes only by name, so the image needs the registry's name for the push alone;
     whatever that name pointed to before is put back afterwards."""
     ref = f"{repository}:{tag}"
@@ -110,7 +110,7 @@ def _temporary_tag(client, image_id: str, repository: str, tag: str):
             client.api.tag(previous, repository, tag)
 
 
-def _push_one(client, repository: str, tag: str) -> str:
+def push_one(client, repository: str, tag: str) -> str:
     import docker.errors
     import requests.exceptions
 
@@ -156,7 +156,7 @@ def pull(client, target_name: str, *, record_dir) -> dict:
     ref = f"{repository}@{digest}"
     before = set(client.api.images(all=True, quiet=True))
     had_ref = engine.image_id(client, ref) is not None
-    _pull_one(client, repository, digest)
+    pull_one(client, repository, digest)
     pulled = client.images.get(ref)
     labels = pulled.labels or {}
     problems = []
@@ -166,7 +166,7 @@ def pull(client, target_name: str, *, record_dir) -> dict:
         if labels.get(label) != want:
             problems.append(f"label {label}={labels.get(label)!r}, recorded {want!r}")
     if problems:
-        leftover = "" if had_ref else _undo_pull(client, ref, pulled, existed=pulled.id in before)
+        leftover = "" if had_ref else undo_pull(client, ref, pulled, existed=pulled.id in before)
         raise UserError(f"{ref} does not match {path}: {'; '.join(problems)}. Nothing was tagged{leftover}",
                         field="--target")
     local = []
@@ -200,7 +200,7 @@ def read_record(path: Path, target_name: str) -> dict:
     return record
 
 
-def _pull_one(client, repository: str, digest: str) -> None:
+def pull_one(client, repository: str, digest: str) -> None:
     import docker.errors
     import requests.exceptions
 
@@ -213,7 +213,7 @@ def _pull_one(client, repository: str, digest: str) -> None:
         raise BuildError(f"pull of {repository}@{digest} failed: {exc}") from None
 
 
-def _undo_pull(client, ref: str, pulled, *, existed: bool) -> str:
+def undo_pull(client, ref: str, pulled, *, existed: bool) -> str:
     """Drop what the refused pull added. An image that was here before loses only the new digest
     reference, and only when other references keep it alive."""
     import docker.errors

@@ -366,7 +366,7 @@ def _familiar(host: str, repo: str) -> str:
     return f"{host}/{repo}"
 
 
-def pull(client, image: str, digest: str, *, mirror: Mirror | str | None = None) -> str:
+def pull(client, image: str, digest: str, *, mirror: Mirror | str | None = None, fetch: bool = True) -> str | None:
     """Make image@digest present on the engine (through the mirror for a Docker Hub name when one is
     set) and return the local reference a Dockerfile FROM can use with pull=False, e.g.
     '127.0.0.1:5000/rocm/pytorch@sha256:…' or 'rocm/pytorch@sha256:…'. Skips the pull when that
@@ -390,6 +390,8 @@ def pull(client, image: str, digest: str, *, mirror: Mirror | str | None = None)
 
     if present():
         return ref
+    if not fetch:
+        return None
     if mirror is not None and host == mirror.host and mirror.scheme == "http" and not _insecure(client, host):
         raise RegistryError(f"mirror {host} is plain http but the engine would use https for it: add "
                             f'"{host}" to "insecure-registries" in /etc/docker/daemon.json')

@@ -455,6 +455,7 @@ class LayerResult:
     clamped: int = 0
     pycs_clamped: int = 0
     resorted: bool = False
+    inherited: bool = False          # a layer of the base, passed through unread
 
     @property
     def unchanged(self) -> bool:
@@ -604,7 +605,7 @@ def _content_sources(history: list[dict], diff_ids: list[str]) -> None:
 class Rewritten:
     config: bytes
     image_id: str
-    layers: list[tuple[str, Path, int]]          # (diff ID, file, size) in image order
+    layers: list[tuple[str, Path | None, int]]   # (diff ID, file or None for the base's, size) in image order
     results: list[LayerResult]                   # in image order
     source_config: dict
 
@@ -721,23 +722,56 @@ def _manifest(small: dict[str, bytes], links: dict[str, str]) -> tuple[dict, str
     return config, cfg_name, [_resolve(p, links) for p in manifest[0]["Layers"]]
 
 
-def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], None] = print) -> Rewritten:
+class _Meter:
+    """Counts the bytes normalisation reads and reports them with a rate, at most twice a second."""
+
+    def __init__(self, total: int, report: Callable[[str], None] | None):
+        self.total, self.report, self.done = total, report, 0
+        self.started = self.last = time.monotonic()
+
+    def wrap(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            self.done += len(chunk)
+            now = time.monotonic()
+            if self.report and now - self.last >= 0.5:
+                self.last = now
+                rate = self.done / max(now - self.started, 1e-6) / 1e6
+                self.report(f"normalising: {self.done / 1e6:,.0f} of {self.total / 1e6:,.0f} MB read, {rate:,.0f} MB/s")
+            yield chunk
+
+
+def _layer_note(res: LayerResult, size: int, seconds: float) -> str:
+    notes = [f"{res.entries} entries", f"{len(res.dropped)} dropped", f"{len(res.blanked)} blanked",
+             f"{res.clamped} times clamped"]
+    if res.pycs_clamped:
+        notes.append(f"{res.pycs_clamped} pyc headers clamped")
+    if res.resorted:
+        notes.append("re-sorted")
+    return (f"  layer {res.source_diff_id[7:19]} -> {res.diff_id[7:19]}{' (unchanged)' if res.unchanged else ''}: "
+            f"{', '.join(notes)}; {size / 1e6:.0f} MB in {seconds:.1f}s")
+
+
+def _passed_through(diff_ids: list[str]) -> list[LayerResult]:
+    return [LayerResult(d, 0, d, inherited=True) for d in diff_ids]
+
+
+def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Path | None, int]], epoch: int) -> "Rewritten":
+    cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch)
+    return Rewritten(cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config)
+
+
+def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], None] = print,
+                    inherited: int = 0) -> Rewritten:
     """Reads a docker-archive (`docker save` output, as chunks or a file) once, front to back,
-    and writes its normalised layers into workdir."""
+    and writes its normalised layers into workdir. The first `inherited` layers (the base's) are
+    kept as they are; the archive gives no way to know which member they are before reading it."""
     counter = iter(range(1 << 30))
 
     def on_layer(name: str, win: _Window) -> tuple[LayerResult, Path]:
         t = time.monotonic()
         path = workdir / f"layer-{next(counter)}.tar"
         res = _rewrite_layer(win, path, epoch, log)
-        notes = [f"{res.entries} entries", f"{len(res.dropped)} dropped", f"{len(res.blanked)} blanked",
-                 f"{res.clamped} times clamped"]
-        if res.pycs_clamped:
-            notes.append(f"{res.pycs_clamped} pyc headers clamped")
-        if res.resorted:
-            notes.append("re-sorted")
-        log(f"  layer {res.source_diff_id[7:19]} -> {res.diff_id[7:19]}{' (unchanged)' if res.unchanged else ''}: "
-            f"{', '.join(notes)}; {win.size / 1e6:.0f} MB in {time.monotonic() - t:.1f}s")
+        log(_layer_note(res, win.size, time.monotonic() - t))
         return res, path
 
     small, links, layers = _walk_archive(source, on_layer)
@@ -745,17 +779,47 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
     old_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
     if len(old_ids) != len(layer_names):
         raise ReproError(f"the manifest names {len(layer_names)} layers, the config {len(old_ids)}")
-    results, files = [], []
+    results, files = _passed_through(old_ids[:inherited]), [(d, None, 0) for d in old_ids[:inherited]]
     for i, name in enumerate(layer_names):
         if name not in layers:
             raise ReproError(f"the image archive lacks layer {name}")
         res, path = layers[name]
         if res.source_diff_id != old_ids[i]:
             raise ReproError(f"layer {i} ({name}) hashes to {res.source_diff_id}, the config says {old_ids[i]}")
+        if i >= inherited:
+            results.append(res)
+            files.append((res.diff_id, path, res.size))
+    return _finish(config, results, files, epoch)
+
+
+def rewrite_from_store(store, image_id: str, workdir: Path, *, epoch: int, inherited: int,
+                       log: Callable[[str], None], meter: "_Meter | None" = None) -> Rewritten | None:
+    """The same result as rewrite_archive, reading only the layers the image adds from the engine's
+    store (layerstore). None when the store lacks any of them."""
+    raw = store.config(image_id)
+    if raw is None:
+        return None
+    config = json.loads(raw)
+    diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    layers = [store.layer(diff_ids, i) for i in range(inherited, len(diff_ids))]
+    if any(layer is None for layer in layers):
+        return None
+    if meter is not None:
+        meter.total = sum(layer.size for layer in layers)
+    results, files = _passed_through(diff_ids[:inherited]), [(d, None, 0) for d in diff_ids[:inherited]]
+    for i, layer in enumerate(layers):
+        t = time.monotonic()
+        path = workdir / f"layer-{i}.tar"
+        chunks = layer.chunks() if meter is None else meter.wrap(layer.chunks())
+        res = _rewrite_layer(_Window(_Stream(chunks), layer.size), path, epoch, log)
+        if res.source_diff_id != layer.diff_id:
+            log(f"  layer {layer.diff_id[7:19]} read from the engine's store hashes to {res.source_diff_id[7:19]}; "
+                "exporting the image instead")
+            return None
+        log(_layer_note(res, layer.size, time.monotonic() - t))
         results.append(res)
         files.append((res.diff_id, path, res.size))
-    cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch)
-    return Rewritten(cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config)
+    return _finish(config, results, files, epoch)
 
 
 def archive_chunks(rw: Rewritten, tags: list[str]) -> Iterator[bytes]:
@@ -770,7 +834,7 @@ def archive_chunks(rw: Rewritten, tags: list[str]) -> Iterator[bytes]:
 
     yield member(cfg_name, len(rw.config)) + rw.config + bytes(_pad(len(rw.config)))
     for diff_id, path, size in rw.layers:
-        if diff_id in done:
+        if diff_id in done or path is None:   # None: the base's, already on the engine (load skips it)
             continue
         done.add(diff_id)
         yield member(f"{diff_id[7:]}/layer.tar", size)
@@ -802,13 +866,29 @@ def _exists(client, image_id: str) -> bool:
         return False
 
 
-def normalise(client, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
-              log: Callable[[str], None] = print) -> str:
+def inherited_layers(client, image_ref: str, base_ref: str | None) -> int:
+    """How many of image_ref's layers are its base's (the image its last stage starts FROM)."""
+    if not base_ref:
+        return 0
+    own = (client.api.inspect_image(image_ref).get("RootFS") or {}).get("Layers") or []
+    base = (client.api.inspect_image(base_ref).get("RootFS") or {}).get("Layers") or []
+    if own[:len(base)] != base:
+        raise ReproError(f"{image_ref} does not start with the layers of its base {base_ref}")
+    return len(base)
+
+
+def normalise(client, image_ref: str, *, epoch: int, tags: list[str], workdir: Path, base_ref: str | None = None,
+              log: Callable[[str], None] = print, progress: Callable[[str], None] | None = None) -> str:
     """Rewrites image_ref into its canonical form (see the module doc), loads it tagged with tags
     and returns its image ID. Two builds that differ only in times and run-specific files (RULES)
-    give the same ID. The image is streamed: workdir holds only the rewritten layers, removed
-    before returning. image_ref itself is left as it is (its tags move when tags name them)."""
+    give the same ID. The layers of base_ref, which image_ref starts with, pass through untouched
+    (a registry base keeps its digest's layers, stored once); only the layers the build added are
+    read, from the engine's store when it is local (layerstore), else from `docker save`. workdir
+    holds only the rewritten layers, removed before returning. image_ref itself is left as it is
+    (its tags move when tags name them)."""
     import docker.errors
+
+    from . import layerstore
 
     started = time.monotonic()
     workdir = Path(workdir)
@@ -816,12 +896,26 @@ def normalise(client, image_ref: str, *, epoch: int, tags: list[str], workdir: P
     tmp = Path(tempfile.mkdtemp(prefix="repro-", dir=workdir))
     try:
         log(f"normalise {image_ref}: epoch {epoch} ({iso_time(epoch)})")
-        rw = rewrite_archive(client.api.get_image(image_ref), tmp, epoch=epoch, log=log)
+        info = client.api.inspect_image(image_ref)
+        inherited = inherited_layers(client, image_ref, base_ref)
+        if inherited:
+            log(f"  {inherited} layer(s) of the base {base_ref} passed through")
+        meter = _Meter(0, progress)
+        store = layerstore.LayerStore.of(client)
+        rw = store and rewrite_from_store(store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter)
+        source = "engine store"
+        if not rw:
+            source = "docker save"
+            meter.total, meter.done = int(info.get("Size") or 0), 0
+            rw = rewrite_archive(meter.wrap(client.api.get_image(image_ref)), tmp, epoch=epoch, log=log,
+                                 inherited=inherited)
         rewritten = time.monotonic()
         if _exists(client, rw.image_id):
             _tag(client, rw.image_id, tags)
             how = "already present, tagged"
         else:
+            if progress:
+                progress(f"loading the normalised image ({sum(size for _, _, size in rw.layers) / 1e6:,.0f} MB)")
             for msg in client.api.load_image(archive_chunks(rw, tags)):
                 if isinstance(msg, dict) and (msg.get("error") or msg.get("errorDetail")):
                     raise ReproError(f"docker load of the normalised {image_ref} failed: "
@@ -829,9 +923,10 @@ def normalise(client, image_ref: str, *, epoch: int, tags: list[str], workdir: P
             if not _exists(client, rw.image_id):
                 raise ReproError(f"docker load did not create {rw.image_id} for {image_ref}")
             how = "loaded"
-        unchanged = sum(r.unchanged for r in rw.results)
-        log(f"normalise {image_ref}: {rw.image_id} {how} ({len(rw.results)} layers, {unchanged} unchanged; "
-            f"read+rewrite {rewritten - started:.1f}s, load {time.monotonic() - rewritten:.1f}s)")
+        own = [r for r in rw.results if not r.inherited]
+        log(f"normalise {image_ref}: {rw.image_id} {how} ({len(rw.results)} layers: {inherited} inherited, "
+            f"{len(own)} normalised, {sum(r.unchanged for r in own)} of them unchanged; read {meter.done / 1e6:,.0f} MB "
+            f"from the {source}; read+rewrite {rewritten - started:.1f}s, load {time.monotonic() - rewritten:.1f}s)")
         return rw.image_id
     except docker.errors.APIError as exc:
         raise ReproError(f"normalise {image_ref}: the engine refused: {exc}") from None

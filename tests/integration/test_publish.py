@@ -16,7 +16,7 @@ import pytest
 from rocmforge import engine, publish, registry as reg, verify
 from rocmforge.errors import BuildError, UserError
 from rocmforge.plan import BuildPlan, TargetPlan, content_hash
-from tests.integration.conftest import _free_port   # local_registry: tests/integration/conftest.py
+from tests.local_registry import free_port
 
 pytestmark = pytest.mark.docker
 
@@ -257,7 +257,7 @@ def test_push_to_unreachable_registry_is_a_build_error(docker_client, forge, dir
     tp = forge.target("unreachable")
     image_id = forge.build(tp)
     record_result(state, image_id, tp)
-    registry = f"127.0.0.1:{_free_port()}"               # nothing listens there
+    registry = f"127.0.0.1:{free_port()}"               # nothing listens there
     with pytest.raises(BuildError) as err:
         publish.push(docker_client, plan_of(tp), tp.name, registry, state_dir=state, record_dir=published)
     assert registry in str(err.value)

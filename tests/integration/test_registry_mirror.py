@@ -13,7 +13,7 @@ import pytest
 from rocmforge import bases, bootstrap, registry as reg
 from rocmforge.matrix import load_matrix
 from tests.conftest import ROOT, build_image
-from tests.integration.conftest import _free_port
+from tests.local_registry import free_port
 
 pytestmark = pytest.mark.docker
 
@@ -121,7 +121,7 @@ def test_pull_through_mirror_then_build_from_it(docker_client, local_registry, s
 
 def test_mirror_on_unused_port(docker_client, standin):
     _, digest = standin
-    mirror = f"127.0.0.1:{_free_port()}"               # nothing listens there
+    mirror = f"127.0.0.1:{free_port()}"               # nothing listens there
     with pytest.raises(reg.RegistryError) as err:
         reg.resolve("rocm/pytorch", TAG, mirror=mirror, timeout=10)
     assert mirror in str(err.value) and "connection refused" in str(err.value)

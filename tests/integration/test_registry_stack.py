@@ -138,6 +138,14 @@ def test_build_through_the_mirror_and_suites_pass(docker_client, project, locked
         suites = report["suites"]
         assert suites["workload"]["status"] in ("passed", "not GPU-verified"), suites["workload"]
         assert not [n for n, s in suites.items() if s["status"] == "failed"], suites
+        # The base's layers pass through normalisation untouched: the base pulled by digest is
+        # stored once and shared, and the image's layers start with exactly its diff IDs.
+        base_layers = docker_client.api.inspect_image(f"{local_registry}/rocm/pytorch@{standin[1]}")["RootFS"]["Layers"]
+        assert image.attrs["RootFS"]["Layers"][:len(base_layers)] == base_layers
+        proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "verify-repro", "--target", TARGET,
+                       env=mirror_env)
+        assert proc.returncode == 0 and f"identical: both builds of {TARGET} gave {image.id}" in proc.stdout, \
+            proc.stdout + proc.stderr[-3000:]
         # The torch the base shipped is the torch the image has.
         out = docker_client.containers.run(image.id, ["/opt/rocmforge/venv/bin/python", "-c",
                                                       "import torch; print(torch.__version__)"], remove=True)

@@ -61,3 +61,18 @@ def test_makefile_recipes_are_one_build_py_call():
     targets = {ln.split(":")[0] for ln in lines if ln and not ln.startswith(("\t", "#", ".", " ")) and ":" in ln
                and "=" not in ln}
     assert {"build", "test", "render", "lint", "push", "clean"} <= targets
+
+
+def test_report_to_an_unwritable_folder_is_a_user_error(tmp_path):
+    proc = run_cli("--state-dir", str(tmp_path), "report", "--out", "/proc/rocmforge-report")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--out" in proc.stderr and "cannot write the report" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_list_table_keeps_names_whole_at_80_columns():
+    proc = run_cli("list", env={"COLUMNS": "80"})
+    assert proc.returncode == 0
+    table = proc.stdout.split("\n\n  ")[0]
+    for name in load_matrix(ROOT / "matrix.yaml").targets:
+        assert name in table, f"{name} is cut in the 80-column table"
+    assert max(len(line) for line in table.splitlines()) <= 80

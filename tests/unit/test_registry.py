@@ -293,3 +293,22 @@ def test_dns_failure_names_host():
 def test_bad_tag_refused(tag):
     with pytest.raises(UserError):
         reg.resolve("rocm/pytorch", tag, mirror="127.0.0.1:1")
+
+
+def test_cache_registry_option_and_environment(monkeypatch):
+    from rocmforge import regcache
+    from rocmforge.errors import UserError
+
+    monkeypatch.delenv(regcache.ENV, raising=False)
+    monkeypatch.delenv(regcache.READONLY_ENV, raising=False)
+    assert regcache.from_options(None) is None
+    cache = regcache.from_options("127.0.0.1:5000")
+    assert (cache.where.host, cache.where.namespace, cache.readonly) == ("127.0.0.1:5000", "rocmforge-cache", False)
+    assert regcache.from_options("registry.example.org/team/cache").where.namespace == "team/cache"
+    monkeypatch.setenv(regcache.ENV, "cache.example.org:443")
+    monkeypatch.setenv(regcache.READONLY_ENV, "1")
+    cache = regcache.from_options(None)
+    assert cache.where.host == "cache.example.org:443" and cache.readonly
+    with pytest.raises(UserError) as err:
+        regcache.from_options("cache")                 # would be read as a Docker Hub namespace
+    assert err.value.field == "--cache-registry"

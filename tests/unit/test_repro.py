@@ -532,3 +532,29 @@ def test_copy_source_checksums_in_history_become_layer_content():
     assert f"COPY dir:{'2' * 64} in /opt/rocmforge/venv" in a.decode()
     # a different layer content still gives a different config
     assert repro.normalise_config(cfg("a" * 64), [diff_ids[0], "sha256:" + "3" * 64], epoch=0) != a
+
+
+def test_chain_ids_name_layers_as_the_engine_does():
+    # Observed on Docker 20.10: the base's layer plus one `RUN echo hi > /hello` layer is stored
+    # under layerdb/sha256/e113f00a… (chain ID = sha256 of "<parent chain ID> <diff ID>").
+    from rocmforge.layerstore import chain_ids
+
+    base = "sha256:fe6236ade2f00c765c62fa88411c9a91014aaaca2ccc2cde9d5bafda12a6f310"
+    top = "sha256:04d068e3294d8d5e38a31a4e5feab5a752d01e0d2c7f9e24963eadc4c5fe3420"
+    assert chain_ids([base, top]) == [base, "sha256:e113f00a450c34e5baef9231cd8ad9f8f6f82107633a6a51e37bee1426ebc87b"]
+
+
+def test_build_cache_budget_from_the_environment(monkeypatch):
+    from rocmforge import buildcache
+    from rocmforge.errors import UserError
+
+    monkeypatch.delenv("ROCMFORGE_BUILD_CACHE_MAX", raising=False)
+    assert buildcache.budget() == 2 * 10**9
+    monkeypatch.setenv("ROCMFORGE_BUILD_CACHE_MAX", "0")
+    assert buildcache.budget() == 0
+    monkeypatch.setenv("ROCMFORGE_BUILD_CACHE_MAX", "5e8")
+    assert buildcache.budget() == 500_000_000
+    for bad in ("lots", "-1"):
+        monkeypatch.setenv("ROCMFORGE_BUILD_CACHE_MAX", bad)
+        with pytest.raises(UserError, match="ROCMFORGE_BUILD_CACHE_MAX"):
+            buildcache.budget()

@@ -42,26 +42,64 @@ def _plan_outputs() -> dict[str, object]:
 def test_plan_job_matrix_equals_list_json():
     assert shutil.which("jq"), "jq not installed"
     outputs = _plan_outputs()
-    assert outputs["targets"] == json.loads(run_cli("list", "--json").stdout)
+    rows = json.loads(run_cli("list", "--json").stdout)
+    assert outputs["targets"] == rows
     assert outputs["gpu_jobs"] == json.loads(run_cli("list", "--json", "--gpu-jobs").stdout)
+    levels = sorted(k for k in outputs if k.startswith("level"))
+    for key in levels:
+        assert outputs[key] == [r for r in rows if r["level"] == int(key[5:])]
+    # every target is in exactly one level job, and each after its prerequisites
+    assert sorted(r["name"] for key in levels for r in outputs[key]) == sorted(r["name"] for r in rows)
+    level_of = {r["name"]: r["level"] for r in rows}
+    for r in rows:
+        assert all(level_of[d] < r["level"] for d in r["deps"])
 
 
-def test_jobs_take_their_matrix_from_the_plan_only():
-    text = (ROOT / ".github/workflows/images.yml").read_text()
-    wf = yaml.safe_load(text)
-    assert wf["jobs"]["image"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.plan.outputs.targets) }}"
+def _wf(name: str = "images.yml") -> dict:
+    return yaml.safe_load((ROOT / ".github/workflows" / name).read_text())
+
+
+def test_jobs_take_their_matrix_and_runners_from_the_plan_only():
+    wf, level = _wf(), _wf("build-level.yml")
+    rows = json.loads(run_cli("list", "--json").stdout)
+    for n in range(max(r["level"] for r in rows) + 1):
+        job = wf["jobs"][f"level{n}"]
+        assert job["uses"] == "./.github/workflows/build-level.yml"
+        assert job["with"]["targets"] == f"${{{{ needs.plan.outputs.level{n} }}}}"
+        assert n == 0 or f"level{n - 1}" in job["needs"]
+    image = level["jobs"]["image"]
+    assert image["strategy"]["matrix"]["include"] == "${{ fromJSON(inputs.targets) }}"
+    assert image["runs-on"] == "${{ matrix.runs_on }}"
     assert wf["jobs"]["gpu-suites"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.plan.outputs.gpu_jobs) }}"
     assert wf["jobs"]["gpu-suites"]["runs-on"] == "${{ matrix.runs_on }}"
+    text = "".join(p.read_text() for p in WORKFLOWS)
     for name in load_matrix(ROOT / "matrix.yaml").targets:
-        assert name not in text, f"target {name} written by hand in the workflow"
+        assert name not in text, f"target {name} written by hand in a workflow"
+
+
+def test_runners_and_disk_come_from_the_matrix():
+    m = load_matrix(ROOT / "matrix.yaml")
+    for r in json.loads(run_cli("list", "--json").stdout):
+        runner = m.targets[r["name"]].runner or m.stacks[r["stack"]].runner
+        assert (r["runs_on"], r["disk_gb"]) == (runner.labels, runner.disk_gb)
+        if m.stacks[r["stack"]].base.registry is not None:     # AMD's 30-50 GB bases: never a hosted runner
+            assert "ubuntu-24.04" not in r["runs_on"] and r["disk_gb"] >= 60
+    step = next(s for s in _wf("build-level.yml")["jobs"]["image"]["steps"] if "build.py build" in s.get("run", ""))
+    assert "--check-disk" in step["run"]
+
+
+def test_cache_is_read_only_on_pull_requests():
+    env = _wf("build-level.yml")["jobs"]["image"]["env"]
+    assert env["ROCMFORGE_CACHE_REGISTRY"] == "${{ vars.ROCMFORGE_CACHE_REGISTRY }}"
+    assert env["ROCMFORGE_CACHE_READONLY"] == "${{ github.event_name == 'pull_request' && '1' || '' }}"
 
 
 def test_push_only_on_default_branch():
-    wf = yaml.safe_load((ROOT / ".github/workflows/images.yml").read_text())
-    for job in wf["jobs"].values():
-        for step in job.get("steps", []):
-            if "build.py push" in step.get("run", ""):
-                assert "default_branch" in step.get("if", "")
+    for wf in (_wf(), _wf("build-level.yml")):
+        for job in wf["jobs"].values():
+            for step in job.get("steps", []):
+                if "build.py push" in step.get("run", ""):
+                    assert "default_branch" in step.get("if", "")
 
 
 def test_gpu_jobs_use_arch_labels():
