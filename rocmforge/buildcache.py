@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import engine
 from .errors import UserError
+from .render import _atomic_write
 
 REPO = "rocmforge-cache"
 DEFAULT_MAX = 2 * 10**9
@@ -75,10 +76,7 @@ def settle(client, state: Path, target: str, raw_tag: str, made: list[str]) -> b
     if keep:
         repo = f"{REPO}/{target}"
         client.api.tag(raw_tag, repo, "last")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"images": made}))
-        tmp.replace(path)
+        _atomic_write(path, json.dumps({"images": made}).encode())
     _untag(client, raw_tag)
     if not keep:
         _untag(client, f"{REPO}/{target}:last")

@@ -261,13 +261,13 @@ class App:
                     image = self.normalise(client, dep, raw, [dp.content_tag, dp.readable_tag],
                                            progress=lambda msg, _dep=dep, _s=status: _s.update(f"{_dep}: {msg}"))
                 except BaseException:
-                    self.discard_raw(client, f"rocmforge-raw/{dep}:{dp.content_hash[:12]}",
+                    self.discard_raw(client, engine.raw_tag(dp),
                                      [m for m in made if m not in set(buildcache.recorded(self.state, dep))])
                     raise
                 # Settling the cache (removing the previous one) and taking the inventory are independent.
                 with ThreadPoolExecutor(max_workers=1) as pool:
                     settled = pool.submit(buildcache.settle, client, self.state, dep,
-                                          f"rocmforge-raw/{dep}:{dp.content_hash[:12]}", made)
+                                          engine.raw_tag(dp), made)
                     self.write_manifest(client, dep)
                     kept = settled.result()
             if cache and regcache.store(client, cache, dp, image, self.warn):
@@ -622,7 +622,7 @@ class App:
         return 0
 
     def cmd_report(self, out: str | None, as_json: bool, markdown: str | None) -> int:
-        from . import engine, lockfile, report
+        from . import engine, lockfile, render, report
 
         out_dir = Path(out) if out else self.state / "report"
         try:
@@ -634,11 +634,8 @@ class App:
                             out_dir.resolve(), str(self.matrix_path))
         data = json.dumps(rep.to_json(), indent=2)
         try:
-            out_dir.mkdir(parents=True, exist_ok=True)
             for name, text in (("index.html", report.to_html(rep)), ("report.json", data + "\n")):
-                tmp = out_dir / f".{name}.tmp"
-                tmp.write_text(text, encoding="utf-8")
-                tmp.replace(out_dir / name)
+                render._atomic_write(out_dir / name, text.encode())
             if markdown:
                 with open(markdown, "a", encoding="utf-8") as f:
                     f.write(report.to_markdown(rep))

@@ -98,6 +98,11 @@ def git_revision(root: Path) -> str:
         return ""
 
 
+def raw_tag(tp: TargetPlan) -> str:
+    """Where a build's image waits for normalisation."""
+    return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}"
+
+
 def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
           progress, extra_files: dict[str, bytes] | None = None, tag: str | None = None,
           nocache: bool = False, made: list[str] | None = None) -> str:
@@ -108,7 +113,7 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
     made = [] if made is None else made
     reused: set[str] = set()     # cache hits: steps of an earlier build, not ours to discard
     running: list[str] = []      # the container of the step in progress
-    tag = tag or f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}"
+    tag = tag or raw_tag(tp)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.

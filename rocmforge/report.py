@@ -63,11 +63,10 @@ class Report:
 
 def save_check(state: Path, name: str, data: dict) -> None:
     """Keeps what a check found (lock --check, verify-repro), atomically, for the report."""
-    path = state / CHECKS / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**data, "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
-    tmp.replace(path)
+    from .render import _atomic_write
+
+    record = {**data, "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    _atomic_write(state / CHECKS / f"{name}.json", json.dumps(record, indent=2).encode())
 
 
 def _load(path: Path) -> dict | None:
