@@ -4,17 +4,20 @@ the sha256 of config bytes that hold no wall-clock time."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
-from . import bases
+from . import aptmirror, bases
 from .errors import BuildError
 from .matrix import Stack
 
@@ -30,7 +33,34 @@ EPOCH0 = "1970-01-01T00:00:00Z"
 SNAPSHOT_CONF = "etc/apt/apt.conf.d/99rocmforge-snapshot"
 
 
-def normalise(rootfs: Path) -> None:
+# debootstrap writes the mirror it used into the sources and the day it ran into every shadow entry
+# (the date of the last password change): neither may decide the image ID.
+SOURCES = "etc/apt/sources.list"
+SHADOW = ["etc/shadow", "etc/shadow-"]
+
+
+def canonical_sources(suite: str) -> str:
+    return f"deb {aptmirror.CANONICAL} {suite} main\n"
+
+
+def undated_shadow(text: str) -> str:
+    """Shadow entries with an empty last-change field (aging off), as on a never-dated system."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        fields = line.split(":")
+        if len(fields) >= 3 and fields[2].strip().isdigit():
+            fields[2] = ""
+        out.append(":".join(fields))
+    return "".join(out)
+
+
+def normalise(rootfs: Path, suite: str) -> None:
+    (rootfs / SOURCES).parent.mkdir(parents=True, exist_ok=True)
+    (rootfs / SOURCES).write_text(canonical_sources(suite))
+    for rel in SHADOW:
+        p = rootfs / rel
+        if p.is_file() and not p.is_symlink():
+            p.write_text(undated_shadow(p.read_text()))
     for rel in SCRUB:
         p = rootfs / rel
         if p.is_dir() and not p.is_symlink():
@@ -101,6 +131,76 @@ def write_archive(layer: Path, diff_id: str, config: bytes, ref: str, out: Path)
     return "sha256:" + config_id
 
 
+def _debootstrap(boot, rootfs: Path, ref: str, log, pause: float = 2.0) -> None:
+    """debootstrap through the mirror setting, tried RETRIES times when the archive does not answer."""
+    mirror = aptmirror.from_env()
+    cmd = ["debootstrap", f"--variant={boot.variant}"]
+    if boot.include:
+        cmd.append("--include=" + ",".join(boot.include))
+    cmd += [boot.suite, str(rootfs), aptmirror.effective()]
+    for attempt in range(1, aptmirror.RETRIES + 1):
+        log(f"base {ref}: {' '.join(cmd)}")
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log(proc.stdout)
+        if proc.returncode == 0:
+            return
+        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
+        # debootstrap says only "Failed getting release file" when nothing answers; wget's own words
+        # ("Connection refused", "unable to resolve") may be in the log above it.
+        unanswered = "Failed getting release file" in proc.stdout or aptmirror.unreachable_hint(proc.stdout)
+        if not unanswered:
+            raise BuildError(f"debootstrap of {boot.suite} failed (exit {proc.returncode}):\n{tail}")
+        if rootfs.exists():
+            shutil.rmtree(rootfs)
+        if attempt < aptmirror.RETRIES:
+            time.sleep(pause * attempt)
+    raise BuildError(f"debootstrap of {boot.suite}: " + aptmirror.unreachable_message(mirror))
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """Mount points at or below `root`, deepest first (mountinfo escapes blanks as octal)."""
+    prefix = str(root.resolve())
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == prefix or point.startswith(prefix + "/"):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def _kill_chrooted(root: Path) -> None:
+    """An interrupted debootstrap is killed without running its own clean-up, and the maintainer
+    scripts it started in the chroot may outlive it: they would keep writing into the tree."""
+    prefix = str(root.resolve())
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            where = os.readlink(proc / "root")
+            if where == prefix or where.startswith(prefix + "/"):
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ValueError):    # gone meanwhile, or not ours to see
+            pass
+
+
+@contextlib.contextmanager
+def _scratch_dir(workdir: Path, log):
+    """A temporary directory for the rootfs. debootstrap mounts /proc and /sys inside it and only
+    unmounts them when it ends normally; removing the tree over such a mount would reach into the
+    host's, so they are unmounted first, and a tree that stays mounted is left in place, named."""
+    tmp = Path(tempfile.mkdtemp(dir=workdir, prefix="bootstrap-"))
+    try:
+        yield str(tmp)
+    finally:
+        _kill_chrooted(tmp)
+        for point in _mounts_under(tmp):
+            subprocess.run(["umount", "--lazy", point], capture_output=True)
+        left = _mounts_under(tmp)
+        if left:
+            log(f"left {tmp} in place: still mounted there: {', '.join(left)}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def ensure_base(client, stack_name: str, stack: Stack, workdir: Path, log) -> str:
     """Return the base image ref, bootstrapping it when no image carries its recipe tag."""
     import docker.errors
@@ -119,24 +219,12 @@ def ensure_base(client, stack_name: str, stack: Stack, workdir: Path, log) -> st
         raise BuildError(f"bootstrapping the base of stack {stack_name!r} needs root (debootstrap creates device nodes)")
     boot = stack.base.bootstrap
     workdir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=workdir, prefix="bootstrap-") as tmp:
+    with _scratch_dir(workdir, log) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        cmd = ["debootstrap", f"--variant={boot.variant}"]
-        if boot.include:
-            cmd.append("--include=" + ",".join(boot.include))
-        cmd += [boot.suite, str(rootfs)]
-        mirror = os.environ.get("ROCMFORGE_DEBIAN_MIRROR")
-        if mirror:
-            cmd.append(mirror)
-        log(f"base {ref}: {' '.join(cmd)}")
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        log(proc.stdout)
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
-            raise BuildError(f"debootstrap of {boot.suite} failed (exit {proc.returncode}):\n{tail}")
+        _debootstrap(boot, rootfs, ref, log)
         if boot.snapshot:
             (rootfs / SNAPSHOT_CONF).write_text('Acquire::Check-Valid-Until "false";\n')
-        normalise(rootfs)
+        normalise(rootfs, boot.suite)
         layer = Path(tmp) / "layer.tar"
         diff_id = layer_tar(rootfs, layer)
         shutil.rmtree(rootfs)

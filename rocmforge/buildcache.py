@@ -11,8 +11,11 @@ recorded in `<state>/cache/<target>.json`. The next build of the target replaces
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import re
 from pathlib import Path
 
 from . import engine
@@ -20,6 +23,7 @@ from .errors import UserError
 from .render import _atomic_write
 
 REPO = "rocmforge-cache"
+_IMAGE_ID = re.compile(r"^(?:sha256:)?[0-9a-f]{12,64}$")
 DEFAULT_MAX = 2 * 10**9
 
 
@@ -42,11 +46,21 @@ def _record(state: Path, target: str) -> Path:
 
 
 def recorded(state: Path, target: str) -> list[str]:
-    """Step images the target's kept cache holds (short or full IDs)."""
-    try:
-        return list(json.loads(_record(state, target).read_text()).get("images") or [])
-    except (OSError, ValueError):
-        return []
+    """Step images the target's kept cache holds (short or full IDs). A record that is not one reads
+    as no cache, with a warning: its images are then left for `clean`, never removed on its word,
+    and the next build of the target writes a new record."""
+    from .records import load_internal
+
+    data = load_internal(_record(state, target), _record_problem,
+                         f"delete it; `python build.py clean --target {target}` removes what it kept")
+    return list(data["images"]) if data else []
+
+
+def _record_problem(data) -> str | None:
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list) or not all(isinstance(i, str) and _IMAGE_ID.match(i) for i in images):
+        return "not a build-cache record (expected {\"images\": [image IDs]})"
+    return None
 
 
 def added_bytes(client, made: list[str]) -> int:
@@ -70,6 +84,22 @@ def added_bytes(client, made: list[str]) -> int:
 def settle(client, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
     """After a successful build and normalisation: keep the build as the target's cache when it fits
     the budget, else discard it; the previous cache goes either way. True when kept."""
+    with _settling(state, target):
+        return _settle(client, state, target, raw_tag, made)
+
+
+@contextlib.contextmanager
+def _settling(state: Path, target: str):
+    """Two builds of one target finishing together settle one after the other: the second must
+    read the record the first wrote, or the first one's kept cache is never discarded."""
+    lock = _record(state, target).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _settle(client, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
     old = recorded(state, target)
     keep = 0 < (limit := budget()) and added_bytes(client, made) <= limit
     path = _record(state, target)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
+from . import aptmirror
 from .errors import BuildError, UserError
 
 COMMANDS = ("list", "render", "build", "test", "rocminfo", "archs")
@@ -109,6 +112,7 @@ class App:
         self.err = Console(stderr=True)
         self._plan = None
         self._cached: set[str] = set()     # targets this run took from the cache registry
+        aptmirror.from_env()   # a bad mirror setting is refused before anything runs
 
     @property
     def lock_path(self) -> Path:
@@ -126,6 +130,17 @@ class App:
         if name not in self.plan.targets:
             raise UserError(f"unknown target {name!r}; known: {', '.join(sorted(self.plan.targets))}", field=flag)
         return self.plan.targets[name]
+
+    def buildable_target(self, name: str):
+        """A target a command will build or needs built: refused while unresolved, without the engine."""
+        from .plan import require_resolved
+
+        tp = self.target(name)
+        require_resolved(tp)
+        return tp
+
+    def writable_state(self) -> None:
+        writable_dir(self.state, "--state-dir")
 
     # -- list -----------------------------------------------------------------------------
     def cmd_list(self) -> int:
@@ -187,6 +202,7 @@ class App:
                 return 1
             print(f"{out}: up to date ({len(self.plan.targets)} targets)")
             return 0
+        writable_dir(out, "--out")
         changes = render.write(self.plan, out)
         for line in changes:
             print(line)
@@ -213,10 +229,9 @@ class App:
 
         from . import bootstrap, buildcache, engine, regcache
 
-        tp = self.target(name)
-        if tp.unresolved:
-            raise UserError(f"target {name!r} cannot be built until its pins are resolved:\n  - "
-                            + "\n  - ".join(tp.unresolved), field="--target")
+        self.target(name)
+        self.writable_state()
+        tp = self.buildable_target(name)
         ca = self.ca_bundle(ca_explicit)
         buildcache.budget()      # a bad setting is refused before anything is built
         cache = regcache.from_options(self.build_option("cache_registry"), self.build_option("cache_readonly"))
@@ -337,6 +352,12 @@ class App:
             raise UserError("give --target TARGET or --image REF", field="test")
         if target:
             self.target(target)
+        junit_path = Path(junit).resolve() if junit else None   # pytest runs in the checkout, not here
+        if junit_path:
+            writable_file(junit_path, "--junit", replaced=False)
+        self.writable_state()
+        if target and not image:    # its image exists only if it could be built
+            self.buildable_target(target)
         client = engine.connect()
         by_target = bool(target and not image)
         if by_target:
@@ -349,7 +370,7 @@ class App:
             raise UserError(f"image {image!r} not found on the engine", field="--image")
         with self.err.status(f"running suites in {image}"):
             report = verify.run_suites(client, image, target, self.matrix_path.resolve(),
-                                       Path(junit) if junit else None, require_gpu=require_gpu)
+                                       junit_path, require_gpu=require_gpu)
         stored = verify.record(self.state, report)
         if by_target:
             self.write_manifest(client, target)   # now with the suite results
@@ -380,11 +401,7 @@ class App:
     def cmd_rocminfo(self, file: str, as_json: bool) -> int:
         from .inspect import rocminfo
 
-        try:
-            text = Path(file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UserError(f"cannot read: {exc.strerror}", file=file) from None
-        info = rocminfo.parse(text)
+        info = rocminfo.parse(rocminfo.read_saved(file))
         if as_json:
             print(json.dumps(info.to_json(), indent=2))
         else:
@@ -397,15 +414,27 @@ class App:
         for p in paths:
             if not Path(p).exists():
                 raise UserError("no such file or folder", file=p)
-        results = archs.scan_paths(paths)
+            try:
+                why = archs.not_scannable(p)
+            except OSError as exc:
+                raise UserError(f"cannot read: {exc.strerror or exc}", file=p) from None
+            if why:
+                raise UserError(why, file=p)
+        # A damaged file (cut short, corrupt, unreadable) is listed with what was found in it, and
+        # the run ends with exit 2 naming it: its list of archs cannot be trusted to be complete.
+        results = archs.scan_checked(paths)
         if as_json:
             print(json.dumps([r.to_json() for r in results], indent=2))
-            return 0
-        for r in results:
-            if r.archs or r.error:
-                print(f"{r.path}: {' '.join(r.archs) or '-'} ({r.kind}){'  ERROR: ' + r.error if r.error else ''}")
-        if not any(r.archs for r in results):
-            print("no GPU code found")
+        else:
+            for r in results:
+                if r.archs or r.error:
+                    print(f"{r.path}: {' '.join(r.archs) or '-'} ({r.kind}){'  ERROR: ' + r.error if r.error else ''}")
+            if not any(r.archs for r in results):
+                print("no GPU code found")
+        damaged = [r for r in results if archs.damaged(r)]
+        if damaged:
+            more = f" (and {len(damaged) - 1} more damaged file(s), see their entries)" if len(damaged) > 1 else ""
+            raise UserError(damaged[0].error + more, file=damaged[0].path)
         return 0
 
 
@@ -418,6 +447,8 @@ class App:
         from . import engine, publish
 
         self.target(target)
+        writable_dir(self.record_dir, "publish records")
+        self.buildable_target(target)
         client = engine.connect()
         with self.err.status(f"pushing {target} to {registry}"):
             rec = publish.push(client, self.plan, target, registry, state_dir=self.state, record_dir=self.record_dir)
@@ -428,6 +459,7 @@ class App:
     def cmd_pull(self, target: str) -> int:
         from . import engine, publish
 
+        publish.read_record(self.record_dir / f"{target}.json", target)   # a missing record needs no engine
         client = engine.connect()
         with self.err.status(f"pulling {target}"):
             rec = publish.pull(client, target, record_dir=self.record_dir)
@@ -440,6 +472,9 @@ class App:
 
         for t in targets or []:
             self.target(t)
+        self.writable_state()
+        if not check:
+            writable_file(self.lock_path, None)
         old = lockfile.load(self.lock_path)
         m = self.plan.matrix
         client = engine.connect()
@@ -511,7 +546,9 @@ class App:
 
         from . import engine, repro
 
-        tp = self.target(name)
+        self.target(name)
+        self.writable_state()
+        tp = self.buildable_target(name)    # before its prerequisites are built
         deps = self.plan.order([name])[:-1]
         for dep in deps:        # prerequisites are inputs: built (or up to date) once, as usual
             self.build(dep, ca)
@@ -581,6 +618,8 @@ class App:
         from . import engine
 
         self.target(name)
+        self.writable_state()
+        self.buildable_target(name)
         client = engine.connect()
         if engine.image_id(client, self.plan.targets[name].content_tag) is None:
             raise UserError(f"target {name!r} is not built; run `python build.py build --target {name}`", field="--target")
@@ -589,16 +628,32 @@ class App:
         return 0
 
     def cmd_clean(self, target: str | None, dry_run: bool = False) -> int:
-        import shutil
-
-        from . import buildcache, engine
+        from . import buildcache, engine, enginelock
 
         names = [target] if target else sorted(self.plan.targets)
         for n in names:
             self.target(n)
+        if not dry_run:
+            self.writable_state()
         client = engine.connect()
+        with enginelock.exclusive() as alone:   # no build starts while we remove
+            return self.clean(client, names, target, dry_run, alone)
+
+    def clean(self, client, names: list[str], target: str | None, dry_run: bool, alone: bool) -> int:
+        import shutil
+
+        from . import buildcache, engine, enginelock
+
         cached = {i[:12] for n in names for i in buildcache.recorded(self.state, n)}
         found = engine.leftovers(client, names, [] if target else sorted(self.plan.matrix.stacks), cached)
+        if alone and not dry_run:
+            found += [("leftover image", i, 0) for i in enginelock.take_pending()]
+        elif not alone:
+            # Untagged step images may be what a running build stands on: they wait for the last build out.
+            kept = [f for f in found if f[0] == "leftover image"]
+            found = [f for f in found if f[0] != "leftover image"]
+            if kept:
+                self.err.print(f"keeping {len(kept)} untagged step image(s): another build is running on this engine")
         for kind, ref, size in found:
             print(f"{'would remove' if dry_run else 'remove'} {kind}: {ref} ({size / 1e9:.2f} GB)")
         if dry_run:
@@ -616,6 +671,9 @@ class App:
                 self.err.print(f"[yellow]could not remove {ref}: {exc}[/yellow]")
         for n in names:
             buildcache.forget(client, self.state, n)
+        if not alone:   # a running build may be writing there
+            print(f"removed {len(found)} item(s); the build logs are kept while another build runs")
+            return 0
         shutil.rmtree(self.state / "logs", ignore_errors=True)
         shutil.rmtree(self.state / "work", ignore_errors=True)
         print(f"removed {len(found)} item(s) and the build logs")
@@ -625,6 +683,9 @@ class App:
         from . import engine, lockfile, render, report
 
         out_dir = Path(out) if out else self.state / "report"
+        writable_dir(out_dir, "--out" if out else "--state-dir")
+        if markdown:
+            writable_file(Path(markdown), "--markdown", replaced=False)
         try:
             client = engine.connect()
         except BuildError as exc:      # the page still shows the plan and the records, without images
@@ -682,6 +743,55 @@ class App:
             print(runcmd.shell_line(["docker"] + argv[1:]))
             return 0
         return subprocess.call(argv)
+
+
+def writable_dir(path: Path, field: str | None, shown: Path | None = None) -> None:
+    """Refuse, before any work, a folder that cannot be made or written: a file in the way, /proc, a
+    read-only mount. Root ignores permission bits, so only creating something there tells."""
+    shown = shown or path
+    existing = path.absolute()
+    while not existing.exists():
+        if existing.is_symlink():
+            raise UserError(f"{existing} is a symbolic link to nothing", file=str(shown), field=field)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{existing} is a file, not a folder", file=str(shown), field=field)
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".rocmforge-probe-", dir=existing))
+    except OSError as exc:
+        if exc.errno in MACHINE_ERRNOS:     # a full disk is the machine's state, not a wrong path
+            raise BuildError(f"{shown}: cannot create anything in {existing}: {exc.strerror}") from None
+        raise UserError(f"cannot create anything in {existing}: {exc.strerror}", file=str(shown),
+                        field=field) from None
+
+
+def writable_file(path: Path, field: str | None, replaced: bool = True) -> None:
+    """replaced: the file is written beside itself and renamed over (its folder must take new files);
+    otherwise it is opened in place, and an existing one needs only to take appends."""
+    if path.is_dir():
+        raise UserError("is a folder, not a file", file=str(path), field=field)
+    if replaced or not path.exists():
+        writable_dir(path.parent, field, shown=path)
+        return
+    try:
+        open(path, "ab").close()
+    except OSError as exc:
+        raise UserError(f"cannot write: {exc.strerror}", file=str(path), field=field) from None
+
+
+# Errors of the machine rather than of a path the user named: reported like a failed build (exit 1).
+MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+
+
+def os_error_exit(exc: OSError) -> int:
+    """The last resort for an OSError no check foresaw: one line naming the path and the reason."""
+    where = exc.filename if exc.filename is not None else ""
+    if exc.filename2 is not None:
+        where = f"{where} -> {exc.filename2}"
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    line = f"{where}: {reason}" if where else reason
+    print("error: " + " ".join(line.split()), file=sys.stderr)
+    return 1 if exc.errno in MACHINE_ERRNOS or exc.filename is None else 2
 
 
 def _append(path: Path, text: str) -> None:
@@ -742,3 +852,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:        # `build.py list --json | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
+    except OSError as exc:         # requests' and most of docker's errors are OSErrors too
+        return os_error_exit(exc)
+    except Exception as exc:
+        if not type(exc).__module__.startswith("docker."):
+            raise              # a bug of ours: the traceback is what a report needs
+        print("error: Docker engine: " + " ".join(str(exc).split()), file=sys.stderr)
+        return 1

@@ -612,7 +612,8 @@ def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_
            rocminfo_runner: Callable[[], tuple[str, str]] | None = None,
            rocminfo_file: str | None = None, host_rocminfo: bool = True) -> HostFacts:
     """Read this host. Never raises for what it finds (an unreachable engine, missing nodes, a
-    failing rocminfo are facts); only an unreadable ``rocminfo_file`` raises UserError.
+    failing rocminfo are facts); only a ``rocminfo_file`` that cannot be read or is not a whole
+    rocminfo output raises UserError.
 
     client: a docker client; None connects with docker.from_env.
     docker_root: where images are stored; None asks the engine (DockerRootDir), else /var/lib/docker.
@@ -654,14 +655,7 @@ def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_
 
     text, source = None, ""
     if rocminfo_file is not None:
-        from .errors import UserError
-
-        try:
-            with open(rocminfo_file, "rb") as f:
-                text = f.read().decode("utf-8", errors="replace")
-        except OSError as exc:
-            raise UserError(f"cannot read: {exc.strerror or exc}", file=rocminfo_file) from None
-        source = rocminfo_file
+        text, source = _ri.read_saved(rocminfo_file), rocminfo_file
     else:
         exe = shutil.which("rocminfo") if host_rocminfo else None
         if exe:
@@ -692,6 +686,8 @@ def run(*, plan=None, rocminfo_file: str | None = None, client=None) -> Report:
     """`build.py doctor`: gather, then diagnose. With a plan, the built targets are the plan's
     targets whose content tag exists, and rocminfo (when the host has none) runs in the first of
     them; without one, the engine's io.rocmforge.* labelled images are used."""
+    if rocminfo_file is not None:
+        _ri.read_saved(rocminfo_file)   # a file that is no rocminfo output is refused before the engine is asked
     if client is None:
         try:
             import docker

@@ -7,8 +7,10 @@ import re
 import subprocess
 import tarfile
 import time
+import uuid
 from pathlib import Path
 
+from . import aptmirror, enginelock
 from .errors import BuildError
 from .plan import TargetPlan
 from .render import CA_PLACEHOLDER
@@ -98,9 +100,14 @@ def git_revision(root: Path) -> str:
         return ""
 
 
+# Two builds of one target at once each get their own raw tag: one's clean-up must not untag the
+# image the other is still normalising.
+_RUN = uuid.uuid4().hex[:8]
+
+
 def raw_tag(tp: TargetPlan) -> str:
-    """Where a build's image waits for normalisation."""
-    return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}"
+    """Where this process's build of tp waits for normalisation."""
+    return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}-{_RUN}"
 
 
 def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
@@ -110,7 +117,12 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
     temporary tag). The caller moves the real tags after normalising, then discards `made`: the
     image of every step (every stage's, not only the last stage's), which this function discards
     itself when the build fails or is interrupted."""
-    made = [] if made is None else made
+    with enginelock.building():   # our step images may be another build's cache hits, and theirs ours
+        return _build(client, tp, log_path=log_path, ca_bundle=ca_bundle, progress=progress,
+                      extra_files=extra_files, tag=tag, nocache=nocache, made=[] if made is None else made)
+
+
+def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files, tag, nocache, made) -> str:
     reused: set[str] = set()     # cache hits: steps of an earlier build, not ours to discard
     running: list[str] = []      # the container of the step in progress
     tag = tag or raw_tag(tp)
@@ -119,6 +131,9 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
     labels = {"io.rocmforge.content-hash": tp.content_hash}
     buildargs = {}
+    mirror = aptmirror.from_env()
+    if mirror:   # dropped from the normalised history: the mirror is not part of the image
+        buildargs[aptmirror.ARG] = mirror
     if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
         from . import bases, registry
 
@@ -135,9 +150,17 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
         raise
     if error or not new_id:
         discard(client, [m for m in made if m not in reused])
-        raise BuildError(f"build of {tp.name} failed at {step}\n  {(error or 'no image produced').strip()}\n"
-                         f"  full log: {log_path}")
+        why = (error or 'no image produced').strip()
+        if aptmirror.unreachable_hint(_tail(log_path)):
+            why = aptmirror.unreachable_message(mirror)
+        raise BuildError(f"build of {tp.name} failed at {step}\n  {why}\n  full log: {log_path}")
     return new_id
+
+
+def _tail(path: Path, size: int = 8192) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, 2) - size))
+        return f.read().decode(errors="replace")
 
 
 def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -> None:
@@ -167,6 +190,17 @@ def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -
 
 def _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files, progress, made, reused,
                   running):
+    try:
+        return _stream_build_logged(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files,
+                                    progress, made, reused, running)
+    except OSError as exc:      # a full disk under the log: a write names no path, so say which
+        if exc.errno is not None and exc.filename is None:
+            exc.filename = str(log_path)
+        raise
+
+
+def _stream_build_logged(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files, progress,
+                         made, reused, running):
     step, new_id, error, cached = "(before the first step)", None, None, False
     started = time.monotonic()
     with open(log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
@@ -202,10 +236,19 @@ def _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bund
 
 def discard(client, made: list[str]) -> None:
     """Removes the step images a build made, newest first, with the untagged parents only they
-    use. A tagged image (the base, a prerequisite) and one another image still uses are kept."""
+    use. A tagged image (the base, a prerequisite) and one another image still uses are kept.
+    While another build runs on the engine they are left to it (see enginelock)."""
+    with enginelock.exclusive() as alone:
+        if not alone:
+            enginelock.defer(made)
+            return
+        remove_untagged(client, list(made) + enginelock.take_pending())
+
+
+def remove_untagged(client, images: list[str]) -> None:
     import docker.errors
 
-    for short in reversed(made):
+    for short in reversed(images):
         try:
             if client.api.inspect_image(short).get("RepoTags"):
                 continue

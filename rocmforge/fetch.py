@@ -78,28 +78,66 @@ def cache_dir(work: Path) -> Path:
 
 
 def store(work: Path, path: Path) -> str:
+    """Copy a file into the cache under its sha256. Written beside and renamed into place, so a
+    concurrent build or an interrupted copy never leaves a partial file under a digest name; an
+    entry whose bytes no longer match its name is replaced."""
     digest = _sha256(path)
     dest = cache_dir(work) / digest
-    if not dest.exists():
-        shutil.copyfile(path, dest)
+    if not dest.exists() or _sha256(dest) != digest:
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{digest[:12]}-")
+        try:
+            with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
+                shutil.copyfileobj(src, out)
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return digest
 
 
+def _cached_bytes(cached: Path, digest: str) -> tuple[bytes | None, str | None]:
+    """(bytes, None) when the cache holds the wheel intact; (None, actual sha256) when its file is
+    corrupt, which is then removed; (None, None) when it is not there. The hash is taken of the
+    bytes returned, so what goes into the build is what was checked."""
+    try:
+        data = cached.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual == digest:
+        return data, None
+    cached.unlink(missing_ok=True)
+    return None, actual
+
+
+def _download_wheel(name: str, entry: dict, python: str, work: Path, ca_bundle) -> None:
+    with tempfile.TemporaryDirectory(dir=_mk(work), prefix="fetch-") as tmp:
+        _pip_download(["--no-deps", f"{name}=={entry['version']}"] + _target_args(python), Path(tmp), ca_bundle)
+        for wheel in Path(tmp).glob("*.whl"):
+            if _sha256(wheel) in entry["sha256"]:
+                store(work, wheel)
+
+
 def wheels_for(locked: dict, python: str, work: Path, ca_bundle=None) -> dict[str, bytes]:
-    """The locked wheels as {file name: bytes}, from the cache or downloaded and verified."""
+    """The locked wheels as {file name: bytes}, from the cache or downloaded and verified. A cached
+    wheel whose bytes do not match its sha256 is never used: it is removed and fetched again."""
     files: dict[str, bytes] = {}
     for name, entry in sorted(locked.items()):
         digest = entry["sha256"][0]
         cached = cache_dir(work) / digest
-        if not cached.exists():
-            with tempfile.TemporaryDirectory(dir=_mk(work), prefix="fetch-") as tmp:
-                _pip_download(["--no-deps", f"{name}=={entry['version']}"] + _target_args(python), Path(tmp), ca_bundle)
-                for wheel in Path(tmp).glob("*.whl"):
-                    if _sha256(wheel) in entry["sha256"]:
-                        store(work, wheel)
-        if not cached.exists() or _sha256(cached) != digest:
-            raise FetchError(f"{name}=={entry['version']}: no downloadable wheel has the locked sha256 {digest}")
-        files[entry["file"]] = cached.read_bytes()
+        data, corrupt = _cached_bytes(cached, digest)
+        if data is None:
+            what = f"{name}=={entry['version']}"
+            why = (f"{what}: the cached wheel {cached} was corrupt (sha256 {corrupt}, expected {digest}) "
+                   "and was removed; ") if corrupt else ""
+            try:
+                _download_wheel(name, entry, python, work, ca_bundle)
+            except FetchError as exc:
+                raise FetchError(f"{why}fetching it again failed: {exc}" if why else str(exc)) from None
+            data, _ = _cached_bytes(cached, digest)
+            if data is None:
+                raise FetchError(f"{why}{what}: no downloadable wheel has the locked sha256 {digest}")
+        files[entry["file"]] = data
     return files
 
 

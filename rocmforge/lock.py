@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import bases, fetch, lockfile
+from . import aptmirror, bases, fetch, lockfile
+from .errors import BuildError
 from .matrix import Matrix
 
 INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
@@ -27,23 +28,27 @@ class AptProbe:
     def __init__(self, client, image: str) -> None:
         from .container import TrackedContainer
 
+        setup_env, self.env = aptmirror.container_env()
         self.tc = TrackedContainer(client, image).start()
-        r = self.tc.exec("apt-get update -qq", timeout=600)
+        r = self.tc.exec(f"{aptmirror.SETUP} && {aptmirror.UPDATE} -qq", timeout=600, env=setup_env)
         if r.rc != 0:
             self.close()
+            if aptmirror.unreachable_hint(r.output):   # every entry would fail alike: stop with one message
+                raise BuildError(f"lock: {aptmirror.unreachable_message(aptmirror.from_env())}")
             raise RuntimeError(f"apt-get update failed in {image}: {r.output[-500:]}")
 
     def simulate(self, pins: list[str]) -> dict[str, str]:
         """Packages (name → version) that `apt-get install --no-install-recommends PINS` would install."""
         if not pins:
             return {}
-        r = self.tc.exec(["apt-get", "install", "-s", "-y", "--no-install-recommends", *pins], timeout=600)
+        r = self.tc.exec(["apt-get", "install", "-s", "-y", "--no-install-recommends", *pins], timeout=600,
+                         env=self.env)
         if r.rc != 0:
             raise RuntimeError(_apt_error(r.output))
         return {m.group(1).split(":")[0]: m.group(2) for m in map(INST_RE.match, r.stdout.splitlines()) if m}
 
     def available(self, names: list[str]) -> dict[str, list[str]]:
-        r = self.tc.exec(["apt-cache", "madison", *names], timeout=300)
+        r = self.tc.exec(["apt-cache", "madison", *names], timeout=300, env=self.env)
         out: dict[str, list[str]] = {n: [] for n in names}
         for line in r.stdout.splitlines():
             parts = [p.strip() for p in line.split("|")]

@@ -58,39 +58,137 @@ def empty() -> dict:
     return {"schema": 1, **{s: {} for s in SECTIONS}}
 
 
+REGENERATE = "regenerate it with `python build.py lock`"
+IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
 def load(path: Path) -> dict:
+    """The lock at path ({} sections when there is none). Anything `build.py lock` would not have
+    written (binary data, another file, a file cut short, a value of the wrong type) is refused
+    with the file, line and field: builds must never read pins from a half-lock."""
     if not path.exists():
         return empty()
+    _require_text(path)
     data, src = yamlsrc.load(path)
-    if not isinstance(data, dict) or data.get("schema") != 1:
-        raise UserError("not a rocmforge lock (expected 'schema: 1'); regenerate it with `python build.py lock`",
-                        file=src.name, line=1, field="schema")
+    if not isinstance(data, dict):
+        raise UserError(f"not a rocmforge lock (a {type(data).__name__}, not a mapping); {REGENERATE}",
+                        file=src.name, line=1)
+    unknown = [k for k in data if k != "schema" and k not in SECTIONS]
+    if unknown:
+        raise src.error((unknown[0],), f"not a section of a rocmforge lock (known: schema, {', '.join(SECTIONS)}); "
+                        + REGENERATE)
+    if "schema" not in data:
+        # `lock` writes sorted keys, so 'schema: 1' is its last line: without it the file was cut short.
+        last = len(path.read_bytes().splitlines()) or 1
+        raise UserError(f"no 'schema: 1', the line `build.py lock` writes last: the file is cut short or not a "
+                        f"rocmforge lock; {REGENERATE}", file=src.name, line=last, field="schema")
+    if data["schema"] != 1:
+        raise src.error(("schema",), f"not a rocmforge lock (expected 'schema: 1'); {REGENERATE}")
     for section in SECTIONS:
         value = data.setdefault(section, {})
-        if not isinstance(value, dict):
-            raise src.error((section,), "must be a mapping")
-    for stack, base in data["bases"].items():
-        if not isinstance(base, dict):
-            raise src.error(("bases", stack), "must be a mapping")
-        digest = base.get("digest")
-        if digest is not None and not DIGEST_RE.match(str(digest)):
-            raise src.error(("bases", stack, "digest"), "must be sha256:<64 hex> or null")
-    for step, pins in data["apt"].items():
-        if not isinstance(pins, dict) or not all(isinstance(v, str) and v for v in pins.values()):
-            raise src.error(("apt", step), "must map package names to version strings")
-    for comp, files in data["python"].items():
-        for pkg, entry in (files or {}).items():
-            if not isinstance(entry, dict) or "version" not in entry or not all(
-                    SHA256_RE.match(h) for h in entry.get("sha256", [])):
-                raise src.error(("python", comp, pkg), "needs 'version' and 'sha256' (a list of 64-hex hashes)")
-    for comp, entry in data["held"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("packages"), dict) or "torch_version" not in entry:
-            raise src.error(("held", comp), "needs 'packages' (name: version) and 'torch_version'")
-    for comp, entry in data["git"].items():
-        commit = (entry or {}).get("commit")
-        if commit is not None and not COMMIT_RE.match(str(commit)):
-            raise src.error(("git", comp, "commit"), "must be a 40-character commit or null")
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise src.error((section,), "must be a mapping of names")
+    for check, section in ((_check_base, "bases"), (_check_apt, "apt"), (_check_python, "python"),
+                           (_check_held, "held"), (_check_git, "git")):
+        for name, entry in data[section].items():
+            problem = check(entry)
+            if problem:
+                loc, message = problem
+                raise src.error((section, name, *loc), message)
     return data
+
+
+def _require_text(path: Path) -> None:
+    """A lock is UTF-8 YAML: name the first byte that is not (YAML's reader would not)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    bad = raw.find(b"\0")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.start if bad < 0 else min(bad, exc.start)
+    if bad >= 0:
+        raise UserError(f"not a text file (byte {raw[bad]:#04x} at offset {bad}): not a rocmforge lock; {REGENERATE}",
+                        file=str(path), line=raw[:bad].count(b"\n") + 1)
+    if not any(line.strip() and not line.lstrip().startswith(b"#") for line in raw.splitlines()):
+        raise UserError(f"empty (no pins, only comments or nothing): cut short or not a rocmforge lock; {REGENERATE}",
+                        file=str(path), line=1)
+
+
+def _str_map(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) and v for k, v in value.items())
+
+
+def _opt(value, pattern: re.Pattern) -> bool:
+    return value is None or (isinstance(value, str) and bool(pattern.match(value)))
+
+
+def _check_base(base):
+    if not isinstance(base, dict):
+        return (), "must be a mapping"
+    if base.get("kind", "bootstrap") not in ("bootstrap", "registry"):
+        return ("kind",), "must be 'bootstrap' or 'registry'"
+    if not _opt(base.get("digest"), DIGEST_RE):
+        return ("digest",), "must be sha256:<64 hex> or null"
+    if not _opt(base.get("image_id"), IMAGE_ID_RE):
+        return ("image_id",), "must be sha256:<64 hex> or null"
+    if not _opt(base.get("recipe"), SHA256_RE):
+        return ("recipe",), "must be 64 hex digits or null"
+    if "packages" in base and not _str_map(base["packages"]):
+        return ("packages",), "must map package names to version strings"
+    return None
+
+
+def _check_apt(pins):
+    if not isinstance(pins, dict):
+        return (), "must map package names to version strings"
+    for name, version in pins.items():
+        if not isinstance(name, str) or not isinstance(version, str) or not version:
+            return (name,), f"{version!r} is not a version string (quote versions that look like numbers)"
+    return None
+
+
+def _check_python(files):
+    if files is None:
+        return None
+    if not isinstance(files, dict):
+        return (), "must map package names to their version, file and sha256 hashes"
+    for pkg, entry in files.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("version"), str):
+            return (pkg,), "needs 'version' and 'sha256' (a list of 64-hex hashes)"
+        hashes = entry.get("sha256")
+        if not isinstance(hashes, list):
+            return (pkg, "sha256"), "must be a list of 64-hex hashes"
+        for i, h in enumerate(hashes):
+            if not isinstance(h, str) or not SHA256_RE.match(h):
+                return (pkg, "sha256", i), f"{h!r} is not a 64-hex sha256 (cut short?)"
+        if not isinstance(entry.get("file", ""), str):
+            return (pkg, "file"), "must be a wheel file name"
+    return None
+
+
+def _check_held(entry):
+    if (not isinstance(entry, dict) or not _str_map(entry.get("packages"))
+            or not isinstance(entry.get("torch_version"), str)):
+        return (), "needs 'packages' (name: version) and 'torch_version'"
+    if not (entry.get("torch_hip") is None or isinstance(entry["torch_hip"], str)):
+        return ("torch_hip",), "must be a version string or null"
+    return None
+
+
+def _check_git(entry):
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        return (), "must be a mapping with 'url', 'ref' and 'commit'"
+    if not _opt(entry.get("commit"), COMMIT_RE):
+        return ("commit",), "must be a 40-character commit or null"
+    for key in ("url", "ref"):
+        if not isinstance(entry.get(key, ""), str):
+            return (key,), "must be a string"
+    return None
 
 
 def dump(data: dict) -> str:

@@ -10,7 +10,9 @@ import uuid
 import warnings
 from pathlib import Path
 
+from . import aptmirror
 from .plan import TargetPlan
+from .render import _atomic_write
 
 PY_INVENTORY = ("import importlib.metadata as m, json; "
                 "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
@@ -33,7 +35,9 @@ def inventory(client, image: str) -> dict:
     return {"dpkg": dict(sorted(dpkg.items())), "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower()))}
 
 
-def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: dict | None) -> dict:
+def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: dict | None,
+                  apt_mirror: str | None = None) -> dict:
+    """apt_mirror: the Debian archive the build's apt read from (recorded; not part of the image)."""
     git = {item[1]: {"url": item[2], "commit": item[3]} for item in tp.fetches if item[0] == "git"}
     base = lock.get("bases", {}).get(tp.stack, {})
     return {
@@ -44,6 +48,7 @@ def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: 
                  "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.get("digest"),
                  "image_id": base.get("image_id"), "recipe": base.get("recipe")},
         "dpkg": inv["dpkg"], "python": inv["python"], "git": git, "suites": suites,
+        "apt_mirror": apt_mirror or aptmirror.effective(),
     }
 
 
@@ -81,9 +86,41 @@ def write(state: Path, manifest: dict) -> Path:
     folder = state / "artifacts" / manifest["target"]
     folder.mkdir(parents=True, exist_ok=True)
     sbom = make_sbom(manifest)
-    (folder / "sbom.cdx.json").write_text(sbom)
+    # Each replaced whole: a full disk leaves the previous file, never a truncated one.
+    _atomic_write(folder / "sbom.cdx.json", sbom.encode())
     digest = hashlib.sha256(sbom.encode()).hexdigest()
-    (folder / "sbom.cdx.json.sha256").write_text(f"{digest}  sbom.cdx.json\n")
+    _atomic_write(folder / "sbom.cdx.json.sha256", f"{digest}  sbom.cdx.json\n".encode())
     manifest = {**manifest, "sbom_sha256": digest}
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    _atomic_write(folder / "manifest.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     return folder
+
+
+# -- reading side: what the report links to ----------------------------------------------------
+def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | None]:
+    """The target's manifest and SBOM, each only when it is what `write` made: a manifest of this
+    target, and an SBOM whose sha256 its manifest records. Anything else is not linked, with a
+    warning naming the file."""
+    from .records import load_internal, warn_ignored
+
+    folder = state / "artifacts" / target
+    fix = f"run `python build.py manifest --target {target}` again"
+    manifest = load_internal(folder / "manifest.json", lambda d: _manifest_problem(d, target), fix)
+    if manifest is None:
+        return None, None
+    sbom = folder / "sbom.cdx.json"
+    try:
+        digest = hashlib.sha256(sbom.read_bytes()).hexdigest()
+    except OSError:
+        return folder / "manifest.json", None
+    if digest != manifest.get("sbom_sha256"):
+        warn_ignored(sbom, "does not match the sbom_sha256 its manifest records", fix=fix)
+        return folder / "manifest.json", None
+    return folder / "manifest.json", sbom
+
+
+def _manifest_problem(data, target: str) -> str | None:
+    if not isinstance(data, dict) or data.get("target") != target:
+        return f"not a manifest of {target}"
+    if not isinstance(data.get("image_id"), str) or not isinstance(data.get("sbom_sha256"), str):
+        return "not a manifest written by rocmforge (no 'image_id' or 'sbom_sha256')"
+    return None

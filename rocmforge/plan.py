@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import bases, lockfile
+from .errors import UserError
 from .matrix import Matrix
 from .render import Renderer
 
@@ -162,6 +163,14 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
             content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
             bootstrap_stack=bootstrap_stack, fetches=tuple(fetches), registry_base=registry_base)
     return plan
+
+
+def require_resolved(tp: TargetPlan, field: str = "--target") -> None:
+    """The one gate of every command that builds, or needs a build of, a target: a target whose pins are
+    unresolved renders `@sha256:UNRESOLVED` on purpose, so it is refused here, before the engine is asked."""
+    if tp.unresolved:
+        raise UserError(f"target {tp.name!r} cannot be built until its pins are resolved: "
+                        + "; ".join(tp.unresolved), field=field)
 
 
 def load_plan(matrix_path: Path | str) -> BuildPlan:

@@ -17,6 +17,7 @@ from .errors import BuildError, UserError
 LABEL_TARGET = "io.rocmforge.target"
 LABEL_HASH = "io.rocmforge.content-hash"
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")   # the registry's own rule for a tag
 RECORD_KEYS = ("content_hash", "digest", "image_id", "registry", "repository", "suites", "tags", "target")
 
 
@@ -177,26 +178,40 @@ def pull(client, target_name: str, *, record_dir) -> dict:
 
 
 def read_record(path: Path, target_name: str) -> dict:
+    """The publish record `pull` trusts: refused (exit 2, naming file, line or field) unless it is
+    exactly what `push` writes."""
+    from .records import BadRecord, read_json
+
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        record = read_json(path)
+    except BadRecord as exc:
+        raise UserError(f"not a usable publish record: {exc.message}; restore it from version control or run "
+                        f"`python build.py push --target {target_name} --registry ...` again",
+                        file=str(path), line=exc.line) from None
+    except OSError as exc:
+        raise UserError(f"unreadable publish record: {exc.strerror or exc}", file=str(path)) from None
+    if record is None:
         raise UserError(f"no publish record for {target_name!r}; run `python build.py push --target "
-                        f"{target_name} --registry ...` first", file=str(path)) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"unreadable publish record: {exc}", file=str(path)) from None
+                        f"{target_name} --registry ...` first", file=str(path))
     if not isinstance(record, dict):
-        raise UserError("a publish record is a JSON object", file=str(path))
+        raise UserError(f"not a publish record: a JSON {type(record).__name__}, not an object", file=str(path))
     for key in RECORD_KEYS:
         if key not in record:
             raise UserError("missing from the publish record", file=str(path), field=key)
+    for key in ("content_hash", "registry", "repository", "target"):
+        if not isinstance(record[key], str) or not record[key].strip():
+            raise UserError(f"{record[key]!r} is not a non-empty string", file=str(path), field=key)
     if record["target"] != target_name:
         raise UserError(f"the record is for target {record['target']!r}, not {target_name!r}", file=str(path),
                         field="target")
     for key in ("digest", "image_id"):
         if not isinstance(record[key], str) or not DIGEST_RE.match(record[key]):
             raise UserError(f"{record[key]!r} is not a sha256 digest", file=str(path), field=key)
-    if not isinstance(record["tags"], list) or not record["tags"] or not all(isinstance(t, str) for t in record["tags"]):
-        raise UserError("a non-empty list of tags is expected", file=str(path), field="tags")
+    if not isinstance(record["tags"], list) or not record["tags"] or not all(
+            isinstance(t, str) and _TAG_RE.match(t) for t in record["tags"]):
+        raise UserError("a non-empty list of image tags is expected", file=str(path), field="tags")
+    if not isinstance(record["suites"], dict):
+        raise UserError("a mapping of suite names to their status is expected", file=str(path), field="suites")
     return record
 
 

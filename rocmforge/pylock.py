@@ -15,6 +15,8 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import aptmirror
+
 # The distributions that make up "the image's torch": never replaced by an environment.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
 WORK = "/tmp/rocmforge-lock"
@@ -81,8 +83,10 @@ def resolve(client, image: str, *, python_bin: str, requirements: dict[str, str]
     with TrackedContainer(client, image) as tc:
         if apt_pins:
             log(f"python lock in {image}: installing the {len(apt_pins)} packages the environment builds on")
-            r = tc.exec("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq "
-                        "--no-install-recommends " + " ".join(apt_pins), timeout=1800)
+            setup_env, _ = aptmirror.container_env()
+            r = tc.exec(f"export DEBIAN_FRONTEND=noninteractive; {aptmirror.SETUP} && {aptmirror.UPDATE} -qq "
+                        "&& apt-get install -y -qq --no-install-recommends " + " ".join(apt_pins),
+                        timeout=1800, env=setup_env)
             if r.rc != 0:
                 raise PythonLockError(f"installing the locked apt closure failed: {r.output.strip()[-400:]}")
         r = tc.exec([python_bin, "-c", _INSPECT], timeout=300)

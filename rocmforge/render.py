@@ -10,6 +10,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
+from . import aptmirror
 from .errors import UserError
 from .matrix import Matrix
 
@@ -36,6 +37,7 @@ class Renderer:
             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True, autoescape=False)
         self.env.filters["pin"] = lambda name, pins: (name, pins[name])
+        self.env.globals["apt_mirror"] = aptmirror   # its ARG, SETUP, UPDATE and SCRATCH
 
     def _template_error(self, exc: Exception, target: str) -> UserError:
         name = getattr(exc, "filename", None) or getattr(exc, "name", None)
@@ -184,9 +186,11 @@ def _atomic_write(path: Path, data: bytes) -> None:
             f.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
+            exc.filename = str(path)       # a full disk fails the write, which names no file
         raise
 
 

@@ -15,6 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .manifest import checked_artifacts
+from .records import load_internal
 from .verify import NOT_GPU_VERIFIED, recorded, suites_present
 
 CHECKS = "checks"          # <state>/checks/: what lock --check and verify-repro last found
@@ -69,11 +71,49 @@ def save_check(state: Path, name: str, data: dict) -> None:
     _atomic_write(state / CHECKS / f"{name}.json", json.dumps(record, indent=2).encode())
 
 
-def _load(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+def _lock_check_problem(data) -> str | None:
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) and all(isinstance(x, str) for x in data[k])
+                                             for k in ("targets", "problems")):
+        return "not a `lock --check` record (expected 'targets' and 'problems' lists)"
+    return None if isinstance(data.get("checked"), str) else "not a `lock --check` record: no 'checked' time"
+
+
+def _repro_problem(data, name: str) -> str | None:
+    if not isinstance(data, dict) or data.get("target") != name:
+        return f"not a `verify-repro` record of {name}"
+    if not isinstance(data.get("identical"), bool) or not isinstance(data.get("image_ids"), list) \
+            or not all(isinstance(i, str) for i in data["image_ids"]) or not isinstance(data.get("checked"), str):
+        return "not a `verify-repro` record (expected 'identical', 'image_ids' and 'checked')"
+    return None
+
+
+def _lock_check(state: Path) -> dict | None:
+    return load_internal(state / CHECKS / "lock.json", _lock_check_problem,
+                         "run `python build.py lock --check` again")
+
+
+def _repro(state: Path, name: str) -> dict | None:
+    return load_internal(state / CHECKS / f"repro-{name}.json", lambda d: _repro_problem(d, name),
+                         f"run `python build.py verify-repro --target {name}` again")
+
+
+def _published_problem(data, name: str) -> str | None:
+    """What the report shows of a publish record must be sound (`pull` checks the whole record)."""
+    from .publish import DIGEST_RE
+
+    if not isinstance(data, dict) or data.get("target") != name:
+        return f"not a publish record of {name}"
+    for key in ("digest", "image_id"):
+        if not isinstance(data.get(key), str) or not DIGEST_RE.match(data[key]):
+            return f"{key}: {data.get(key)!r} is not a sha256 digest"
+    if not any(isinstance(data.get(k), str) and data[k] for k in ("registry", "repository")):
+        return "names neither a registry nor a repository"
+    return None
+
+
+def _published(record_dir: Path, name: str) -> dict | None:
+    return load_internal(record_dir / f"{name}.json", lambda d: _published_problem(d, name),
+                         f"restore it from version control or run `python build.py push --target {name}` again")
 
 
 def _pins(lock: dict, matrix, name: str) -> dict[str, int]:
@@ -97,7 +137,7 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
     from . import engine
 
     suites = suites_present()
-    lock_check = _load(state / CHECKS / "lock.json")
+    lock_check = _lock_check(state)
     rows = []
     for name in plan.order():
         tp, t = plan.targets[name], plan.matrix.targets[name]
@@ -116,20 +156,20 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
                 cells[s] = SuiteCell("not run", f"python build.py test --target {name}")
             else:
                 cells[s] = SuiteCell(rec["suites"][s]["status"], rec["suites"][s].get("detail", ""))
-        published = _load(record_dir / f"{name}.json")
-        artifacts = state / "artifacts" / name
+        published = _published(record_dir, name)
+        manifest_path, sbom_path = checked_artifacts(state, name)
 
-        def rel(path: Path) -> str | None:
-            return os.path.relpath(path, out_dir) if path.is_file() else None
+        def rel(path: Path | None) -> str | None:
+            return os.path.relpath(path, out_dir) if path else None
 
         rows.append(TargetRow(
             name=name, description=t.description, stack=t.stack, rocm=stack.rocm, archs=list(t.archs),
             state=state_name, why_unresolved=list(tp.unresolved), content_tag=tp.content_tag, image_id=image,
             size_bytes=size, suites=cells, pins=_pins(lock, plan.matrix, name),
             drift=_drift(lock_check, plan.matrix, name), drift_checked=(lock_check or {}).get("checked"),
-            repro=_load(state / CHECKS / f"repro-{name}.json"),
+            repro=_repro(state, name),
             published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")} if published else None,
-            manifest=rel(artifacts / "manifest.json"), sbom=rel(artifacts / "sbom.cdx.json")))
+            manifest=rel(manifest_path), sbom=rel(sbom_path)))
     return Report(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), matrix=matrix_label,
                   host_gpu=Path("/dev/kfd").exists(), suites=suites, targets=rows)
 

@@ -28,6 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
+from . import aptmirror
 from .bases import canonical_json
 from .errors import BuildError
 
@@ -578,6 +579,9 @@ def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int) -> bytes:
     out["history"] = [{**{k: h[k] for k in HISTORY_KEYS if h.get(k) not in (None, "")}, "created": created}
                       for h in cfg.get("history") or []]
     _content_sources(out["history"], diff_ids)
+    for h in out["history"]:
+        if "created_by" in h:
+            h["created_by"] = drop_site_args(h["created_by"])
     if not out["history"]:
         del out["history"]
     out["rootfs"] = {"type": "layers", "diff_ids": list(diff_ids)}
@@ -597,6 +601,24 @@ def _content_sources(history: list[dict], diff_ids: list[str]) -> None:
     for h, diff_id in zip(steps, diff_ids):
         if "created_by" in h:
             h["created_by"] = _SOURCE_SUM_RE.sub(lambda m: f"{m.group(1)}:{diff_id.split(':')[-1]}", h["created_by"])
+
+
+# The classic builder prefixes a RUN's history with the build arguments in scope ("|2 A=1 B=2 cmd").
+# Site settings (the apt mirror) change where bytes come from, not what the image is.
+SITE_ARGS = (aptmirror.ARG,)
+
+
+def drop_site_args(created_by: str) -> str:
+    m = re.match(r"\|(\d+) ", created_by)
+    if not m:
+        return created_by
+    n = int(m.group(1))
+    parts = created_by[m.end():].split(" ", n)
+    args, rest = parts[:n], parts[n:]
+    keep = [a for a in args if a.split("=", 1)[0] not in SITE_ARGS]
+    if len(keep) == n:
+        return created_by
+    return (f"|{len(keep)} " + " ".join(keep) + " " if keep else "") + " ".join(rest)
 
 
 # --- docker-archive -----------------------------------------------------------------------------
@@ -930,6 +952,10 @@ def normalise(client, image_ref: str, *, epoch: int, tags: list[str], workdir: P
         return rw.image_id
     except docker.errors.APIError as exc:
         raise ReproError(f"normalise {image_ref}: the engine refused: {exc}") from None
+    except OSError as exc:      # a write to an open layer file names no path: "No space left" says where
+        if exc.errno is not None and exc.filename is None:
+            exc.filename = str(tmp)
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -83,17 +83,38 @@ def run_suites(client, image_ref: str, target: str | None, matrix: Path,
 
 
 def record(state: Path, report: dict) -> Path:
-    """Keep the outcome by image ID: publishing later checks that this exact image passed."""
-    path = state / "results" / f"{report['image_id'].split(':')[-1]}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({k: v for k, v in report.items() if k != "log"}, indent=2))
+    """Keep the outcome by image ID: publishing later checks that this exact image passed. Written
+    atomically: a killed run leaves the previous record or none, never half of one."""
+    from .render import _atomic_write
+
+    path = _results_path(state, report["image_id"])
+    _atomic_write(path, json.dumps({k: v for k, v in report.items() if k != "log"}, indent=2).encode())
     return path
 
 
 def recorded(state: Path, image_id: str) -> dict | None:
-    """The suite outcome recorded for exactly this image ID, or None when it was never tested."""
-    path = state / "results" / f"{image_id.split(':')[-1]}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    """The suite outcome recorded for exactly this image ID, or None when it was never tested. A
+    record that is not a results record of this image is never trusted: it reads as "never
+    tested" (nothing is published on its word), with a warning naming it."""
+    from .records import load_internal
+
+    return load_internal(_results_path(state, image_id), lambda data: _results_problem(data, image_id),
+                         "delete it and run `python build.py test` on the image again")
+
+
+def _results_path(state: Path, image_id: str) -> Path:
+    return state / "results" / f"{image_id.split(':')[-1]}.json"
+
+
+def _results_problem(data, image_id: str) -> str | None:
+    if not isinstance(data, dict):
+        return "not a suite results record (not a JSON object)"
+    if str(data.get("image_id", "")).split(":")[-1] != image_id.split(":")[-1]:
+        return f"records image {data.get('image_id')!r}, not {image_id}"
+    if not isinstance(data.get("ok"), bool):
+        return "not a suite results record: 'ok' is not true or false"
+    suites = data.get("suites")
+    if not isinstance(suites, dict) or not all(isinstance(s, dict) and isinstance(s.get("status"), str)
+                                               for s in suites.values()):
+        return "not a suite results record: 'suites' must map each suite to its status"
+    return None

@@ -96,7 +96,12 @@ def load(path: Path, display_name: str | None = None) -> tuple[Any, SourceMap]:
         raise UserError("file not found", file=name) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read: {exc}", file=name) from None
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:   # a character YAML refuses (a NUL, a control byte)
+        line = text.count("\n", 0, exc.position) + 1
+        raise UserError(f"not a YAML text: character {exc.character:#04x} at column "
+                        f"{exc.position - text.rfind(chr(10), 0, exc.position)}", file=name, line=line) from None
     loader.src_name = name
     try:
         node = loader.get_single_node()

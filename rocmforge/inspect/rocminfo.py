@@ -1,6 +1,10 @@
 """Parse the text that ROCm's ``rocminfo`` prints, including pastes copied from bug reports.
 
 Only the standard library is used, and :func:`parse` does no I/O: callers read the text.
+:func:`parse` accepts anything; :func:`read_saved` is for a saved output a user hands us: it
+refuses what is not a rocminfo output (binary data, another file, an empty file) and an output
+cut off before rocminfo finished, because diagnosing those would describe a host that is not
+there.
 
 How ``rocminfo`` (ROCm/rocminfo, ``rocminfo.cc``) lays out its output, which is what this parser
 follows:
@@ -32,11 +36,15 @@ from dataclasses import dataclass, field
 __all__ = [
     "INTEGRATED_GFX",
     "Agent",
+    "NotRocminfo",
     "RocmInfo",
+    "decode",
     "discrete_only_visible_devices",
     "format_table",
     "gfx_base",
     "parse",
+    "read_saved",
+    "recognise",
 ]
 
 # GPU processors that only exist as integrated GPUs (APUs). A gfx name that is also used by a
@@ -414,6 +422,93 @@ def parse(text: str) -> RocmInfo:
             driver = False
     return RocmInfo(driver_loaded=driver, runtime_version=runtime, agents=frozen,
                     problems=tuple(problems))
+
+
+# --------------------------------------------------------------------------- saved outputs
+
+class NotRocminfo(ValueError):
+    """A saved file that is not a (whole) rocminfo output. line: the 1-based line concerned, if any."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+# Characters no terminal output or paste holds (ESC stays: rocminfo colours its lines); U+FFFD
+# is what bytes that are not UTF-8 decode to.
+_NON_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
+_MAX_SAVED = 16 * 2**20   # rocminfo prints about 10 kB per agent
+_RUNTIME_FAILURE = re.compile(r"hsa api call failure|hsa_init failed|call returned hsa_status", re.I)
+
+
+def decode(data: bytes) -> str:
+    """The text of a saved output. Raises NotRocminfo for an empty file or binary data."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # `wsl rocminfo > out.txt` in Windows PowerShell
+        text = data.decode("utf-16", errors="replace")
+    else:
+        text = data.decode("utf-8", errors="replace")
+    if not text.strip():
+        raise NotRocminfo(("nothing but blank lines" if data else "empty file") + ", not a rocminfo output")
+    odd = len(_NON_TEXT.findall(text))
+    # A few stray bytes (a Latin-1 "®" in a CPU name) are a paste; more, or any NUL, is not text.
+    if "\x00" in text or odd > max(8, len(text) // 100):
+        raise NotRocminfo(f"binary data ({odd} of {len(text)} characters are not text), not a rocminfo output")
+    return text
+
+
+def _last_agent_header(lines: list[str], start: int, end: int) -> str | None:
+    for i in range(end, start - 1, -1):
+        m = _AGENT_HDR.match(lines[i])
+        if m:
+            return f"Agent {m.group(1)}"
+    return None
+
+
+def recognise(text: str) -> RocmInfo:
+    """Parse a saved output, refusing (NotRocminfo) text that rocminfo did not print and a run that
+    stops before rocminfo's closing ``*** Done ***``. A run is judged complete only from its
+    ``HSA System Attributes`` / ``HSA Agents`` banner on: a paste that starts mid-way has no
+    known start, so only its content is checked."""
+    info = parse(text)
+    lines = [_clean(raw[:_MAX_LINE]).strip() for raw in text.splitlines()]
+    banners = [i for i, ln in enumerate(lines) if ln.lower() in ("hsa system attributes", "hsa agents")]
+    driver_or_failure = any(_DRIVER_OK.search(ln) or _DRIVER_BAD.search(ln) or _WSL.search(ln)
+                            or _RUNTIME_FAILURE.search(ln) for ln in lines)
+    agents = any(a.name and a.device_type for a in info.agents)
+    if not (banners or driver_or_failure or agents or info.runtime_version):
+        raise NotRocminfo("not a rocminfo output (no 'ROCk module' line, no 'HSA Agents' section, no agent)")
+    if banners:
+        start = banners[-1]          # a paste may hold several runs: the last one must be whole
+        tail = lines[start:]
+        if not any(_DONE.match(ln) or _RUNTIME_FAILURE.search(ln) for ln in tail):
+            last = max(i for i, ln in enumerate(lines) if ln)
+            agent = _last_agent_header(lines, start, last)
+            where = (f"inside {agent}" if agent else "before the agent list"
+                     if lines[start].lower() == "hsa system attributes" else "before the first agent")
+            raise NotRocminfo(f"truncated rocminfo output: it stops at line {last + 1}, {where}, without "
+                              "rocminfo's closing '*** Done ***' line; save the whole output again", last + 1)
+    return info
+
+
+def read_saved(path: str) -> str:
+    """The text of the saved rocminfo output at ``path``, checked by :func:`recognise`. Raises
+    UserError (file, and the line where one line tells) for anything else."""
+    from ..errors import UserError
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_SAVED + 1)     # bounded: /dev/zero or a disk image is no rocminfo output
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    if len(data) > _MAX_SAVED:
+        raise UserError(f"larger than {_MAX_SAVED // 2**20} MiB, not a rocminfo output", file=path)
+    try:
+        text = decode(data)
+        recognise(text)
+    except NotRocminfo as exc:
+        raise UserError(exc.message, file=path, line=exc.line) from None
+    return text
 
 
 # --------------------------------------------------------------------------- text summary

@@ -517,3 +517,52 @@ def test_shim_reexports_the_probe():
     for name in ("FileArchs", "scan_bytes", "scan_file", "scan_paths", "library_coverage",
                  "main", "EF_AMDGPU_MACH"):
         assert getattr(archs, name) is getattr(PROBE_MODULE, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# What `build.py archs` adds: refusing files that cannot hold GPU code, marking files cut short
+# (the bad files themselves are the corpus in tests/unit/bad_inputs/archs/)
+
+@pytest.mark.parametrize("name", ["multi_arch_exe", "genco_bundle.hsaco", "co_gfx942.hsaco",
+                                  "co_gfx1100.hsaco", "co_gfx90a_xnack_on.hsaco"])
+def test_whole_fixtures_are_not_damaged(name):
+    assert archs.not_scannable(FIX / name) is None
+    assert archs.elf_truncation(FIX / name) is None
+    (r,) = archs.scan_checked([FIX / name])
+    assert r == archs.scan_file(FIX / name) and not archs.damaged(r)
+
+
+@pytest.mark.parametrize("name", ["multi_arch_exe", "co_gfx942.hsaco"])
+def test_every_cut_of_an_elf_is_truncated(name, tmp_path):
+    data = fixture_bytes(name)
+    cut = tmp_path / name
+    for size in sorted({16, 20, 63, 64, 100, 1000, len(data) // 2, len(data) - 1}):
+        cut.write_bytes(data[:size])
+        (r,) = archs.scan_checked([cut])
+        assert archs.damaged(r) and r.error.startswith("truncated"), (size, r.error)
+
+
+@pytest.mark.parametrize("order", ["<", ">"], ids=["little-endian", "big-endian"])
+def test_32_bit_headers_are_read_in_their_byte_order(order, tmp_path):
+    elf32 = bytearray(52)
+    elf32[:6] = b"\x7fELF\x01" + (b"\x01" if order == "<" else b"\x02")
+    struct.pack_into(order + "IIIHHHHHH", elf32, 0x1C, 52, 0, 0, 52, 32, 1, 40, 0, 0)   # one phdr at 52
+    f = tmp_path / "a32.so"
+    f.write_bytes(bytes(elf32))
+    assert "program headers end at byte 84" in archs.elf_truncation(f)
+    f.write_bytes(bytes(elf32) + struct.pack(order + "IIIIIIII", 1, 0, 0, 0, 84, 84, 5, 4))
+    assert archs.elf_truncation(f) is None
+    f.write_bytes(bytes(elf32) + struct.pack(order + "IIIIIIII", 1, 0, 0, 0, 4096, 4096, 5, 4))
+    assert "segment 0 ends at byte 4096" in archs.elf_truncation(f)
+
+
+def test_text_and_empty_files_are_not_scannable(tmp_path):
+    (tmp_path / "notes.txt").write_text("gfx90a\n")
+    (tmp_path / "empty.so").write_bytes(b"")
+    assert "can hold no GPU code" in archs.not_scannable(tmp_path / "notes.txt")
+    assert archs.not_scannable(tmp_path / "empty.so").startswith("empty file")
+    assert archs.not_scannable(tmp_path) is None                     # a folder is walked
+    (tmp_path / "TensileLibrary_gfx90a.dat").write_bytes(b"\x82lazy")
+    assert archs.not_scannable(tmp_path / "TensileLibrary_gfx90a.dat") is None
+    (tmp_path / "libx.a").write_bytes(b"!<arch>\n")
+    assert archs.not_scannable(tmp_path / "libx.a") is None

@@ -13,7 +13,11 @@ STACK = load_matrix(ROOT / "matrix.yaml").stacks["debian13-rocm5.7"]
 
 
 def _fake_rootfs(root, stamp):
-    for rel, data in {"etc/os-release": b"ID=debian\n", "etc/resolv.conf": b"nameserver 10.0.0.1\n",
+    day = 20000 + stamp[-1]   # debootstrap dates each shadow entry by the day it ran
+    for rel, data in {"etc/shadow": b"root:*:%d:0:99999:7:::\n_apt:!:%d::::::\n" % (day, day),
+                      "etc/shadow-": b"root:*:%d:0:99999:7:::\n" % day,
+                      "etc/apt/sources.list": b"deb http://mirror-%s.example/debian trixie main\n" % stamp,
+                      "etc/os-release": b"ID=debian\n", "etc/resolv.conf": b"nameserver 10.0.0.1\n",
                       "etc/hostname": b"builder-42\n", "var/log/dpkg.log": stamp,
                       "var/cache/ldconfig/aux-cache": stamp, "var/lib/apt/lists/x_Packages": stamp,
                       "usr/bin/tool": b"#!/bin/sh\n"}.items():
@@ -29,11 +33,13 @@ def test_normalised_layers_are_identical_and_scrubbed(tmp_path):
     for i, stamp in enumerate((b"run-one", b"run-two")):
         root = tmp_path / f"r{i}"
         _fake_rootfs(root, stamp)
-        bootstrap.normalise(root)
+        bootstrap.normalise(root, "trixie")
         assert (root / "etc/resolv.conf").read_bytes() == b""
         assert not (root / "var/log/dpkg.log").exists()
         assert not (root / "var/lib/apt/lists/x_Packages").exists()
         assert (root / "var/lib/apt/lists/partial").is_dir()
+        assert (root / "etc/shadow").read_bytes() == b"root:*::0:99999:7:::\n_apt:!:::::::\n"
+        assert (root / "etc/apt/sources.list").read_bytes() == b"deb http://deb.debian.org/debian trixie main\n"
         ids.append(bootstrap.layer_tar(root, tmp_path / f"l{i}.tar"))
     assert ids[0] == ids[1]
     with tarfile.open(tmp_path / "l0.tar") as t:
@@ -48,7 +54,7 @@ from rocmforge import bootstrap
 from rocmforge.matrix import load_matrix
 root, out = Path(sys.argv[1]), Path(sys.argv[2])
 stack = load_matrix(sys.argv[3]).stacks["debian13-rocm5.7"]
-bootstrap.normalise(root)
+bootstrap.normalise(root, "trixie")
 diff = bootstrap.layer_tar(root, out.with_suffix(".layer"))
 cfg = bootstrap.image_config(diff, "debian13-rocm5.7", stack)
 print(bootstrap.write_archive(out.with_suffix(".layer"), diff, cfg, "rocmforge/base-x:recipe-1", out))

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import errno
 import json
+
+import pytest
 
 from tests.conftest import ROOT, run_cli
 from rocmforge.matrix import load_matrix
@@ -66,7 +69,8 @@ def test_makefile_recipes_are_one_build_py_call():
 def test_report_to_an_unwritable_folder_is_a_user_error(tmp_path):
     proc = run_cli("--state-dir", str(tmp_path), "report", "--out", "/proc/rocmforge-report")
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "--out" in proc.stderr and "cannot write the report" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: /proc/rocmforge-report: --out: cannot create anything in /proc")
+    assert "Traceback" not in proc.stderr
 
 
 def test_list_table_keeps_names_whole_at_80_columns():
@@ -76,3 +80,40 @@ def test_list_table_keeps_names_whole_at_80_columns():
     for name in load_matrix(ROOT / "matrix.yaml").targets:
         assert name in table, f"{name} is cut in the 80-column table"
     assert max(len(line) for line in table.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("exc,code,line", [
+    (OSError(errno.ENOSPC, "No space left on device", "/var/x/layer.tar"), 1,
+     "error: /var/x/layer.tar: No space left on device"),
+    (OSError(errno.EDQUOT, "Disk quota exceeded", "/q"), 1, "error: /q: Disk quota exceeded"),
+    (PermissionError(errno.EACCES, "Permission denied", "/etc/x"), 2, "error: /etc/x: Permission denied"),
+    (OSError(errno.EXDEV, "Invalid cross-device link", "/a", None, "/b"), 2,
+     "error: /a -> /b: Invalid cross-device link"),
+    (ConnectionError("connection\nrefused"), 1, "error: connection refused"),
+])
+def test_last_resort_for_os_errors_is_one_line(monkeypatch, capsys, exc, code, line):
+    """A bad path no early check foresaw exits 2; the machine failing (full disk, network) exits 1."""
+    from rocmforge import cli
+
+    def fail(self):
+        raise exc
+
+    monkeypatch.setattr(cli.App, "cmd_list", fail)
+    assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"]) == code
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_last_resort_for_docker_errors_and_bugs(monkeypatch, capsys):
+    import docker.errors
+
+    from rocmforge import cli
+
+    raised = []
+    monkeypatch.setattr(cli.App, "cmd_list", lambda self: (_ for _ in ()).throw(raised[-1]))
+    raised.append(docker.errors.ContainerError("c1", 3, "true", "img", b"line one\nline two"))
+    assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Docker engine: ") and err.count("\n") == 1
+    raised.append(ZeroDivisionError("a bug of ours"))
+    with pytest.raises(ZeroDivisionError):     # a bug keeps its traceback
+        cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"])

@@ -577,3 +577,15 @@ def test_built_targets_from_plan():
         "hip-devel": SimpleNamespace(archs=("gfx90a", "gfx1100"), content_tag="rocmforge/hip-devel:content-bbb"),
     })
     assert doctor.built_targets_from_plan(client, plan) == {"hip-runtime": ("gfx90a", "gfx1100")}
+
+
+def test_a_saved_file_that_is_not_a_whole_rocminfo_output_is_refused_before_the_engine(tmp_path):
+    cut = tmp_path / "cut.txt"
+    cut.write_text("".join(fixture("w7900-with-igpu-first.txt").splitlines(keepends=True)[:90]))
+    with pytest.raises(UserError, match="truncated rocminfo output") as exc:
+        doctor.run(rocminfo_file=str(cut), client=SimpleNamespace())   # an engine call would raise AttributeError
+    assert exc.value.file == str(cut) and exc.value.line == 90
+    (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(UserError, match="not a rocminfo output"):
+        gather(client=FakeClient(), rocminfo_file=str(tmp_path / "passwd"), built_targets={},
+               docker_root=str(tmp_path), **fake_tree(tmp_path / "x", kfd=False, render=False))

@@ -15,11 +15,15 @@ import pytest
 from rocmforge.inspect.rocminfo import (
     INTEGRATED_GFX,
     Agent,
+    NotRocminfo,
     RocmInfo,
+    decode,
     discrete_only_visible_devices,
     format_table,
     gfx_base,
     parse,
+    read_saved,
+    recognise,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rocminfo"
@@ -345,3 +349,51 @@ def test_pathological_lines_are_fast():
     start = time.monotonic()
     parse(junk)
     assert time.monotonic() - start < 5
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved outputs handed to `rocminfo FILE` / `doctor --rocminfo FILE` (the bad ones are the corpus
+# in tests/unit/bad_inputs/rocminfo/, run through the CLI by test_bad_input_files.py)
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_fixture_is_a_whole_rocminfo_output(name):
+    text = read_saved(str(path(name)))
+    assert recognise(text) == parse(text) == parse(load(name))
+
+
+def test_utf16_saved_by_powershell_reads_like_utf8():
+    text = load("wsl.txt")
+    assert decode(text.encode("utf-16")) == text
+    assert recognise(decode(text.encode("utf-16"))) == parse(text)
+
+
+def test_a_few_stray_bytes_are_still_a_paste():
+    raw = path("mi210.txt").read_bytes().replace(b"AMD EPYC", b"AMD\xae EPYC")   # a Latin-1 (R)
+    assert recognise(decode(raw)).gpus == ["gfx90a"]
+
+
+@pytest.mark.parametrize("text", ["hello world", ":::", "Agent 7\n", "*** Done ***", "<html></html>",
+                                  "Compute Unit: lots\nMemory Properties: APU\n"])
+def test_text_that_is_not_rocminfo_is_refused(text):
+    with pytest.raises(NotRocminfo, match="not a rocminfo output"):
+        recognise(text)
+
+
+def test_a_failing_run_is_whole_without_done():
+    text = ("ROCk module is loaded\n=====================\nHSA System Attributes\n=====================\n"
+            "hsa api call failure at: /build/rocminfo/rocminfo.cc:1306\n")
+    assert recognise(text).problems[0].startswith("hsa api call failure")
+
+
+def test_cut_inside_an_agent_names_the_line_and_the_agent():
+    cut = "".join(load("mi300x-multi.txt").splitlines(keepends=True)[:400])
+    with pytest.raises(NotRocminfo) as exc:
+        recognise(cut)
+    assert exc.value.line == 400 and "inside Agent" in exc.value.message
+
+
+def test_an_endless_file_is_refused_not_read_forever():
+    from rocmforge.errors import UserError
+
+    with pytest.raises(UserError, match="larger than 16 MiB"):
+        read_saved("/dev/zero")
