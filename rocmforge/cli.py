@@ -645,7 +645,8 @@ class App:
         from . import buildcache, engine, enginelock
 
         cached = {i[:12] for n in names for i in buildcache.recorded(self.state, n)}
-        found = engine.leftovers(client, names, [] if target else sorted(self.plan.matrix.stacks), cached)
+        kept = {i[:12] for n in self.plan.targets for i in buildcache.recorded(self.state, n)}
+        found = engine.leftovers(client, names, [] if target else sorted(self.plan.matrix.stacks), cached, kept)
         if alone and not dry_run:
             found += [("leftover image", i, 0) for i in enginelock.take_pending()]
         elif not alone:

@@ -261,12 +261,14 @@ LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")   # a build or verify-repr
 CACHE_REPO = "rocmforge-cache"
 
 
-def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = frozenset()) -> list[tuple[str, str, int]]:
+def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = frozenset(),
+              kept: set[str] = frozenset()) -> list[tuple[str, str, int]]:
     """(kind, reference, bytes) of what `clean` removes: the tags of the targets' images and of the
     stacks' bases, the targets' kept build cache (tags, and the step images in `cached`), tags and
     step images an interrupted build left, and containers of such images. Step images carry no
     tag; they are found as images no tag reaches that inherited a rocmforge label (every image we
-    build or build on carries io.rocmforge.content-hash)."""
+    build or build on carries io.rocmforge.content-hash); those in `kept`, the build cache other
+    targets keep, are left alone."""
     repos = {f"rocmforge/{n}" for n in targets} | {f"rocmforge/base-{s}" for s in stacks}
     leftover = {f"{r}/{n}" for r in LEFTOVER_REPOS for n in targets}
     cache = {f"{CACHE_REPO}/{n}" for n in targets}
@@ -282,6 +284,8 @@ def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = 
             elif repo in leftover:
                 out.append(("leftover tag", tag, img.get("Size", 0)))
     for img in client.api.images(filters={"dangling": True, "label": "io.rocmforge.content-hash"}):
+        if img["Id"][7:19] in kept and img["Id"][7:19] not in cached:
+            continue   # another target's kept build cache
         kind = "build cache" if img["Id"][7:19] in cached else "leftover image"
         out.append((kind, img["Id"], img.get("Size", 0)))
     ours = {img["Id"] for img in images if any(t.rsplit(":", 1)[0] in leftover for t in img.get("RepoTags") or [])}

@@ -14,6 +14,7 @@ import yaml
 
 from tests import local_apt_mirror
 from tests.conftest import copy_project, run_cli
+from tests.integration.test_build_leftovers import assert_nothing_left, engine_state
 
 pytestmark = pytest.mark.docker
 
@@ -55,11 +56,6 @@ def _content_tag(matrix, name: str) -> str:
     return next(r["content_tag"] for r in rows if r["name"] == name)
 
 
-def _leftovers(matrix, state, target: str) -> list[str]:
-    out = _cli(matrix, state, "clean", "--target", target, "--dry-run").stdout
-    return [ln for ln in out.splitlines() if "leftover" in ln or "container" in ln]
-
-
 def test_apt_step_through_another_mirror_gives_the_same_image(docker_client, session_images, tmp_path):
     matrix = _scratch(tmp_path)
     state = tmp_path / "state"
@@ -86,12 +82,13 @@ def test_dead_mirror_during_an_apt_step(docker_client, session_images, tmp_path)
     assert _cli(matrix, state, "build", "--target", "mirror-probe").returncode == 0
     tag = _content_tag(matrix, "mirror-probe")
     before = docker_client.images.get(tag).id
+    engine_before = engine_state(docker_client)
     proc = _cli(matrix, state, "verify-repro", "--target", "mirror-probe", mirror=DEAD)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert f"the Debian mirror {DEAD} ($ROCMFORGE_DEBIAN_MIRROR) did not answer" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert docker_client.images.get(tag).id == before
-    assert _leftovers(matrix, state, "mirror-probe") == []
+    assert_nothing_left(docker_client, engine_before)   # other targets' caches are not ours
 
 
 def test_dead_mirror_during_bootstrap(docker_client, session_images, tmp_path):
@@ -110,13 +107,15 @@ def test_dead_mirror_during_lock(docker_client, session_images, tmp_path):
     matrix = _scratch(tmp_path)
     state = tmp_path / "state"
     lock_bytes = (tmp_path / "matrix.lock").read_bytes()
+    assert _cli(matrix, state, "build", "--target", "mirror-probe").returncode == 0   # the base is there
+    engine_before = engine_state(docker_client)
     for args in (["lock", "--check"], ["lock"]):
         proc = _cli(matrix, state, *args, "--target", "mirror-probe", mirror=DEAD)
         assert proc.returncode == 1, proc.stderr[-2000:]
         errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
         assert len(errors) == 1 and DEAD in errors[0] and "did not answer" in errors[0], proc.stderr[-2000:]
         assert (tmp_path / "matrix.lock").read_bytes() == lock_bytes
-    assert _leftovers(matrix, state, "mirror-probe") == []
+    assert_nothing_left(docker_client, engine_before)   # other targets' caches are not ours
 
 
 def test_lock_check_goes_through_the_mirror(docker_client, session_images, tmp_path):

@@ -468,3 +468,31 @@ def test_clean_while_another_build_runs_keeps_that_builds_step_images(docker_cli
     finally:
         for name in (second, first, other):
             forget(docker_client, matrix, state, name)
+
+
+def test_clean_of_one_target_keeps_another_targets_build_cache(docker_client, base, tmp_path):
+    matrix, state, first = project(tmp_path, f"RUN echo {uuid.uuid4().hex} > /opt/first")
+    data = yaml.safe_load(matrix.read_text())
+    second = first + "-second"   # on top of the first: its step images carry our labels
+    data["targets"][second] = {**data["targets"][first], "from_target": first}
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    tpl = tmp_path / "templates" / "Dockerfile.j2"   # a builder stage: an untagged leaf image the cache keeps
+    text = tpl.read_text().replace(
+        '{% import "partials/_common.j2" as common %}\n',
+        '{% import "partials/_common.j2" as common %}\n'
+        f"{{% if name == '{second}' %}}FROM {{{{ from_ref }}}} AS early\nRUN touch /opt/early\n{{% endif %}}\n")
+    tpl.write_text(text.replace(f"{{% if name == '{first}' %}}",
+                                f"{{% if name == '{second}' %}}COPY --from=early /opt/early /opt/early\n"
+                                f"{{% endif %}}{{% if name == '{first}' %}}"))
+    try:
+        built(docker_client, matrix, state, first)
+        built(docker_client, matrix, state, second)
+        theirs = cache_images(docker_client, state, second)
+        assert theirs, "the second target kept no build cache to protect"
+        listed = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", first, "--dry-run")
+        assert not [i for i in theirs if i in listed.stdout], listed.stdout
+        assert run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", first).returncode == 0
+        assert all(docker_client.api.inspect_image(i) for i in theirs)
+    finally:
+        for name in (first, second):
+            forget(docker_client, matrix, state, name)
