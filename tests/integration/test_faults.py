@@ -431,14 +431,11 @@ def test_two_builds_of_one_target_at_once_agree_and_leave_nothing(docker_client,
 
 # -- 5b. `clean` while another build runs --------------------------------------------------------
 
-def test_clean_while_another_build_runs_keeps_that_builds_step_images(docker_client, base, tmp_path):
-    """A finished stage waits as an untagged image (carrying its base's labels) until a later
-    stage copies from it; `clean` of an unrelated target must not take it from the running build."""
-    matrix, state, first = project(tmp_path, "RUN touch /opt/first")
+def with_builder_stage(tmp_path, matrix: Path, first: str, second: str, before_copy: str = "") -> None:
+    """Adds target `second` on top of `first`, with a builder stage (an untagged leaf image while
+    and after it builds, carrying our labels) that its last stage copies from."""
     data = yaml.safe_load(matrix.read_text())
-    second, other = first + "-on-top", first + "-other"
     data["targets"][second] = {**data["targets"][first], "from_target": first}
-    data["targets"][other] = dict(data["targets"][first])
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     tpl = tmp_path / "templates" / "Dockerfile.j2"
     text = tpl.read_text().replace(
@@ -446,8 +443,19 @@ def test_clean_while_another_build_runs_keeps_that_builds_step_images(docker_cli
         '{% import "partials/_common.j2" as common %}\n'
         f"{{% if name == '{second}' %}}FROM {{{{ from_ref }}}} AS early\nRUN touch /opt/early\n{{% endif %}}\n")
     tpl.write_text(text.replace(f"{{% if name == '{first}' %}}",
-                                f"{{% if name == '{second}' %}}RUN sleep 8\nCOPY --from=early /opt/early /opt/early\n"
+                                f"{{% if name == '{second}' %}}{before_copy}COPY --from=early /opt/early /opt/early\n"
                                 f"{{% endif %}}{{% if name == '{first}' %}}"))
+
+
+def test_clean_while_another_build_runs_keeps_that_builds_step_images(docker_client, base, tmp_path):
+    """A finished stage waits as an untagged image (carrying its base's labels) until a later
+    stage copies from it; `clean` of an unrelated target must not take it from the running build."""
+    matrix, state, first = project(tmp_path, "RUN touch /opt/first")
+    second, other = first + "-on-top", first + "-other"
+    data = yaml.safe_load(matrix.read_text())
+    data["targets"][other] = dict(data["targets"][first])
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    with_builder_stage(tmp_path, matrix, first, second, before_copy="RUN sleep 8\n")
     try:
         built(docker_client, matrix, state, first)
         built(docker_client, matrix, state, other)
@@ -472,18 +480,8 @@ def test_clean_while_another_build_runs_keeps_that_builds_step_images(docker_cli
 
 def test_clean_of_one_target_keeps_another_targets_build_cache(docker_client, base, tmp_path):
     matrix, state, first = project(tmp_path, f"RUN echo {uuid.uuid4().hex} > /opt/first")
-    data = yaml.safe_load(matrix.read_text())
-    second = first + "-second"   # on top of the first: its step images carry our labels
-    data["targets"][second] = {**data["targets"][first], "from_target": first}
-    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
-    tpl = tmp_path / "templates" / "Dockerfile.j2"   # a builder stage: an untagged leaf image the cache keeps
-    text = tpl.read_text().replace(
-        '{% import "partials/_common.j2" as common %}\n',
-        '{% import "partials/_common.j2" as common %}\n'
-        f"{{% if name == '{second}' %}}FROM {{{{ from_ref }}}} AS early\nRUN touch /opt/early\n{{% endif %}}\n")
-    tpl.write_text(text.replace(f"{{% if name == '{first}' %}}",
-                                f"{{% if name == '{second}' %}}COPY --from=early /opt/early /opt/early\n"
-                                f"{{% endif %}}{{% if name == '{first}' %}}"))
+    second = first + "-second"
+    with_builder_stage(tmp_path, matrix, first, second)
     try:
         built(docker_client, matrix, state, first)
         built(docker_client, matrix, state, second)
