@@ -628,7 +628,7 @@ class App:
         return 0
 
     def cmd_clean(self, target: str | None, dry_run: bool = False) -> int:
-        from . import buildcache, engine, enginelock
+        from . import engine, enginelock
 
         names = [target] if target else sorted(self.plan.targets)
         for n in names:
@@ -651,10 +651,10 @@ class App:
             found += [("leftover image", i, 0) for i in enginelock.take_pending()]
         elif not alone:
             # Untagged step images may be what a running build stands on: they wait for the last build out.
-            kept = [f for f in found if f[0] == "leftover image"]
+            waiting = [f for f in found if f[0] == "leftover image"]
             found = [f for f in found if f[0] != "leftover image"]
-            if kept:
-                self.err.print(f"keeping {len(kept)} untagged step image(s): another build is running on this engine")
+            if waiting:
+                self.err.print(f"keeping {len(waiting)} untagged step image(s): another build is running on this engine")
         for kind, ref, size in found:
             print(f"{'would remove' if dry_run else 'remove'} {kind}: {ref} ({size / 1e9:.2f} GB)")
         if dry_run:
