@@ -3,8 +3,9 @@ TARGET ?= hip-runtime
 PYTHON ?= python3
 
 REGISTRY ?= 127.0.0.1:5000
+OUT ?= context/$(TARGET)
 
-.PHONY: build test render lint list push pull doctor clean
+.PHONY: build test render lint list push pull doctor clean context
 build:
 	$(PYTHON) build.py build --target $(TARGET)
 test:
@@ -23,3 +24,6 @@ doctor:
 	$(PYTHON) build.py doctor
 clean:
 	$(PYTHON) build.py clean
+
+context:
+	$(PYTHON) build.py context --target $(TARGET) --out $(OUT)

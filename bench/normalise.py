@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rocmforge import engine, lockfile  # noqa: E402
-from rocmforge.cli import App, _parser  # noqa: E402
+from rocmforge.pipeline import Pipeline  # noqa: E402
 from rocmforge.plan import load_plan  # noqa: E402
+from rocmforge.project import Project  # noqa: E402
 from tests import local_registry  # noqa: E402
 from tests.conftest import copy_project  # noqa: E402
 
@@ -83,10 +84,8 @@ def warm_docker_build(matrix: Path, target: str, change) -> float:
     client = engine.connect()
     made: list[str] = []
 
-    def context():
-        app = App(_parser().parse_args(["--matrix", str(matrix), "--state-dir", str(matrix.parent / "state"), "list"]))
-        tp = app.target(target)
-        return engine.context_tar({**tp.files, **app.fetch_inputs(tp, None)}, None)
+    def context():   # the same files `build.py context` writes
+        return engine.context_tar(Pipeline(Project(matrix, matrix.parent / "state")).context(target), None)
 
     def build(ctx) -> float:
         t0 = time.perf_counter()

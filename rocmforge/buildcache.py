@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import engine
 from .errors import UserError
-from .render import _atomic_write
+from .files import atomic_write
 
 REPO = "rocmforge-cache"
 _IMAGE_ID = re.compile(r"^(?:sha256:)?[0-9a-f]{12,64}$")
@@ -106,7 +106,7 @@ def _settle(client, state: Path, target: str, raw_tag: str, made: list[str]) -> 
     if keep:
         repo = f"{REPO}/{target}"
         client.api.tag(raw_tag, repo, "last")
-        _atomic_write(path, json.dumps({"images": made}).encode())
+        atomic_write(path, json.dumps({"images": made}).encode())
     _untag(client, raw_tag)
     if not keep:
         _untag(client, f"{REPO}/{target}:last")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 import tarfile
 import time
 import uuid
@@ -90,14 +89,6 @@ def free_disk(client) -> tuple[str, int] | None:
         return (root, shutil.disk_usage(root).free) if root else None
     except OSError:
         return None
-
-
-def git_revision(root: Path) -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
-        return out.stdout.strip() if out.returncode == 0 else ""
-    except OSError:
-        return ""
 
 
 # Two builds of one target at once each get their own raw tag: one's clean-up must not untag the

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
 
-from . import aptmirror, bases, fetch, lockfile
+from . import aptmirror, bases, lockfile
 from .errors import BuildError
+from .kinds import LockEntry
 from .matrix import Matrix
 
 INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
@@ -20,6 +23,26 @@ class Outcome:
     resolved: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)     # unresolvable here: message per entry
     problems: list[str] = field(default_factory=list)   # --check: stale or unavailable pins
+
+
+@dataclass
+class LockRun:
+    """What a component's lock entries (rocmforge/kinds/) resolve and check with."""
+    client: Any
+    matrix: Matrix
+    names: list[str]            # the targets this run covers, in build order
+    lock: dict                  # the lock being written (resolve) or read (check)
+    out: Outcome
+    work: Path
+    ca_bundle: Path | None
+    log: Callable[[str], None]
+
+    def first_user(self, component: str) -> str:
+        """The first target (in build order) that lists the component."""
+        return next(n for n in self.names if component in self.matrix.targets[n].components)
+
+    def base_image(self, stack_name: str) -> str:
+        return base_image(self.client, self.matrix, stack_name, self.lock, self.work, self.log)
 
 
 class AptProbe:
@@ -169,58 +192,16 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
         for p in probes.values():
             if isinstance(p, AptProbe):
                 p.close()
-    for cname, comp in sorted(m.components.items()):
-        if not any(cname in m.targets[n].components for n in names):
-            continue
-        if comp.kind == "python-env":
-            tname = next(n for n in names if cname in m.targets[n].components)
-            stack = m.stacks[m.targets[tname].stack]
-            if m.torch_of(tname)[0] is not None:
-                _resolve_on_image(client, m, tname, cname, lock, out, work, ca_bundle, log)
-                continue
-            try:
-                lock["python"][cname] = fetch.resolve_wheels(comp.requirements, stack.python, work, ca_bundle)
-                out.resolved.append(f"python {cname}: {len(lock['python'][cname])} wheel(s) with hashes")
-            except fetch.FetchError as exc:
-                out.failed.append(f"python {cname}: {exc}")
-        if comp.source:
-            src = comp.source
-            try:
-                commit = fetch.ls_remote(src.url, src.ref)
-                lock["git"][cname] = {"url": src.url, "ref": src.ref, "commit": commit}
-                out.resolved.append(f"git {cname}: {src.ref} -> {commit}")
-            except fetch.FetchError as exc:
-                lock["git"].setdefault(cname, {"url": src.url, "ref": src.ref, "commit": None})
-                out.failed.append(f"git {cname}: {exc}; entry left as it was")
+    run = LockRun(client, m, names, lock, out, work, ca_bundle, log)
+    for entry in _lock_entries(m, names):
+        entry.resolve(run)
     return out
 
 
-def _resolve_on_image(client, m: Matrix, tname: str, cname: str, lock: dict, out: Outcome, work, ca_bundle,
-                      log) -> None:
-    """A Python environment on a torch image: resolved in a container of the image it builds on."""
-    from . import pylock
-
-    t = m.targets[tname]
-    stack = m.stacks[t.stack]
-    try:
-        image = base_image(client, m, t.stack, lock, work, log)
-    except RuntimeError as exc:
-        out.failed.append(f"python {cname}: {exc}; entry left as it was")
-        return
-    pins, missing = lockfile.builder_image_pins(lock, m, tname, cname)
-    if missing:
-        out.failed.append(f"python {cname}: the apt closure of {', '.join(missing)} is not locked; entry left as it was")
-        return
-    try:
-        res = pylock.resolve(client, image, python_bin=stack.python_bin, requirements=m.components[cname].requirements,
-                             apt_pins=[f"{n}={v}" for n, v in pins], ca_bundle=ca_bundle, log=log)
-    except pylock.PythonLockError as exc:
-        out.failed.append(f"python {cname}: {exc}; entry left as it was")
-        return
-    lock["python"][cname] = res.wheels
-    lock["held"][cname] = res.held
-    out.resolved.append(f"python {cname}: {len(res.wheels)} wheel(s) with hashes, resolved in {image} against its "
-                        f"torch {res.held['torch_version']} (held: {', '.join(res.held['packages']) or 'none'})")
+def _lock_entries(m: Matrix, names: list[str]) -> list[LockEntry]:
+    """The lock entries of every component the targets use, by component name."""
+    return [entry for cname, comp in sorted(m.components.items())
+            if any(cname in m.targets[n].components for n in names) for entry in comp.lock_entries(cname)]
 
 
 def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log=print) -> Outcome:
@@ -269,25 +250,7 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
                      if have.get(n) != v]
             if moved:
                 out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))
-    for cname, comp in sorted(m.components.items()):
-        if not any(cname in m.targets[n].components for n in names):
-            continue
-        if comp.kind == "python-env":
-            locked = lock["python"].get(cname, {})
-            for pkg, ver in sorted(comp.requirements.items()):
-                if pkg not in locked:
-                    out.problems.append(f"python {cname}: {pkg} is not locked")
-                elif locked[pkg]["version"] != ver:
-                    out.problems.append(f"python {cname}: {pkg} matrix {ver} vs lock {locked[pkg]['version']}")
-        if comp.source:
-            entry = lock["git"].get(cname) or {}
-            if not entry.get("commit"):
-                out.problems.append(f"git {cname}: {comp.source.ref} is not resolved to a commit")
-                continue
-            try:
-                now = fetch.ls_remote(comp.source.url, comp.source.ref)
-                if now != entry["commit"]:
-                    out.problems.append(f"git {cname}: {comp.source.ref} moved: locked {entry['commit']}, now {now}")
-            except fetch.FetchError as exc:
-                out.problems.append(f"git {cname}: cannot check here: {exc}")
+    run = LockRun(client, m, names, lock, out, work, None, log)
+    for entry in _lock_entries(m, names):
+        entry.check(run)
     return out

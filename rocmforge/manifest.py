@@ -11,8 +11,9 @@ import warnings
 from pathlib import Path
 
 from . import aptmirror
+from .files import atomic_write
+from .kinds import GitSourceFetch
 from .plan import TargetPlan
-from .render import _atomic_write
 
 PY_INVENTORY = ("import importlib.metadata as m, json; "
                 "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
@@ -38,7 +39,8 @@ def inventory(client, image: str) -> dict:
 def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: dict | None,
                   apt_mirror: str | None = None) -> dict:
     """apt_mirror: the Debian archive the build's apt read from (recorded; not part of the image)."""
-    git = {item[1]: {"url": item[2], "commit": item[3]} for item in tp.fetches if item[0] == "git"}
+    git = {item.component: {"url": item.url, "commit": item.commit}
+           for item in tp.fetches if isinstance(item, GitSourceFetch)}
     base = lock.get("bases", {}).get(tp.stack, {})
     return {
         "target": tp.name, "stack": tp.stack, "archs": list(tp.archs), "image_id": image_id,
@@ -87,11 +89,11 @@ def write(state: Path, manifest: dict) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     sbom = make_sbom(manifest)
     # Each replaced whole: a full disk leaves the previous file, never a truncated one.
-    _atomic_write(folder / "sbom.cdx.json", sbom.encode())
+    atomic_write(folder / "sbom.cdx.json", sbom.encode())
     digest = hashlib.sha256(sbom.encode()).hexdigest()
-    _atomic_write(folder / "sbom.cdx.json.sha256", f"{digest}  sbom.cdx.json\n".encode())
+    atomic_write(folder / "sbom.cdx.json.sha256", f"{digest}  sbom.cdx.json\n".encode())
     manifest = {**manifest, "sbom_sha256": digest}
-    _atomic_write(folder / "manifest.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    atomic_write(folder / "manifest.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     return folder
 
 

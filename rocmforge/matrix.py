@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from . import yamlsrc
 from .errors import UserError
+# COMMIT_RE and Component are also read from here (lockfile.py, tests).
+from .kinds import COMMIT_RE, KIND_NAMES, Component, Strict, TargetUse, kinds_with_field  # noqa: F401
+from .kinds.base import null_or_matching
 
 GFX_RE = re.compile(r"^gfx(?:[0-9]{3}[0-9a-f]?|[0-9]{2}[0-9a-f]|[0-9]+-[0-9]+-generic|[0-9]+-generic)$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # Debian policy: package names are lower case alphanumerics plus + - . (at least two chars).
 APT_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 APT_VERSION_RE = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
-PIP_VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
-SETTINGS_EXTS = (".json", ".yaml", ".yml")  # the formats render.py can write
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class Gpu(Strict):
@@ -58,12 +54,7 @@ class RegistryBase(Strict):
     tag: str
     digest: str | None = None
 
-    @field_validator("digest")
-    @classmethod
-    def _digest(cls, v: str | None) -> str | None:
-        if v is not None and not DIGEST_RE.match(v):
-            raise ValueError("must be 'sha256:' followed by 64 lower-case hex digits, or null until locked")
-        return v
+    _digest = null_or_matching("digest", DIGEST_RE, "must be 'sha256:' followed by 64 lower-case hex digits, or null until locked")
 
     @field_validator("tag")
     @classmethod
@@ -108,40 +99,6 @@ class Stack(Strict):
     # Extra -D options for CMake builds of HIP code on this stack's layout (e.g. Debian's).
     cmake_args: dict[str, str] = Field(default_factory=dict)
     runner: Runner = Field(default_factory=Runner)
-
-
-class GitSource(Strict):
-    url: str
-    ref: str
-    commit: str | None = None
-
-    @field_validator("commit")
-    @classmethod
-    def _commit(cls, v: str | None) -> str | None:
-        if v is not None and not COMMIT_RE.match(v):
-            raise ValueError("must be a 40-character lower-case commit hash, or null until locked")
-        return v
-
-
-class Component(Strict):
-    description: str = ""
-    kind: Literal["hip-program", "cmake-wheel", "python-env", "settings"]
-    version: str | None = None
-    source: GitSource | None = None
-    program: str | None = None           # hip-program: file under probes/
-    link: list[str] = Field(default_factory=list)
-    builder_apt: list[str] = Field(default_factory=list)
-    requirements: dict[str, str] = Field(default_factory=dict)
-    files: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _kind_fields(self) -> "Component":
-        need = {"hip-program": ["program"], "cmake-wheel": ["source", "version"],
-                "python-env": ["requirements"], "settings": ["files"]}[self.kind]
-        for name in need:
-            if not getattr(self, name):
-                raise ValueError(f"a {self.kind} component needs '{name}'")
-        return self
 
 
 class Target(Strict):
@@ -235,6 +192,20 @@ def _check_refs(m: Matrix, src: yamlsrc.SourceMap) -> None:
     for name in m.targets:
         if not NAME_RE.match(name):
             raise src.error(("targets", name), "target names are lower-case letters, digits, '.', '_' and '-'")
+    _check_stack_pins(m, src)
+    for cname, comp in m.components.items():
+        comp.check(cname, src)
+    for gname in m.gpus:
+        if not GFX_RE.match(gname):
+            raise src.error(("gpus", gname), f"{gname!r} is not a gfx architecture name")
+    if m.baselines.gpu not in m.gpus:
+        raise src.error(("baselines", "gpu"), f"unknown GPU {m.baselines.gpu!r} (not in 'gpus')")
+    for tname in m.targets:
+        _check_target(m, tname, src)
+    _check_cycles(m, src)
+
+
+def _check_stack_pins(m: Matrix, src: yamlsrc.SourceMap) -> None:
     for sname, st in m.stacks.items():
         for pkg, ver in st.apt.items():
             if not APT_NAME_RE.match(pkg):
@@ -243,48 +214,37 @@ def _check_refs(m: Matrix, src: yamlsrc.SourceMap) -> None:
                 raise src.error(("stacks", sname, "apt", pkg), f"apt package {pkg!r} has no version: every package is pinned name=version")
             if not APT_VERSION_RE.match(str(ver)):
                 raise src.error(("stacks", sname, "apt", pkg), f"{ver!r} is not a Debian version")
-    for cname, comp in m.components.items():
-        for req, ver in comp.requirements.items():
-            if not PIP_VERSION_RE.match(ver):
-                raise src.error(("components", cname, "requirements", req), f"{ver!r} is not an exact version (write e.g. '4.44.2')")
-        for fname in comp.files:
-            if not fname.endswith(SETTINGS_EXTS):
-                raise src.error(("components", cname, "files", fname), f"settings file {fname!r} must end in {', '.join(SETTINGS_EXTS)}")
-    for gname in m.gpus:
-        if not GFX_RE.match(gname):
-            raise src.error(("gpus", gname), f"{gname!r} is not a gfx architecture name")
-    if m.baselines.gpu not in m.gpus:
-        raise src.error(("baselines", "gpu"), f"unknown GPU {m.baselines.gpu!r} (not in 'gpus')")
-    for tname, t in m.targets.items():
-        if t.stack not in m.stacks:
-            raise src.error(("targets", tname, "stack"), f"unknown stack {t.stack!r}; known: {', '.join(sorted(m.stacks))}")
-        stack = m.stacks[t.stack]
-        for key in ("from_target", "builder"):
-            ref = getattr(t, key)
-            if ref is None:
-                continue
-            if ref not in m.targets:
-                raise src.error(("targets", tname, key), f"unknown target {ref!r}")
-            if m.targets[ref].stack != t.stack:
-                raise src.error(("targets", tname, key), f"target {ref!r} is on stack {m.targets[ref].stack!r}, not {t.stack!r}")
-        if t.builder and not m.targets[t.builder].devel:
-            raise src.error(("targets", tname, "builder"), f"builder target {t.builder!r} is not a devel image (devel: true)")
-        for i, pkg in enumerate(t.apt):
-            if pkg not in stack.apt:
-                raise src.error(("targets", tname, "apt", i), f"apt package {pkg!r} has no pinned version in stack {t.stack!r} (add it under stacks.{t.stack}.apt)")
-        for i, cname in enumerate(t.components):
-            if cname not in m.components:
-                raise src.error(("targets", tname, "components", i), f"unknown component {cname!r}")
-            comp = m.components[cname]
-            for j, pkg in enumerate(comp.builder_apt):
-                if pkg not in stack.apt:
-                    raise src.error(("components", cname, "builder_apt", j), f"apt package {pkg!r} has no pinned version in stack {t.stack!r} (used by target {tname!r})")
-            if comp.kind == "hip-program" and not (t.builder or stack.base.registry):
-                raise src.error(("targets", tname, "components", i), f"component {cname!r} compiles HIP code: the target needs a 'builder' devel target")
-        if len(set(t.components)) != len(t.components):
-            raise src.error(("targets", tname, "components"), "components repeat")
-    # Cycles: walk dependencies with an explicit stack so the first cycle is named in full,
-    # at the field (builder or from_target) that leaves the cycle's first target.
+
+
+def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
+    t = m.targets[tname]
+    if t.stack not in m.stacks:
+        raise src.error(("targets", tname, "stack"), f"unknown stack {t.stack!r}; known: {', '.join(sorted(m.stacks))}")
+    stack = m.stacks[t.stack]
+    for key in ("from_target", "builder"):
+        ref = getattr(t, key)
+        if ref is None:
+            continue
+        if ref not in m.targets:
+            raise src.error(("targets", tname, key), f"unknown target {ref!r}")
+        if m.targets[ref].stack != t.stack:
+            raise src.error(("targets", tname, key), f"target {ref!r} is on stack {m.targets[ref].stack!r}, not {t.stack!r}")
+    if t.builder and not m.targets[t.builder].devel:
+        raise src.error(("targets", tname, "builder"), f"builder target {t.builder!r} is not a devel image (devel: true)")
+    for i, pkg in enumerate(t.apt):
+        if pkg not in stack.apt:
+            raise src.error(("targets", tname, "apt", i), f"apt package {pkg!r} has no pinned version in stack {t.stack!r} (add it under stacks.{t.stack}.apt)")
+    for i, cname in enumerate(t.components):
+        if cname not in m.components:
+            raise src.error(("targets", tname, "components", i), f"unknown component {cname!r}")
+        m.components[cname].check_in_target(cname, TargetUse(tname, i, t, stack), src)
+    if len(set(t.components)) != len(t.components):
+        raise src.error(("targets", tname, "components"), "components repeat")
+
+
+def _check_cycles(m: Matrix, src: yamlsrc.SourceMap) -> None:
+    """Walks dependencies with an explicit stack so the first cycle is named in full, at the field
+    (builder or from_target) that leaves the cycle's first target."""
     for start in m.targets:
         path: list[str] = []
         via: list[str | None] = []
@@ -310,8 +270,11 @@ def _pydantic_message(err: dict) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return "unknown field"
-    if kind == "missing":
+    if kind in ("missing", "union_tag_not_found"):
         return "required field is missing"
+    if kind == "union_tag_invalid":
+        *rest, last = (repr(k) for k in KIND_NAMES)
+        return f"Input should be {', '.join(rest)} or {last}"
     msg = err.get("msg", "invalid value")
     got = err.get("input")
     if kind == "string_type" and isinstance(got, (int, float)) and not isinstance(got, bool):
@@ -319,6 +282,22 @@ def _pydantic_message(err: dict) -> str:
     elif kind.endswith("_type") and (got is None or isinstance(got, (str, int, float, bool))) and len(repr(got)) <= 60:
         msg += f", not {got!r}"
     return msg.removeprefix("Value error, ")
+
+
+def _component_error(loc: tuple, err: dict) -> tuple[tuple, str]:
+    """pydantic places a component's errors under its kind (components.NAME.KIND.FIELD) and a bad or
+    missing kind at the component: both are moved to the field the user wrote, and a field of
+    another kind says which kind takes it."""
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return loc + ("kind",), _pydantic_message(err)
+    kind = loc[2] if len(loc) >= 3 and loc[2] in KIND_NAMES else None
+    if kind is None:
+        return loc, _pydantic_message(err)
+    loc = loc[:2] + loc[3:]
+    owners = kinds_with_field(str(loc[2])) if err["type"] == "extra_forbidden" and len(loc) == 3 else []
+    if owners:
+        return loc, f"unknown field for a {kind} component ({loc[2]} belongs to {' and '.join(owners)} components)"
+    return loc, _pydantic_message(err)
 
 
 def load_matrix(path: Path | str) -> Matrix:
@@ -332,7 +311,8 @@ def load_matrix(path: Path | str) -> Matrix:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("str", "int", "bool", "float", "list[str]", "dict[str,str]", "function-after[_one(), Base]", "[key]"))
                     and not str(p).startswith(("function-", "constrained-", "lax-", "union[")))
+        loc, message = _component_error(loc, err) if loc[:1] == ("components",) else (loc, _pydantic_message(err))
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise src.error(loc, _pydantic_message(err) + more) from None
+        raise src.error(loc, message + more) from None
     _check_refs(m, src)
     return m

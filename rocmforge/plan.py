@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import bases, lockfile
 from .errors import UserError
+from .files import iso_utc
+from .kinds import ComponentPlan, FetchItem, TargetUse
 from .matrix import Matrix
-from .render import Renderer
+from .render import Renderer, TargetInputs
 
 UNRESOLVED = "UNRESOLVED"
 
@@ -26,7 +27,7 @@ class TargetPlan:
     labels: dict[str, str]
     unresolved: tuple[str, ...]         # why the build must be refused, empty when buildable
     bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
-    fetches: tuple = ()                 # host-side inputs added to the context at build time
+    fetches: tuple[FetchItem, ...] = ()   # host-side inputs added to the context at build time
     registry_base: tuple[str, str] | None = None   # (image, digest) pulled before the build, FROM through BASE_ARG
 
     @property
@@ -45,10 +46,6 @@ class BuildPlan:
 
     def order(self, names: list[str] | None = None) -> list[str]:
         return self.matrix.order(names)
-
-
-def iso_utc(epoch: int) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Bump when the way an image is made from its context changes (builder flags, labels added at build
@@ -73,7 +70,6 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
     steps = lockfile.apt_steps(m)
     for name in m.order():
         t = m.targets[name]
-        stack = m.stacks[t.stack]
         unresolved: list[str] = []
         pins_by_step: dict[str, list] = {}
         for step in steps:
@@ -82,87 +78,95 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
                 pins_by_step[step.key] = pins
                 if stale:
                     unresolved.append(stale)
-        python_locks, python_holds, git_commits, fetches = {}, {}, {}, []
-        has_torch = m.torch_of(name)[0] is not None
-        for cname in t.components:
-            comp = m.components[cname]
-            if comp.kind == "python-env":
-                locked = lock["python"].get(cname) or {}
-                if all(locked.get(k.lower(), {}).get("version") == v for k, v in comp.requirements.items()) and locked:
-                    python_locks[cname] = locked
-                    fetches.append(("wheels", cname, stack.python))
-                else:
-                    unresolved.append(f"python {cname}: requirements are not locked with hashes (run `python build.py lock`)")
-                held = lock.get("held", {}).get(cname)
-                if held:
-                    python_holds[cname] = held
-                elif has_torch:
-                    unresolved.append(f"python {cname}: the image's torch is not held by the lock "
-                                      "(run `python build.py lock`)")
-            if comp.source:
-                commit = comp.source.commit or (lock["git"].get(cname) or {}).get("commit")
-                if commit:
-                    git_commits[cname] = commit
-                    fetches.append(("git", cname, comp.source.url, commit))
-        bootstrap_stack, registry_base, base_arg = None, None, None
-        if t.from_target:
-            dep = plan.targets[t.from_target]
-            from_ref, base_name, base_digest = dep.content_tag, dep.content_tag, ""
-            unresolved += [f"{t.from_target}: {u}" for u in dep.unresolved]
-            bootstrap_stack = dep.bootstrap_stack
-        elif stack.base.bootstrap:
-            from_ref = bases.bootstrap_ref(t.stack, stack)
-            base_name, base_digest = from_ref, ""
-            bootstrap_stack = t.stack
-        else:
-            locked_digest = (lock["bases"].get(t.stack) or {}).get("digest")
-            from_ref, ok = bases.registry_ref(stack, locked_digest)
-            reg = stack.base.registry
-            base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or locked_digest or ""
-            if ok:
-                # FROM names the base through a build argument whose default is the upstream reference:
-                # a build through a registry mirror passes the mirror's reference for the same digest.
-                registry_base = (reg.image, reg.digest or locked_digest)
-                base_arg, from_ref = (bases.BASE_ARG, from_ref), "${" + bases.BASE_ARG + "}"
-            else:
-                unresolved.append(f"base image {reg.image}:{reg.tag} has no digest (run `build.py lock` where the registry is reachable)")
+        components = _component_plans(m, name, lock)
+        unresolved += [u for cp in components.values() for u in cp.unresolved]
+        base = _base_of(plan, m, name, lock)
+        unresolved += base.unresolved
         builder_ref = None
         if t.builder:
             dep = plan.targets[t.builder]
             builder_ref = dep.content_tag
             unresolved += [f"{t.builder}: {u}" for u in dep.unresolved]
-        for cname in t.components:
-            src = m.components[cname].source
-            if src and cname not in git_commits:
-                unresolved.append(f"component {cname}: git ref {src.ref!r} of {src.url} is not resolved to a commit (run `build.py lock`)")
-        versions = {c: m.components[c].version for c in t.components if m.components[c].version}
-        labels = {
-            "org.opencontainers.image.title": name,
-            "org.opencontainers.image.description": t.description,
-            "org.opencontainers.image.version": t.version,
-            "org.opencontainers.image.created": iso_utc(t.source_date_epoch),
-            "org.opencontainers.image.vendor": m.project.vendor,
-            "org.opencontainers.image.base.name": base_name,
-            "io.rocmforge.target": name,
-            "io.rocmforge.stack": t.stack,
-            "io.rocmforge.rocm": stack.rocm,
-            "io.rocmforge.archs": ",".join(t.archs),
-        }
-        if versions:
-            labels["io.rocmforge.components"] = ",".join(f"{k}={v}" for k, v in sorted(versions.items()))
-        if base_digest:
-            labels["org.opencontainers.image.base.digest"] = base_digest
-        if m.project.source:
-            labels["org.opencontainers.image.source"] = m.project.source
-        files = renderer.render_target(m, name, from_ref=from_ref, builder_ref=builder_ref, labels=labels,
-                                       unresolved=unresolved, pins_by_step=pins_by_step,
-                                       python_locks=python_locks, git_commits=git_commits,
-                                       python_holds=python_holds, base_arg=base_arg)
+        unresolved += [u for cp in components.values() for u in cp.unresolved_source]
+        labels = _labels(m, name, base.name, base.digest)
+        files = renderer.render_target(m, name, TargetInputs(
+            from_ref=base.from_ref, builder_ref=builder_ref, base_arg=base.base_arg, labels=labels,
+            unresolved=unresolved, pins_by_step=pins_by_step, components=components))
         plan.targets[name] = TargetPlan(
             name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
             content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
-            bootstrap_stack=bootstrap_stack, fetches=tuple(fetches), registry_base=registry_base)
+            bootstrap_stack=base.bootstrap_stack, fetches=tuple(f for cp in components.values() for f in cp.fetches),
+            registry_base=base.registry_base)
     return plan
+
+
+def _component_plans(m: Matrix, name: str, lock: dict) -> dict[str, ComponentPlan]:
+    """What each of a target's components brings to its build, in the target's order."""
+    t = m.targets[name]
+    stack = m.stacks[t.stack]
+    has_torch = m.torch_of(name)[0] is not None
+    return {cname: m.components[cname].plan(cname, lock, TargetUse(name, i, t, stack, has_torch))
+            for i, cname in enumerate(t.components)}
+
+
+@dataclass(frozen=True)
+class _Base:
+    """What a target is built FROM, as its Dockerfile and labels name it."""
+    from_ref: str
+    name: str                                  # org.opencontainers.image.base.name
+    digest: str                                # "" where the base is a local image
+    unresolved: tuple[str, ...] = ()
+    bootstrap_stack: str | None = None
+    registry_base: tuple[str, str] | None = None
+    base_arg: tuple[str, str] | None = None
+
+
+def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
+    t = m.targets[name]
+    stack = m.stacks[t.stack]
+    if t.from_target:
+        dep = plan.targets[t.from_target]
+        return _Base(dep.content_tag, dep.content_tag, "", tuple(f"{t.from_target}: {u}" for u in dep.unresolved),
+                     bootstrap_stack=dep.bootstrap_stack)
+    if stack.base.bootstrap:
+        ref = bases.bootstrap_ref(t.stack, stack)
+        return _Base(ref, ref, "", bootstrap_stack=t.stack)
+    locked_digest = (lock["bases"].get(t.stack) or {}).get("digest")
+    from_ref, ok = bases.registry_ref(stack, locked_digest)
+    reg = stack.base.registry
+    base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or locked_digest or ""
+    if not ok:
+        return _Base(from_ref, base_name, base_digest, (f"base image {reg.image}:{reg.tag} has no digest "
+                                                        "(run `build.py lock` where the registry is reachable)",))
+    # FROM names the base through a build argument whose default is the upstream reference:
+    # a build through a registry mirror passes the mirror's reference for the same digest.
+    return _Base("${" + bases.BASE_ARG + "}", base_name, base_digest,
+                 registry_base=(reg.image, reg.digest or locked_digest), base_arg=(bases.BASE_ARG, from_ref))
+
+
+def _labels(m: Matrix, name: str, base_name: str, base_digest: str) -> dict[str, str]:
+    t = m.targets[name]
+    labels = {
+        "org.opencontainers.image.title": name,
+        "org.opencontainers.image.description": t.description,
+        "org.opencontainers.image.version": t.version,
+        "org.opencontainers.image.created": iso_utc(t.source_date_epoch),
+        "org.opencontainers.image.vendor": m.project.vendor,
+        "org.opencontainers.image.base.name": base_name,
+        "io.rocmforge.target": name,
+        "io.rocmforge.stack": t.stack,
+        "io.rocmforge.rocm": m.stacks[t.stack].rocm,
+        "io.rocmforge.archs": ",".join(t.archs),
+    }
+    versions = {c: m.components[c].label_version() for c in t.components}
+    versions = {c: v for c, v in versions.items() if v}
+    if versions:
+        labels["io.rocmforge.components"] = ",".join(f"{k}={v}" for k, v in sorted(versions.items()))
+    if base_digest:
+        labels["org.opencontainers.image.base.digest"] = base_digest
+    if m.project.source:
+        labels["org.opencontainers.image.source"] = m.project.source
+    return labels
 
 
 def require_resolved(tp: TargetPlan, field: str = "--target") -> None:

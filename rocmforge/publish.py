@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
-from . import bases, engine, registry as reg, verify
+from . import bases, engine, registry as reg, suites
 from .errors import BuildError, UserError
+from .files import atomic_write
 
 LABEL_TARGET = "io.rocmforge.target"
 LABEL_HASH = "io.rocmforge.content-hash"
@@ -56,7 +55,7 @@ def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir
         "image_id": image_id,
         "registry": registry.strip(),
         "repository": repository,
-        "suites": {name: s.get("status") for name, s in (result.get("suites") or {}).items()},
+        "suites": result.statuses(),
         "tags": tags,
         "target": tp.name,
     }
@@ -64,8 +63,8 @@ def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir
     return record
 
 
-def _require_passed(state: Path, tp, image_id: str, test_cmd: str) -> dict:
-    result = verify.recorded(state, image_id)
+def _require_passed(state: Path, tp, image_id: str, test_cmd: str) -> "suites.SuitesReport":
+    result = suites.recorded(state, image_id)
     if result is None:
         earlier = _other_tested(state, tp.name, image_id)
         if earlier:
@@ -74,8 +73,8 @@ def _require_passed(state: Path, tp, image_id: str, test_cmd: str) -> dict:
                             field="--target")
         raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) has no recorded suite "
                         f"results in {state / 'results'}; run {test_cmd} first", field="--target")
-    if not result.get("ok"):
-        failed = [n for n, s in (result.get("suites") or {}).items() if s.get("status") == "failed"]
+    if not result.ok:
+        failed = [n for n, status in result.statuses().items() if status == "failed"]
         raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) failed its suites "
                         f"({', '.join(failed) or 'see the recorded results'}); only images that passed are "
                         f"published. Fix, rebuild and run {test_cmd} again", field="--target")
@@ -132,12 +131,8 @@ def push_one(client, repository: str, tag: str) -> str:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    """Sorted keys and an atomic replace: the record is compared and committed, never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Sorted keys: the record is compared and committed."""
+    atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
 # -- pull ---------------------------------------------------------------------------------------

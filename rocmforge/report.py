@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .manifest import checked_artifacts
 from .records import load_internal
-from .verify import NOT_GPU_VERIFIED, recorded, suites_present
+from .suites import NOT_GPU_VERIFIED, recorded, suites_present
 
 CHECKS = "checks"          # <state>/checks/: what lock --check and verify-repro last found
 
@@ -65,10 +65,10 @@ class Report:
 
 def save_check(state: Path, name: str, data: dict) -> None:
     """Keeps what a check found (lock --check, verify-repro), atomically, for the report."""
-    from .render import _atomic_write
+    from .files import atomic_write, iso_utc
 
-    record = {**data, "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    _atomic_write(state / CHECKS / f"{name}.json", json.dumps(record, indent=2).encode())
+    record = {**data, "checked": iso_utc(time.time())}
+    atomic_write(state / CHECKS / f"{name}.json", json.dumps(record, indent=2).encode())
 
 
 def _lock_check_problem(data) -> str | None:
@@ -152,10 +152,10 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
                 cells[s] = SuiteCell("unresolved", "; ".join(tp.unresolved))
             elif not image:
                 cells[s] = SuiteCell("not built", f"python build.py build --target {name}")
-            elif rec is None or s not in rec.get("suites", {}):
+            elif rec is None or s not in rec.suites:
                 cells[s] = SuiteCell("not run", f"python build.py test --target {name}")
             else:
-                cells[s] = SuiteCell(rec["suites"][s]["status"], rec["suites"][s].get("detail", ""))
+                cells[s] = SuiteCell(rec.suites[s].status, rec.suites[s].detail)
         published = _published(record_dir, name)
         manifest_path, sbom_path = checked_artifacts(state, name)
 

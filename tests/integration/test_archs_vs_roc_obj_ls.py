@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.inspect import archs
+from rocmforge.readers import archs
 
 pytestmark = pytest.mark.docker
 

@@ -13,7 +13,8 @@ import yaml
 from tests.conftest import ROOT, copy_project, dpkg_versions, run_cli, sh
 from rocmforge import lockfile
 from rocmforge.matrix import load_matrix
-from rocmforge.plan import iso_utc, load_plan, make_plan
+from rocmforge.files import iso_utc
+from rocmforge.plan import load_plan, make_plan
 
 pytestmark = pytest.mark.docker
 

@@ -56,12 +56,6 @@ def _image_blobs(client, ref: str):
                 yield member.name, data
 
 
-@pytest.fixture(scope="module")
-def runtime_built(docker_client):
-    proc = run_cli("build", "--target", "hip-runtime")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
-
 @pytest.fixture
 def bundle(tmp_path):
     assert HOST_BUNDLE.is_file(), f"no host CA bundle at {HOST_BUNDLE}"
@@ -116,7 +110,7 @@ def _assert_bundle_absent(client, ref: str, bundle: Path, marker: bytes) -> None
         assert p not in history and p not in labels
 
 
-def test_ca_bundle_fetches_locked_wheels_on_the_host(docker_client, runtime_built, bundle, own_images, tmp_path):
+def test_ca_bundle_fetches_locked_wheels_on_the_host(docker_client, hip_runtime_built, bundle, own_images, tmp_path):
     path, marker = bundle
     matrix, name, tp = _own_target(tmp_path, locked=True)
     own_images += [tp.content_tag, tp.readable_tag]
@@ -133,7 +127,7 @@ def test_ca_bundle_fetches_locked_wheels_on_the_host(docker_client, runtime_buil
     _assert_bundle_absent(docker_client, tp.content_tag, path, marker)
 
 
-def test_ca_bundle_read_in_the_builder_stage_only(docker_client, runtime_built, bundle, own_images, tmp_path):
+def test_ca_bundle_read_in_the_builder_stage_only(docker_client, hip_runtime_built, bundle, own_images, tmp_path):
     from rocmforge import engine
 
     path, marker = bundle

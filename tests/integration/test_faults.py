@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmforge import fetch, lockfile, verify
+from rocmforge import fetch, lockfile, suites as suite_runs
 from rocmforge.container import TEST_LABEL
 from rocmforge.plan import load_plan
 from tests import local_registry
@@ -98,8 +98,9 @@ def built(client, matrix: Path, state: Path, name: str) -> str:
 
 def passed(state: Path, image_id: str, name: str) -> None:
     """The suite record push requires, as `build.py test` writes it for an image that passed."""
-    verify.record(state, {"image": image_id, "image_id": image_id, "target": name, "pytest_exit": 0, "ok": True,
-                          "suites": {"linkage": {"status": "passed"}}, "tests": []})
+    suite_runs.record(state, suite_runs.SuitesReport.from_json(
+        {"image": image_id, "image_id": image_id, "target": name, "pytest_exit": 0, "ok": True,
+         "suites": {"linkage": {"status": "passed"}}, "tests": []}))
 
 
 def forget(client, matrix: Path, state: Path, name: str) -> None:
@@ -324,7 +325,7 @@ def test_interrupted_suites_leave_no_container_record_or_directory(docker_client
                                   suite_container, "a suite started its container")
     assert rc == 130, out + err
     assert "interrupted" in err and "Traceback" not in err, err
-    assert verify.recorded(state, image_id) is None
+    assert suite_runs.recorded(state, image_id) is None
     assert list(tmp.iterdir()) == []
     assert_nothing_left(docker_client, before)
 
@@ -398,7 +399,7 @@ def test_full_state_directory_fails_cleanly_and_a_healthy_one_works(docker_clien
         assert proc.returncode == 1 and "No space left on device" in proc.stderr, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr, proc.stderr
         json_files_parse(small_state)
-        assert verify.recorded(small_state, image_id) is None
+        assert suite_runs.recorded(small_state, image_id) is None
         # Room again: the same state directory works.
         (small_state / "ballast").unlink()
         proc = run_cli("--matrix", str(matrix), "--state-dir", str(small_state), "manifest", "--target", name)

@@ -9,7 +9,9 @@ import hashlib
 
 import pytest
 
-from rocmforge import bootstrap, layerstore, repro
+from rocmforge import bootstrap
+from rocmforge.image.layerstore import LayerStore
+from rocmforge.image.normalise import normalise_image
 from rocmforge.matrix import load_matrix
 from tests.conftest import ROOT, build_image
 
@@ -30,7 +32,7 @@ def image(docker_client, tmp_path_factory):
 
 
 def test_store_layers_hash_to_their_diff_ids(docker_client, image):
-    store = layerstore.LayerStore.of(docker_client)
+    store = LayerStore.of(docker_client)
     if store is None:
         pytest.skip("the engine's store is not readable here (remote engine or another storage driver): "
                     "normalisation falls back to docker save, covered by test_repro")
@@ -49,12 +51,12 @@ def test_store_layers_hash_to_their_diff_ids(docker_client, image):
 
 def test_store_and_docker_save_normalise_alike(docker_client, image, tmp_path, monkeypatch):
     base, image_id = image
-    via_store = repro.normalise(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path, base_ref=base,
+    via_store = normalise_image(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path, base_ref=base,
                                 log=lambda msg: None)
     docker_client.images.remove(via_store)
-    monkeypatch.setattr(layerstore.LayerStore, "of", classmethod(lambda cls, client: None))
+    monkeypatch.setattr(LayerStore, "of", classmethod(lambda cls, client: None))
     lines: list[str] = []
-    via_save = repro.normalise(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path, base_ref=base,
+    via_save = normalise_image(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path, base_ref=base,
                                log=lines.append)
     try:
         assert via_save == via_store

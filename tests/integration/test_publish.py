@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import engine, publish, registry as reg, verify
+from rocmforge import engine, publish, registry as reg, suites as suite_runs
 from rocmforge.errors import BuildError, UserError
 from rocmforge.plan import BuildPlan, TargetPlan, content_hash
 from tests.local_registry import free_port
@@ -87,11 +87,11 @@ class Forge:
 
 
 def record_result(state: Path, image_id: str, tp: TargetPlan, ok: bool = True) -> None:
-    suites = {s: {"status": "passed", "detail": "1 check(s)"} for s in verify.SUITES}
+    suites = {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITES}
     if not ok:
         suites["gemm"] = {"status": "failed", "detail": "fp16: 3% of peak"}
-    verify.record(state, {"image": tp.content_tag, "image_id": image_id, "target": tp.name, "ok": ok,
-                          "suites": suites})
+    suite_runs.record(state, suite_runs.SuitesReport.from_json(
+        {"image": tp.content_tag, "image_id": image_id, "target": tp.name, "ok": ok, "suites": suites}))
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
     assert on_disk == rec
     assert rec == {"content_hash": tp.content_hash, "digest": rec["digest"], "image_id": image_id,
                    "registry": local_registry, "repository": repository,
-                   "suites": {s: "passed" for s in verify.SUITES}, "tags": tags, "target": tp.name}
+                   "suites": {s: "passed" for s in suite_runs.SUITES}, "tags": tags, "target": tp.name}
     assert rec["digest"].startswith("sha256:") and len(rec["digest"]) == 71
     # The registry holds both tags at that digest; the push left no registry-named local tags.
     assert f"rocmforge/{tp.name}" in _get_json(f"http://{local_registry}/v2/_catalog")["repositories"]

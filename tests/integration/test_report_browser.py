@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmforge import verify
+from rocmforge import suites as suite_runs
 from rocmforge.plan import load_plan
 from tests.conftest import ROOT, copy_project, run_cli
 from tests.integration.conftest import _need
@@ -72,10 +72,11 @@ def page(docker_client, tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-3000:]
     image_id = docker_client.images.get(load_plan(matrix).targets[name].content_tag).id
     # What `test`, `verify-repro` and `push` would have recorded for it.
-    suites = {s: {"status": "passed", "detail": "1 check(s)", "figures": {}} for s in verify.suites_present()}
+    suites = {s: {"status": "passed", "detail": "1 check(s)", "figures": {}} for s in suite_runs.suites_present()}
     suites["rocminfo"] = {"status": "not GPU-verified", "detail": "no /dev/kfd on this host", "figures": {}}
     suites["gemm"] = {"status": "failed", "detail": "injected: GEMM gave NaN", "figures": {}}
-    verify.record(state, {"image_id": image_id, "target": name, "ok": False, "suites": suites, "tests": []})
+    suite_runs.record(state, suite_runs.SuitesReport.from_json(
+        {"image_id": image_id, "target": name, "ok": False, "suites": suites, "tests": []}))
     (state / "checks").mkdir(parents=True, exist_ok=True)
     (state / "checks" / f"repro-{name}.json").write_text(json.dumps(
         {"target": name, "identical": True, "image_ids": [image_id, image_id], "checked": "2026-12-01T00:00:00Z"}))

@@ -3,12 +3,15 @@ normalised, get the same image ID; injected nondeterminism is found and named.""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
 
 from tests.conftest import ROOT, build_image
-from rocmforge import bootstrap, repro
+from rocmforge import bootstrap
+from rocmforge.image.diff import describe_difference, diff_images
+from rocmforge.image.normalise import normalise_image
 from rocmforge.matrix import load_matrix
 
 pytestmark = pytest.mark.docker
@@ -31,12 +34,9 @@ def created(docker_client):
     ids: list[str] = []
     yield ids
     for image_id in reversed(ids):
-        if image_id in before:
-            continue
-        try:
-            docker_client.images.remove(image_id, force=True)
-        except docker.errors.ImageNotFound:
-            pass
+        if image_id not in before:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                docker_client.images.remove(image_id, force=True)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def build_twice(client, dockerfile: str, created: list[str]) -> list[str]:
 
 
 def normalise(client, ref: str, created: list[str], workdir, epoch: int = EPOCH) -> str:
-    image_id = repro.normalise(client, ref, epoch=epoch, tags=[], workdir=workdir, log=_quiet)
+    image_id = normalise_image(client, ref, epoch=epoch, tags=[], workdir=workdir, log=_quiet)
     created.append(image_id)
     assert list(workdir.iterdir()) == []          # the rewritten layers are gone
     return image_id
@@ -85,14 +85,14 @@ def test_two_builds_of_an_apt_install_normalise_to_one_image(docker_client, base
     raw = build_twice(docker_client, dockerfile, created)
     assert raw[0] != raw[1]
     assert diff_ids(docker_client, raw[0])[1] != diff_ids(docker_client, raw[1])[1]
-    first = repro.diff_images(docker_client, raw[0], raw[1], tmp_path)
+    first = diff_images(docker_client, raw[0], raw[1])
     assert first["where"] == "layer" and first["index"] == 1 and "jq=" in first["created_by"]
 
     norm = [normalise(docker_client, r, created, tmp_path) for r in raw]
     assert norm[0] == norm[1]
     assert diff_ids(docker_client, norm[0]) == diff_ids(docker_client, norm[1])
     assert diff_ids(docker_client, norm[0])[0] == diff_ids(docker_client, tag)[0]   # base layer kept as is
-    assert repro.diff_images(docker_client, norm[0], norm[1], tmp_path) is None
+    assert diff_images(docker_client, norm[0], norm[1]) is None
 
     attrs = docker_client.api.inspect_image(norm[0])
     assert attrs["Created"] == "2025-12-01T00:00:00Z" and attrs["Container"] == ""
@@ -112,16 +112,16 @@ def test_injected_nondeterminism_is_named(docker_client, base, created, tmp_path
     raw = build_twice(docker_client, dockerfile, created)
     norm = [normalise(docker_client, r, created, tmp_path) for r in raw]
     assert norm[0] != norm[1]
-    diff = repro.diff_images(docker_client, norm[0], norm[1], tmp_path)
+    diff = diff_images(docker_client, norm[0], norm[1])
     assert diff["where"] == "layer" and diff["index"] == 1
     assert (diff["path"], diff["field"]) == ("/opt/stamp", "content")
     assert "date +%s%N > /opt/stamp" in diff["created_by"]
     assert len(diff["a"]) == len(diff["b"]) == 64 and diff["a"] != diff["b"]
-    line = repro.describe(diff)
+    line = describe_difference(diff)
     assert line.startswith("layer 1 (RUN date +%s%N > /opt/stamp): /opt/stamp content differs (sha256 ")
 
 
 def test_bootstrapped_base_round_trips(docker_client, base, tmp_path):
     # Its layer was written by GNU tar in the canonical form and its config dated 1970: nothing changes.
-    assert repro.normalise(docker_client, base.tags[0], epoch=0, tags=[], workdir=tmp_path, log=_quiet) == base.id
+    assert normalise_image(docker_client, base.tags[0], epoch=0, tags=[], workdir=tmp_path, log=_quiet) == base.id
     assert list(tmp_path.iterdir()) == []

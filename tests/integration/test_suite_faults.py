@@ -164,7 +164,8 @@ def _torch_image(docker_client):
 
     def ships_training_args(name):
         t = m.targets[name]
-        return any("training_args.json" in m.components[c].files for c in t.components) or \
+        return any(m.components[c].kind == "settings" and "training_args.json" in m.components[c].files
+                   for c in t.components) or \
             bool(t.from_target and ships_training_args(t.from_target))
 
     for name in sorted(m.targets):

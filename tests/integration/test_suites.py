@@ -24,12 +24,6 @@ GPU_TESTS = {("gemm", "test_gemm_correctness"), ("gemm", "test_gemm_throughput")
              ("rocminfo", "test_gpu_agents_match_target")}
 
 
-@pytest.fixture(scope="module")
-def built(docker_client):
-    proc = run_cli("build", "--target", "hip-runtime")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
-
 @pytest.fixture
 def own_images(docker_client):
     tags: list[str] = []
@@ -46,8 +40,16 @@ def suites(proc) -> dict:
     return json.loads(proc.stdout)["suites"]
 
 
+def failing_suites(ref: str, own_images: list[str]) -> dict:
+    """The suites of a broken derivative of hip-runtime, checked against hip-runtime's pins: exit 1."""
+    own_images.append(ref)
+    proc = run_cli("test", "--image", ref, "--target", "hip-runtime", "--json")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return suites(proc)
+
+
 @pytest.mark.parametrize("name", ["hip-runtime", "hip-devel"])
-def test_suites_pass_or_say_not_gpu_verified(built, name, tmp_path):
+def test_suites_pass_or_say_not_gpu_verified(hip_runtime_built, name, tmp_path):
     junit = tmp_path / "junit.xml"
     proc = run_cli("test", "--target", name, "--json", "--junit", str(junit))
     s = suites(proc)
@@ -73,7 +75,7 @@ def test_suites_pass_or_say_not_gpu_verified(built, name, tmp_path):
             assert "not GPU-verified: " in skipped.get("message", ""), ET.tostring(cases[key])
 
 
-def test_require_gpu_makes_gpu_checks_fail_without_a_gpu(built, tmp_path):
+def test_require_gpu_makes_gpu_checks_fail_without_a_gpu(hip_runtime_built, tmp_path):
     if not NO_GPU:
         pytest.skip("not applicable: this host has /dev/kfd (--require-gpu changes nothing here)")
     junit = tmp_path / "junit.xml"
@@ -88,7 +90,7 @@ def test_require_gpu_makes_gpu_checks_fail_without_a_gpu(built, tmp_path):
     assert len(failures) == len(GPU_TESTS)
 
 
-def test_shorthand_builds_then_prints_the_table(built):
+def test_shorthand_builds_then_prints_the_table(hip_runtime_built):
     proc = run_cli("--target", "hip-runtime")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert "up to date" in proc.stderr
@@ -103,37 +105,31 @@ def _derive(client, dockerfile: str, tag: str) -> str:
     return tag
 
 
-def test_missing_gpu_library_fails_linkage(built, docker_client, own_images):
+def test_missing_gpu_library_fails_linkage(hip_runtime_built, docker_client, own_images):
     runtime = PLAN.targets["hip-runtime"].content_tag
     ref = _derive(docker_client, f"FROM {runtime}\nRUN rm /usr/lib/x86_64-linux-gnu/librocblas.so.0.1\n",
                   f"rocmforge-test/broken-linkage:{uuid.uuid4().hex[:12]}")
-    own_images.append(ref)
-    proc = run_cli("test", "--image", ref, "--target", "hip-runtime", "--json")
-    s = suites(proc)
-    assert proc.returncode == 1
+    s = failing_suites(ref, own_images)
     assert s["linkage"]["status"] == "failed"
     assert "/opt/rocmforge/bin/rocblas-gemm-smoke: librocblas.so.0 not found" in s["linkage"]["detail"]
     assert "/usr/lib/x86_64-linux-gnu/librocblas.so.0.1 (dpkg librocblas0)" in s["linkage"]["detail"]
     assert s["archs"]["status"] == "failed" and "librocblas.so.0.1 (dpkg librocblas0)" in s["archs"]["detail"]
 
 
-def test_gemm_program_for_another_arch_fails_archs(built, docker_client, own_images):
+def test_gemm_program_for_another_arch_fails_archs(hip_runtime_built, docker_client, own_images):
     devel, runtime = PLAN.targets["hip-devel"].content_tag, PLAN.targets["hip-runtime"].content_tag
     ref = _derive(docker_client, f"""FROM {devel} AS b
 RUN hipcc --offload-arch=gfx906 -o /g /opt/rocmforge/probes/rocblas_gemm_smoke.cpp -lrocblas
 FROM {runtime}
 COPY --from=b /g /opt/rocmforge/bin/rocblas-gemm-smoke
 """, f"rocmforge-test/broken-archs:{uuid.uuid4().hex[:12]}")
-    own_images.append(ref)
-    proc = run_cli("test", "--image", ref, "--target", "hip-runtime", "--json")
-    s = suites(proc)
-    assert proc.returncode == 1
+    s = failing_suites(ref, own_images)
     assert s["archs"]["status"] == "failed"
     assert "/opt/rocmforge/bin/rocblas-gemm-smoke: missing gfx90a, gfx1100" in s["archs"]["detail"]
     assert s["linkage"]["status"] == "passed"
 
 
-def test_results_are_recorded_by_image_id(built, docker_client):
+def test_results_are_recorded_by_image_id(hip_runtime_built, docker_client):
     proc = run_cli("test", "--target", "hip-runtime", "--json")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     image_id = docker_client.images.get(PLAN.targets["hip-runtime"].content_tag).id
@@ -143,7 +139,18 @@ def test_results_are_recorded_by_image_id(built, docker_client):
     assert record["suites"] == json.loads(proc.stdout)["suites"]
 
 
-def test_no_test_container_left_behind(built, docker_client):
+def test_suite_results_reach_the_manifest(hip_runtime_built, tmp_path):
+    """`test --target` rewrites the target's manifest with what the suites found (a fresh state folder:
+    no manifest before, so only `test` can have written it)."""
+    state = tmp_path / "state"
+    proc = run_cli("--state-dir", str(state), "test", "--target", "hip-runtime", "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    written = json.loads((state / "artifacts" / "hip-runtime" / "manifest.json").read_text())
+    assert written["suites"] == {n: s["status"] for n, s in json.loads(proc.stdout)["suites"].items()}
+    assert written["suites"]["linkage"] == "passed"
+
+
+def test_no_test_container_left_behind(hip_runtime_built, docker_client):
     from rocmforge.container import TEST_LABEL
 
     proc = run_cli("test", "--target", "hip-runtime", "--json")

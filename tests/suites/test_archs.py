@@ -4,7 +4,7 @@ the target installs (conftest.gpu_inventory), so a deleted library is named, not
 
 import json
 
-from rocmforge.inspect import archs
+from rocmforge.readers import archs
 from tests.suites.conftest import PROBES_IN_CONTAINER, missing_expected
 
 

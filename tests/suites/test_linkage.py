@@ -5,7 +5,7 @@ lists of its ROCm packages, its components' outputs and its Python distributions
 
 import json
 
-from rocmforge.inspect import ldd
+from rocmforge.readers import ldd
 from tests.suites.conftest import PROBES_IN_CONTAINER, missing_expected
 
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified
+from tests.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified, target_chain
 
 CHECKS = ["settings/training_args.json", "settings/amp.json", "settings/config.yaml",
           "train", "lora", "qlora-4bit", "inference"]
@@ -23,14 +23,6 @@ EXPECTABLE = ("transformers", "accelerate", "peft", "bitsandbytes")
 PROBE_TIMEOUT = 900
 
 
-def _chain(matrix, target_name):
-    out, name = [], target_name
-    while name:
-        out.append(matrix.targets[name])
-        name = matrix.targets[name].from_target
-    return out
-
-
 def declared_torch(matrix, target_name, target, stack):
     """(version, build) of the torch the matrix declares for the image, or None."""
     if target is None:
@@ -38,7 +30,7 @@ def declared_torch(matrix, target_name, target, stack):
     if hasattr(matrix, "torch_of"):
         version, build = matrix.torch_of(target_name)
         return (version, build) if version else None
-    for t in _chain(matrix, target_name):
+    for t in target_chain(matrix, target_name):
         if getattr(t, "pytorch", None):
             return t.pytorch, getattr(t, "pytorch_build", None) or "rocm"
     if stack is not None and getattr(stack, "pytorch", None):
@@ -51,7 +43,7 @@ def expected_libraries(matrix, target_name, target):
     if target is None:
         return []
     out = set()
-    for t in _chain(matrix, target_name):
+    for t in target_chain(matrix, target_name):
         for cname in t.components:
             comp = matrix.components[cname]
             if cname.startswith("bitsandbytes"):

@@ -7,7 +7,7 @@ import pytest
 
 from rocmforge import aptmirror
 from rocmforge.errors import UserError
-from rocmforge.repro import drop_site_args
+from rocmforge.image.config import drop_site_args
 from tests.conftest import ROOT
 
 

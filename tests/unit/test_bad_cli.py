@@ -97,9 +97,9 @@ def command_of(argv: list[str]) -> str:
 
 
 def test_every_command_is_walked():
-    from rocmforge.cli import _parser
+    from rocmforge.cli.parser import build_parser
 
-    sub = next(a for a in _parser()._actions if a.dest == "command")
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
     walked = {command_of(c.values[0]) for c in read_cases()}
     missing = (set(sub.choices) | {"--target"}) - walked
     assert not missing, f"cases.txt has no case for: {sorted(missing)}"
@@ -131,7 +131,7 @@ def test_bad_path(tmp_path, argv, code, text):
 
 def test_nothing_is_left_by_the_probe(tmp_path):
     """The writability probe makes and removes a folder: a refused or accepted check leaves no trace."""
-    from rocmforge.cli import writable_dir, writable_file
+    from rocmforge.project import writable_dir, writable_file
 
     writable_dir(tmp_path / "new" / "deeper", "--out")
     writable_file(tmp_path / "junit.xml", "--junit", replaced=False)

@@ -8,8 +8,9 @@ its leading comments declare what the error must say:
     # expect-field: targets.x.y    optional: a substring of the field part (absent for YAML syntax errors)
     # expect-message: ...          a substring of the message
 
-tests/unit/bad_templates/<case>/ holds partials that replace the real ones under templates/partials/
-and an expect.txt (expect-file, expect-line, expect-message) for the error on the real matrix.
+tests/unit/bad_templates/<case>/ holds templates laid out as under templates/ (kinds/<kind>.j2,
+partials/<name>.j2) that replace the real ones, and an expect.txt (expect-file, expect-line,
+expect-message) for the error on the real matrix.
 """
 
 from __future__ import annotations
@@ -118,12 +119,12 @@ def test_bad_matrix_list_json(case: Path, tmp_path: Path):
 def test_bad_template_render(case: Path, tmp_path: Path):
     exp = parse_expect((case / "expect.txt").read_text(encoding="utf-8").splitlines(), comments=False)
     root = project(tmp_path, ROOT / "matrix.yaml")
-    overrides = sorted(case.glob("*.j2"))
-    assert overrides, f"{case}: no partial to override"
-    for partial in overrides:
-        real = root / "templates" / "partials" / partial.name
-        assert real.is_file(), f"{partial.name} overrides no real partial"
-        shutil.copyfile(partial, real)
+    overrides = sorted(case.rglob("*.j2"))
+    assert overrides, f"{case}: no template to override"
+    for template in overrides:
+        real = root / "templates" / template.relative_to(case)
+        assert real.is_file(), f"{template.relative_to(case)} overrides no real template"
+        shutil.copyfile(template, real)
     before = snapshot(root / "images")
     proc = run_cli(root, "render", "--out", str(root / "images"))
     assert_one_error(proc, f"{exp['file']}:{exp['line']}: ", exp.get("field"), exp["message"])

@@ -30,7 +30,7 @@ How each kind is used, and what is checked:
   target's build-cache record, the `lock --check` record). A bad one is never trusted: it reads
   as absent (not tested / no kept cache / not checked), with one `warning: FILE[:LINE]: ...;
   ignored; <what to do>` line; the command goes on (expect-exit: 0). checks/ runs the real
-  `report --json`; results/ and cache/ call verify.recorded and buildcache.recorded, which
+  `report --json`; results/ and cache/ call suite_runs.recorded and buildcache.recorded, which
   `push`, `test`, `manifest`, `build` and `clean` use.
 
 Commands run with DOCKER_HOST at a dead socket: each refusal comes before the engine is asked.
@@ -236,12 +236,12 @@ def test_lock_check_record_is_ignored_by_the_report(case: Path, project: Path):
 
 @pytest.mark.parametrize("case", cases("results"))
 def test_results_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
-    from rocmforge import records, verify
+    from rocmforge import records, suites as suite_runs
 
     exp = expect(case)
     path = place(case, tmp_path / "results" / f"{IMAGE_ID.split(':')[1]}.json")
     records._warned.clear()
-    assert verify.recorded(tmp_path, IMAGE_ID) is None      # "never tested": nothing is published on it
+    assert suite_runs.recorded(tmp_path, IMAGE_ID) is None      # "never tested": nothing is published on it
     assert_warned(capsys.readouterr().err, path, exp)
     assert path.read_bytes() == case.read_bytes()
 

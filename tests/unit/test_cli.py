@@ -95,10 +95,10 @@ def test_last_resort_for_os_errors_is_one_line(monkeypatch, capsys, exc, code, l
     """A bad path no early check foresaw exits 2; the machine failing (full disk, network) exits 1."""
     from rocmforge import cli
 
-    def fail(self):
+    def fail(inv):
         raise exc
 
-    monkeypatch.setattr(cli.App, "cmd_list", fail)
+    monkeypatch.setattr(cli.info_commands, "list_targets", fail)
     assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"]) == code
     assert capsys.readouterr().err == line + "\n"
 
@@ -109,7 +109,7 @@ def test_last_resort_for_docker_errors_and_bugs(monkeypatch, capsys):
     from rocmforge import cli
 
     raised = []
-    monkeypatch.setattr(cli.App, "cmd_list", lambda self: (_ for _ in ()).throw(raised[-1]))
+    monkeypatch.setattr(cli.info_commands, "list_targets", lambda inv: (_ for _ in ()).throw(raised[-1]))
     raised.append(docker.errors.ContainerError("c1", 3, "true", "img", b"line one\nline two"))
     assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"]) == 1
     err = capsys.readouterr().err

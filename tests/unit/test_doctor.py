@@ -1,6 +1,8 @@
-"""rocmforge.doctor: `build.py doctor`. diagnose() is driven with constructed HostFacts and the
-rocminfo fixtures (tests/fixtures/rocminfo/{captured,handwritten}/, tests/fixtures/doctor/handwritten/); gather() with a fake
-/dev, /sys and /proc tree and a fake engine client."""
+"""rocmforge.doctor: `build.py doctor` as a whole. diagnose() is driven with constructed HostFacts
+and the rocminfo fixtures (tests/fixtures/rocminfo/{captured,handwritten}/,
+tests/fixtures/doctor/handwritten/), and its whole output is compared with
+tests/fixtures/doctor/expected/; gather() runs against a fake /dev, /sys and /proc tree and a fake
+engine client. The checks one by one: test_doctor_checks.py."""
 
 from __future__ import annotations
 
@@ -14,55 +16,28 @@ import pytest
 from rocmforge import doctor
 from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
 from rocmforge.errors import UserError
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-GB = 10**9
-
-
-def fixture_path(name: str) -> Path:
-    """captured/ or handwritten/: each name exists in exactly one place."""
-    (found,) = [p for p in FIXTURES.glob(f"*/*/{name}")]
-    return found
+from tests.unit.doctor_hosts import (
+    EXPECTED, GB, HIP_RUNTIME, SCENARIOS, fixture, fixture_path, gpu_host, rocminfo_text, saved_output,
+)
 
 
-def fixture(name: str) -> str:
-    return fixture_path(name).read_bytes().decode("utf-8")
-
-
-def rocminfo_text(*gpus: tuple[str, str]) -> str:
-    """A minimal rocminfo output: one CPU agent, then one agent per (gfx, marketing name)."""
-    lines = ["ROCk module is loaded", "HSA Agents", "*******", "Agent 1", "*******",
-             "  Name:                    AMD Ryzen 9 5900X 12-Core Processor",
-             "  Device Type:             CPU"]
-    for n, (gfx, marketing) in enumerate(gpus, start=2):
-        lines += ["*******", f"Agent {n}", "*******", f"  Name:                    {gfx}",
-                  f"  Marketing Name:          {marketing}", "  Device Type:             GPU",
-                  "  ISA Info:", "    ISA 1", f"      Name:                    amdgcn-amd-amdhsa--{gfx}"]
-    return "\n".join(lines + ["*** Done ***"])
-
-
-def gpu_host(text: str | None, built: dict | None = None, **kw) -> HostFacts:
-    """A healthy GPU host (engine, nodes, module, disk) with the given rocminfo output."""
-    base = dict(
-        engine_version="26.1.5",
-        kfd=NodeFacts("/dev/kfd", True, True, 44, "video"),
-        render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render"),),
-        amdgpu_module=True, rocminfo_text=text, rocminfo_source="host rocminfo (/opt/rocm/bin/rocminfo)",
-        free_disk_bytes=500 * GB, disk_path="/var/lib/docker", built_targets=built or {})
-    base.update(kw)
-    return HostFacts(**base)
-
-
-def from_file(name: str, built: dict | None = None, **kw) -> doctor.Report:
-    facts = HostFacts(engine_version="26.1.5", rocminfo_text=fixture(name), rocminfo_source=name,
-                      free_disk_bytes=500 * GB, built_targets=built or {}, **kw)
-    return diagnose(facts, from_file=True)
+def from_file(name: str, built: dict | None = None) -> doctor.Report:
+    return diagnose(saved_output(name, built), from_file=True)
 
 
 def status(report: doctor.Report, name: str) -> str:
     c = report.check(name)
     assert c is not None, [x.name for x in report.checks]
     return c.status
+
+
+def assert_check(report: doctor.Report, name: str, expected: str, *needles: str) -> doctor.Check:
+    """The check has that status and its detail holds every needle."""
+    assert status(report, name) == expected, report.format_text()
+    c = report.check(name)
+    for needle in needles:
+        assert needle in c.detail, (needle, c.detail)
+    return c
 
 
 def envs(report: doctor.Report) -> dict:
@@ -72,10 +47,19 @@ def envs(report: doctor.Report) -> dict:
     return out
 
 
-HIP_RUNTIME = {"hip-runtime": ("gfx90a", "gfx1100")}
+# --------------------------------------------------------------------------- report shape and output
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_report_matches_the_expected_output(name):
+    facts, saved = SCENARIOS[name]()
+    report = diagnose(facts, from_file=saved)
+    assert report.format_text() + "\n" == (EXPECTED / f"{name}.txt").read_text()
+    assert json.dumps(report.to_json(), indent=2) + "\n" == (EXPECTED / f"{name}.json").read_text()
 
 
-# --------------------------------------------------------------------------- report shape
+def test_every_expected_output_has_a_scenario():
+    assert {p.stem for p in EXPECTED.iterdir()} == set(SCENARIOS)
+
 
 def test_json_shape_and_text_rendering():
     report = diagnose(gpu_host(fixture("w7900-with-igpu-first.txt"), HIP_RUNTIME))
@@ -105,8 +89,8 @@ def test_healthy_single_gpu_host_is_all_ok():
     assert [c.status for c in report.checks] == [OK] * len(report.checks), report.format_text()
     assert report.recommendations == []
     assert "gfx90a 'AMD Instinct MI210'" in report.check("gpus").detail
-    assert "--group-add 44 --group-add 993" in report.check("device-groups").detail
-    assert "--device /dev/kfd --device /dev/dri/renderD128" in report.check("device-groups").detail
+    assert_check(report, "device-groups", OK, "--group-add 44 --group-add 993",
+                 "--device /dev/kfd --device /dev/dri/renderD128")
 
 
 # --------------------------------------------------------------------------- no GPU
@@ -116,16 +100,11 @@ def test_host_without_gpu_fails_with_clear_detail():
                       amdgpu_module=False, rocminfo_text=None, rocminfo_source="not run: no /dev/kfd",
                       free_disk_bytes=200 * GB, built_targets=HIP_RUNTIME)
     report = diagnose(facts)
-    kfd = report.check("kfd")
-    assert kfd.status == FAIL
-    assert "no AMD GPU device nodes: containers will run without a GPU" in kfd.detail
+    assert_check(report, "kfd", FAIL, "no AMD GPU device nodes: containers will run without a GPU")
     # One cause, reported once: the render-node and GPU checks would only repeat it.
-    assert status(report, "render-nodes") == SKIPPED
-    assert status(report, "device-groups") == SKIPPED
-    assert status(report, "amdgpu-module") == FAIL
-    assert status(report, "gpus") == SKIPPED
+    for name in ("render-nodes", "device-groups", "gpus", "coverage"):
+        assert status(report, name) == SKIPPED
     assert [c.name for c in report.checks if c.status == FAIL] == ["kfd", "amdgpu-module"]
-    assert status(report, "coverage") == SKIPPED
     assert status(report, "engine") == OK and status(report, "disk") == OK
     assert not report.ok and report.exit_code == 1
     assert "(exit code 1)" in report.format_text()
@@ -139,24 +118,17 @@ def test_default_facts_are_a_bare_host():
     assert not report.ok
 
 
-def test_no_gpu_rocminfo_capture_from_file():
-    report = from_file("debian-rocm5.7-no-gpu.txt", HIP_RUNTIME)
-    for name in ("kfd", "render-nodes", "device-groups", "amdgpu-module"):
-        assert status(report, name) == SKIPPED
-        assert "not applicable" in report.check(name).detail
-    gpus = report.check("gpus")
-    assert gpus.status == FAIL
-    assert "ROCk module is NOT loaded" in gpus.detail
+@pytest.mark.parametrize("name, needles", [
+    ("debian-rocm5.7-no-gpu.txt", ["ROCk module is NOT loaded"]),
+    ("kfd-permission-denied.txt", ["Unable to open /dev/kfd read-write", "--group-add"]),
+])
+def test_saved_output_without_gpu_fails_and_says_why(name, needles):
+    report = from_file(name, HIP_RUNTIME)
+    for host_check in ("kfd", "render-nodes", "device-groups", "amdgpu-module"):
+        assert_check(report, host_check, SKIPPED, "not applicable")
+    assert_check(report, "gpus", FAIL, *needles)
     assert status(report, "coverage") == SKIPPED
     assert not report.ok
-
-
-def test_kfd_permission_denied_handwritten_names_the_group_fix():
-    report = from_file("kfd-permission-denied.txt")
-    gpus = report.check("gpus")
-    assert gpus.status == FAIL
-    assert "Unable to open /dev/kfd read-write" in gpus.detail
-    assert "--group-add" in gpus.detail
 
 
 # --------------------------------------------------------------------------- iGPU + dGPU
@@ -176,7 +148,7 @@ def test_w7900_with_igpu_recommends_hip_visible_devices(name, value, igpu_index)
     assert status(report, "integrated-gpus") == WARN
     # The hidden iGPU is not held against the images: the W7900 is covered.
     assert status(report, "coverage:hip-runtime") == OK
-    assert "hidden by HIP_VISIBLE_DEVICES" in report.check("coverage").detail
+    assert_check(report, "coverage", OK, "hidden by HIP_VISIBLE_DEVICES")
     assert status(report, "gfx-override") == OK
     assert report.ok
 
@@ -202,8 +174,7 @@ def test_gfx1031_gets_override_when_a_target_covers_gfx1030_only():
     reason = report.recommendations[0].reason
     assert "gfx1031" in reason and "gfx1030" in reason and "rdna2" in reason
     assert status(report, "gfx-override") == WARN
-    assert status(report, "coverage:rdna2") == WARN
-    assert "only with HSA_OVERRIDE_GFX_VERSION=10.3.0" in report.check("coverage:rdna2").detail
+    assert_check(report, "coverage:rdna2", WARN, "only with HSA_OVERRIDE_GFX_VERSION=10.3.0")
     assert status(report, "coverage") == WARN
     assert report.ok
 
@@ -222,17 +193,13 @@ def test_gfx1031_not_covered_at_all_fails_coverage():
     assert report.recommendations == []
     assert status(report, "gfx-override") == OK
     assert status(report, "coverage:hip-runtime") == WARN
-    cov = report.check("coverage")
-    assert cov.status == FAIL
-    assert "hipErrorNoBinaryForGpu" in cov.detail and "gfx1031" in cov.detail
+    assert_check(report, "coverage", FAIL, "hipErrorNoBinaryForGpu", "gfx1031")
     assert not report.ok
 
 
 def test_override_named_but_not_recommended_without_built_targets():
     report = from_file("rx6700xt-gfx1031.txt")
-    over = report.check("gfx-override")
-    assert over.status == SKIPPED
-    assert "HSA_OVERRIDE_GFX_VERSION=10.3.0" in over.detail
+    assert_check(report, "gfx-override", SKIPPED, "HSA_OVERRIDE_GFX_VERSION=10.3.0")
     assert report.recommendations == []
     assert status(report, "coverage") == SKIPPED
 
@@ -277,37 +244,16 @@ def test_gpu_without_a_known_override_gets_none():
     assert status(report, "coverage") == FAIL
 
 
-def test_override_not_recommended_when_it_would_rename_another_gpu():
-    text = rocminfo_text(("gfx1100", "AMD Radeon RX 7900 XTX"), ("gfx1031", "AMD Radeon RX 6700 XT"))
-    report = diagnose(gpu_host(text, {"t": ("gfx1100", "gfx1030")}))
-    assert "HSA_OVERRIDE_GFX_VERSION" not in envs(report)
-    over = report.check("gfx-override")
-    assert over.status == WARN
-    assert "Not recommended" in over.detail and "gfx1100" in over.detail
-    assert status(report, "coverage") == WARN
-
-
-def test_override_not_recommended_when_gpus_need_different_values():
-    text = rocminfo_text(("gfx1101", "RX 7800 XT"), ("gfx1031", "RX 6700 XT"))
-    report = diagnose(gpu_host(text, {"t": ("gfx1100", "gfx1030")}))
-    assert report.recommendations == []
-    assert "different values" in report.check("gfx-override").detail
-
-
-def test_override_recommended_when_the_other_gpu_is_the_reference_part():
-    text = rocminfo_text(("gfx1030", "RX 6800 XT"), ("gfx1031", "RX 6700 XT"))
-    report = diagnose(gpu_host(text, {"t": ("gfx1030",)}))
-    assert envs(report) == {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
-
-
-def test_hsa_override_version():
-    assert doctor.hsa_override_version("gfx1030") == "10.3.0"
-    assert doctor.hsa_override_version("gfx1100") == "11.0.0"
-    assert doctor.hsa_override_version("gfx90a") == "9.0.10"
-    assert doctor.hsa_override_version("gfx1151") == "11.5.1"
-    assert {doctor.hsa_override_version(t) for t in doctor.GFX_OVERRIDES.values()} == {"10.3.0", "11.0.0"}
-    with pytest.raises(ValueError):
-        doctor.hsa_override_version("gfx10-3-generic")
+@pytest.mark.parametrize("gpus, recommended, needles", [
+    ((("gfx1100", "AMD Radeon RX 7900 XTX"), ("gfx1031", "AMD Radeon RX 6700 XT")), False,
+     ["Not recommended", "gfx1100"]),
+    ((("gfx1101", "RX 7800 XT"), ("gfx1031", "RX 6700 XT")), False, ["different values"]),
+    ((("gfx1030", "RX 6800 XT"), ("gfx1031", "RX 6700 XT")), True, []),
+], ids=["would-rename-another-gpu", "different-values", "other-gpu-is-the-reference-part"])
+def test_override_with_two_gpus(gpus, recommended, needles):
+    report = diagnose(gpu_host(rocminfo_text(*gpus), {"t": ("gfx1100", "gfx1030")}))
+    assert ("HSA_OVERRIDE_GFX_VERSION" in envs(report)) is recommended
+    assert_check(report, "gfx-override", WARN, *needles)
 
 
 # --------------------------------------------------------------------------- coverage per target
@@ -318,9 +264,7 @@ def test_coverage_per_built_target():
     report = from_file("mi210.txt", built)
     assert status(report, "coverage:hip-runtime") == OK
     assert status(report, "coverage:llama7b-train") == OK
-    qlora = report.check("coverage:llama31-qlora-w7900")
-    assert qlora.status == WARN
-    assert "no code for gfx90a" in qlora.detail and "hipErrorNoBinaryForGpu" in qlora.detail
+    assert_check(report, "coverage:llama31-qlora-w7900", WARN, "no code for gfx90a", "hipErrorNoBinaryForGpu")
     assert status(report, "coverage") == OK
     assert report.ok
 
@@ -334,9 +278,7 @@ def test_no_built_target_covering_the_gpu_fails():
 
 def test_partly_covered_multi_gpu_host_warns():
     text = rocminfo_text(("gfx90a", "MI210"), ("gfx1100", "W7900"))
-    report = diagnose(gpu_host(text, {"t": ("gfx90a",)}))
-    cov = report.check("coverage")
-    assert cov.status == WARN and "gfx1100" in cov.detail
+    assert_check(diagnose(gpu_host(text, {"t": ("gfx90a",)})), "coverage", WARN, "gfx1100")
 
 
 def test_generic_isa_listed_by_rocminfo_counts_as_coverage():
@@ -345,73 +287,18 @@ def test_generic_isa_listed_by_rocminfo_counts_as_coverage():
     assert status(report, "coverage:generic") == OK
 
 
-# --------------------------------------------------------------------------- other checks
-
-def test_low_disk_warns():
-    report = diagnose(gpu_host(fixture("mi210.txt"), HIP_RUNTIME, free_disk_bytes=20 * GB))
-    disk = report.check("disk")
-    assert disk.status == WARN
-    assert "20.0 GB" in disk.detail and "/var/lib/docker" in disk.detail
-    assert report.ok
-    assert status(diagnose(gpu_host(None, free_disk_bytes=None)), "disk") == WARN
-
-
-def test_engine_unreachable_fails():
+def test_engine_unreachable_is_the_only_failure():
     facts = gpu_host(fixture("mi210.txt"), HIP_RUNTIME, engine_version=None,
                      engine_error="Error while fetching server API version: connection refused")
     report = diagnose(facts)
-    engine = report.check("engine")
-    assert engine.status == FAIL
-    assert "connection refused" in engine.detail and "DOCKER_HOST" in engine.detail
     assert [c.name for c in report.checks if c.status == FAIL] == ["engine"]
     assert report.exit_code == 1
-
-
-def test_nodes_not_readable_writable_warn():
-    facts = gpu_host(fixture("mi210.txt"), HIP_RUNTIME,
-                     kfd=NodeFacts("/dev/kfd", True, False, 44, "video"),
-                     render_nodes=(NodeFacts("/dev/dri/renderD128", True, False, 993, None),))
-    report = diagnose(facts)
-    assert status(report, "kfd") == WARN
-    assert "group video (GID 44)" in report.check("kfd").detail
-    assert status(report, "render-nodes") == WARN
-    assert "--group-add 44 --group-add 993" in report.check("device-groups").detail
-    assert report.ok
-
-
-def test_kfd_without_render_node_fails():
-    report = diagnose(gpu_host(fixture("mi210.txt"), HIP_RUNTIME, render_nodes=()))
-    assert status(report, "render-nodes") == FAIL
-    assert status(report, "kfd") == OK
-
-
-def test_render_node_without_kfd_warns():
-    facts = gpu_host(None, kfd=NodeFacts("/dev/kfd", False),
-                     render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render"),),
-                     amdgpu_module=False, rocminfo_source="not run: no /dev/kfd")
-    report = diagnose(facts)
-    assert status(report, "kfd") == FAIL
-    assert status(report, "render-nodes") == WARN
-
-
-def test_root_group_needs_no_group_add():
-    facts = gpu_host(fixture("mi210.txt"), kfd=NodeFacts("/dev/kfd", True, True, 0, "root"),
-                     render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 0, "root"),))
-    assert "needs no --group-add" in diagnose(facts).check("device-groups").detail
-
-
-@pytest.mark.parametrize("module, kfd, expected", [(False, True, WARN), (None, True, WARN), (True, False, OK),
-                                                   (False, False, FAIL)])
-def test_amdgpu_module(module, kfd, expected):
-    facts = gpu_host(None, amdgpu_module=module, kfd=NodeFacts("/dev/kfd", kfd, True, 44))
-    assert status(diagnose(facts), "amdgpu-module") == expected
 
 
 def test_kfd_present_but_no_rocminfo_warns():
     facts = gpu_host(None, HIP_RUNTIME, rocminfo_source="not run: rocminfo is not on PATH and no built image")
     report = diagnose(facts)
-    gpus = report.check("gpus")
-    assert gpus.status == WARN and "not on PATH" in gpus.detail
+    assert_check(report, "gpus", WARN, "not on PATH")
     assert status(report, "coverage") == SKIPPED
     assert status(report, "coverage:hip-runtime") == SKIPPED
     assert report.ok
@@ -450,9 +337,9 @@ class FakeClient:
 
 def fake_tree(tmp_path: Path, *, kfd=True, render=True, module="sys") -> dict:
     dev, sys_, proc = tmp_path / "dev", tmp_path / "sys", tmp_path / "proc"
-    (dev / "dri").mkdir(parents=True)
-    (sys_ / "module" / "video").mkdir(parents=True)
-    proc.mkdir()
+    (dev / "dri").mkdir(parents=True, exist_ok=True)
+    (sys_ / "module" / "video").mkdir(parents=True, exist_ok=True)
+    proc.mkdir(exist_ok=True)
     if kfd:
         (dev / "kfd").write_text("")
         os.chown(dev / "kfd", -1, 44)
@@ -461,10 +348,17 @@ def fake_tree(tmp_path: Path, *, kfd=True, render=True, module="sys") -> dict:
         os.chown(dev / "dri" / "renderD128", -1, 4242)
         (dev / "dri" / "card0").write_text("")  # not a render node
     if module == "sys":
-        (sys_ / "module" / "amdgpu").mkdir()
+        (sys_ / "module" / "amdgpu").mkdir(exist_ok=True)
     elif module == "proc":
         (proc / "modules").write_text("video 65536 1 amdgpu, Live 0x0\namdgpu 12345678 4 - Live 0x0\n")
     return dict(dev_root=str(dev), sys_root=str(sys_), proc_root=str(proc))
+
+
+def gather_bare(tmp_path: Path, **kw) -> HostFacts:
+    """gather on a fake host without GPU nodes, with no built targets and no host rocminfo."""
+    tree = {} if "dev_root" in kw else fake_tree(tmp_path / "bare", kfd=False, render=False, module="none")
+    return gather(**{"client": FakeClient(), "built_targets": {}, "host_rocminfo": False,
+                     "docker_root": str(tmp_path), **tree, **kw})
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="os.chown to arbitrary groups needs root")
@@ -505,9 +399,7 @@ def test_gather_without_kfd_does_not_run_rocminfo(tmp_path):
     def runner():
         raise AssertionError("must not run without /dev/kfd")
 
-    facts = gather(client=FakeClient(), docker_root=str(tmp_path), built_targets={},
-                   rocminfo_runner=runner, host_rocminfo=False,
-                   **fake_tree(tmp_path, kfd=False, render=False, module="none"))
+    facts = gather_bare(tmp_path, rocminfo_runner=runner)
     assert not facts.kfd.exists and facts.render_nodes == ()
     assert facts.amdgpu_module is False  # /sys/module is readable and has no amdgpu
     assert facts.rocminfo_text is None and "no /dev/kfd" in facts.rocminfo_source
@@ -518,26 +410,21 @@ def test_gather_without_kfd_does_not_run_rocminfo(tmp_path):
 
 def test_gather_amdgpu_from_proc_modules_or_unknown(tmp_path):
     tree = fake_tree(tmp_path, kfd=False, render=False, module="proc")
-    assert gather(client=FakeClient(), host_rocminfo=False, built_targets={}, docker_root=str(tmp_path),
-                  **tree).amdgpu_module is True
+    assert gather_bare(tmp_path, **tree).amdgpu_module is True
     tree["sys_root"] = str(tmp_path / "no-sys")
     (tmp_path / "proc" / "modules").unlink()
-    assert gather(client=FakeClient(), host_rocminfo=False, built_targets={}, docker_root=str(tmp_path),
-                  **tree).amdgpu_module is None
+    assert gather_bare(tmp_path, **tree).amdgpu_module is None
 
 
 def test_gather_engine_unreachable(tmp_path):
-    client = FakeClient(fail=ConnectionError("connection refused"))
-    facts = gather(client=client, docker_root=str(tmp_path), host_rocminfo=False,
-                   **fake_tree(tmp_path, kfd=False, render=False))
+    facts = gather_bare(tmp_path, client=FakeClient(fail=ConnectionError("connection refused")), built_targets=None)
     assert facts.engine_version is None and "connection refused" in facts.engine_error
     assert facts.built_targets == {}
     assert status(diagnose(facts), "engine") == FAIL
 
 
 def test_gather_uses_the_engines_data_root_by_default(tmp_path):
-    facts = gather(client=FakeClient(root=str(tmp_path / "data-root")), built_targets={}, host_rocminfo=False,
-                   **fake_tree(tmp_path, kfd=False, render=False))
+    facts = gather_bare(tmp_path, client=FakeClient(root=str(tmp_path / "data-root")), docker_root=None)
     assert facts.disk_path == str(tmp_path / "data-root")
     assert facts.free_disk_bytes is not None  # measured on the filesystem that would hold it
 
@@ -547,25 +434,22 @@ def test_gather_rocminfo_runner_failure_is_a_fact(tmp_path):
     def runner():
         raise RuntimeError("image gone")
 
-    facts = gather(client=FakeClient(), docker_root=str(tmp_path), built_targets={}, rocminfo_runner=runner,
-                   host_rocminfo=False, **fake_tree(tmp_path))
+    facts = gather_bare(tmp_path, rocminfo_runner=runner, **fake_tree(tmp_path))
     assert facts.rocminfo_text is None and "image gone" in facts.rocminfo_source
     assert status(diagnose(facts), "gpus") == WARN
 
 
 def test_gather_rocminfo_file(tmp_path):
     path = fixture_path("w7900-with-igpu-second.txt")
-    facts = gather(client=FakeClient(), docker_root=str(tmp_path), built_targets=dict(HIP_RUNTIME),
-                   rocminfo_file=str(path), rocminfo_runner=lambda: pytest.fail("must not run"),
-                   **fake_tree(tmp_path, kfd=False, render=False))
+    facts = gather_bare(tmp_path, built_targets=dict(HIP_RUNTIME), rocminfo_file=str(path), host_rocminfo=True,
+                        rocminfo_runner=lambda: pytest.fail("must not run"))
     assert facts.rocminfo_source == str(path)
     report = diagnose(facts, from_file=True)
     assert status(report, "kfd") == SKIPPED
     assert envs(report) == {"HIP_VISIBLE_DEVICES": "0"}
     assert report.ok
     with pytest.raises(UserError) as exc:
-        gather(client=FakeClient(), rocminfo_file=str(tmp_path / "missing.txt"), built_targets={},
-               docker_root=str(tmp_path), **fake_tree(tmp_path / "x", kfd=False, render=False))
+        gather_bare(tmp_path, rocminfo_file=str(tmp_path / "missing.txt"))
     assert "missing.txt" in str(exc.value)
 
 
@@ -587,5 +471,4 @@ def test_a_saved_file_that_is_not_a_whole_rocminfo_output_is_refused_before_the_
     assert exc.value.file == str(cut) and exc.value.line == 90
     (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
     with pytest.raises(UserError, match="not a rocminfo output"):
-        gather(client=FakeClient(), rocminfo_file=str(tmp_path / "passwd"), built_targets={},
-               docker_root=str(tmp_path), **fake_tree(tmp_path / "x", kfd=False, render=False))
+        gather_bare(tmp_path, rocminfo_file=str(tmp_path / "passwd"))

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from rocmforge import verify
+from rocmforge import suites as suite_runs
 from rocmforge.container import GpuAccess
 from rocmforge.matrix import load_matrix
 from tests.conftest import ROOT
@@ -123,8 +123,8 @@ def test_summary_keeps_not_gpu_verified_and_failures_apart():
              "detail": "not GPU-verified: no /dev/kfd", "figures": None},
             {"suite": "rocminfo", "test": "b", "phase": "call", "outcome": "failed",
              "detail": "GPU required (--require-gpu was given) but ...", "figures": None}]
-    s = verify.summarise(rows)
-    assert s["gemm"]["status"] == "not GPU-verified" and s["gemm"]["passed"] == 0
-    assert s["rocminfo"]["status"] == "failed"
-    assert s["linkage"]["status"] == "failed" and s["linkage"]["detail"] == "the suite did not run"
+    s = suite_runs.summarise(rows)
+    assert s["gemm"].status == "not GPU-verified" and s["gemm"].passed == 0
+    assert s["rocminfo"].status == "failed"
+    assert s["linkage"].status == "failed" and s["linkage"].detail == "the suite did not run"
     assert ("workload" in s) == (ROOT / "tests" / "suites" / "test_workload.py").is_file()

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from rocmforge.inspect import ldd
+from rocmforge.readers import ldd
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ldd"
 

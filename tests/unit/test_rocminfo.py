@@ -1,4 +1,4 @@
-"""rocmforge.inspect.rocminfo: parsing rocminfo output and pastes of it.
+"""rocmforge.readers.rocminfo: parsing rocminfo output and pastes of it.
 
 Fixtures: tests/fixtures/rocminfo/captured/ holds real captures (debian-rocm5.7-no-gpu.txt:
 Debian's rocminfo in a container on this GPU-less host); tests/fixtures/rocminfo/handwritten/ holds
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.inspect.rocminfo import (
+from rocmforge.readers.rocminfo import (
     INTEGRATED_GFX,
     Agent,
     NotRocminfo,
@@ -40,19 +40,31 @@ def load(name: str) -> str:
 
 
 # One row per fixture. agents: (index, device_type, name, compute_units, is_apu, uuid).
+def cpu_and_gpu(runtime: str | None, cpu: tuple[str, int], gpu: tuple[str, int, str | None], marketing: str,
+                isas: tuple[str, ...], *, apu: bool = False, **more) -> dict:
+    """The common host: Agent 1 a CPU (name, CUs), Agent 2 a GPU (gfx, CUs, uuid)."""
+    gfx, cus, uuid = gpu
+    return dict(driver_loaded=True, runtime=runtime, gpus=[gfx], visible=None,
+                agents=[(1, "CPU", *cpu, False, "CPU-XX"), (2, "GPU", gfx, cus, apu, uuid)],
+                isas={2: isas}, marketing={2: marketing}, **more)
+
+
+def no_gpu(driver_loaded: bool, *problems: str) -> dict:
+    return dict(driver_loaded=driver_loaded, runtime=None, gpus=[], agents=[], visible=None,
+                problems_contain=list(problems))
+
+
+def isa(*names: str) -> tuple[str, ...]:
+    return tuple(f"amdgcn-amd-amdhsa--{n}" for n in names)
+
+
 CASES = {
     # captured/: Debian's rocminfo in a container on a host without a GPU (exit code 1).
-    "debian-rocm5.7-no-gpu.txt": dict(
-        driver_loaded=False, runtime=None, gpus=[], agents=[], visible=None,
-        problems_contain=["ROCk module is NOT loaded"]),
+    "debian-rocm5.7-no-gpu.txt": no_gpu(False, "ROCk module is NOT loaded"),
     # handwritten/ from here on.
     # 1 CPU + MI210, ROCm 6.2 padded output, coloured driver line.
-    "mi210.txt": dict(
-        driver_loaded=True, runtime="1.14", gpus=["gfx90a"], visible=None,
-        agents=[(1, "CPU", "AMD EPYC 7313P 16-Core Processor", 32, False, "CPU-XX"),
-                (2, "GPU", "gfx90a", 104, False, "GPU-880b91d040da15d8")],
-        isas={2: ("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",)},
-        marketing={2: "AMD Instinct MI210"}),
+    "mi210.txt": cpu_and_gpu("1.14", ("AMD EPYC 7313P 16-Core Processor", 32), ("gfx90a", 104, "GPU-880b91d040da15d8"),
+                             "AMD Instinct MI210", isa("gfx90a:sramecc+:xnack-")),
     # 2 CPUs + 4 MI300X, ROCm 6.4, with the gfx9-4-generic ISA.
     "mi300x-multi.txt": dict(
         driver_loaded=True, runtime="1.15", gpus=["gfx942"] * 4, visible=None,
@@ -62,8 +74,7 @@ CASES = {
                 (4, "GPU", "gfx942", 304, False, "GPU-c14abb436c69353f"),
                 (5, "GPU", "gfx942", 304, False, "GPU-9d0b2c3e41f7a6b2"),
                 (6, "GPU", "gfx942", 304, False, "GPU-5b6e1c2a8f30d9e4")],
-        isas={3: ("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
-                  "amdgcn-amd-amdhsa--gfx9-4-generic:sramecc+:xnack-")},
+        isas={3: isa("gfx942:sramecc+:xnack-", "gfx9-4-generic:sramecc+:xnack-")},
         marketing={3: "AMD Instinct MI300X"}),
     # Ryzen 9 7900X + W7900 + the 2-CU gfx1036 iGPU flagged "Memory Properties: APU" (ROCm 7.2,
     # trailing padding stripped as in a GitHub paste; iGPU Marketing Name is the CPU's).
@@ -72,8 +83,7 @@ CASES = {
         agents=[(1, "CPU", "AMD Ryzen 9 7900X 12-Core Processor", 24, False, "CPU-XX"),
                 (2, "GPU", "gfx1100", 96, False, "GPU-5b6e1c2a3d4f7788"),
                 (3, "GPU", "gfx1036", 2, True, "GPU-XX")],
-        isas={2: ("amdgcn-amd-amdhsa--gfx1100", "amdgcn-amd-amdhsa--gfx11-generic"),
-              3: ("amdgcn-amd-amdhsa--gfx1036", "amdgcn-amd-amdhsa--gfx10-3-generic")},
+        isas={2: isa("gfx1100", "gfx11-generic"), 3: isa("gfx1036", "gfx10-3-generic")},
         marketing={2: "AMD Radeon Pro W7900", 3: "AMD Ryzen 9 7900X 12-Core Processor"}),
     # Same machine, iGPU enumerated first, older layout without Memory Properties: the gfx name
     # alone marks the iGPU.
@@ -82,58 +92,37 @@ CASES = {
         agents=[(1, "CPU", "AMD Ryzen 9 7900X 12-Core Processor", 24, False, "CPU-XX"),
                 (2, "GPU", "gfx1036", 2, True, "GPU-XX"),
                 (3, "GPU", "gfx1100", 96, False, "GPU-5b6e1c2a3d4f7788")],
-        isas={2: ("amdgcn-amd-amdhsa--gfx1036",), 3: ("amdgcn-amd-amdhsa--gfx1100",)},
+        isas={2: isa("gfx1036"), 3: isa("gfx1100")},
         marketing={2: "AMD Radeon Graphics"}),
     # MI300A: gfx942 is also the discrete MI300X, only "Memory Properties: APU" tells.
-    "apu-memory-properties.txt": dict(
-        driver_loaded=True, runtime="1.15", gpus=["gfx942"], visible=None,
-        agents=[(1, "CPU", "AMD Instinct MI300A Accelerator", 48, False, "CPU-XX"),
-                (2, "GPU", "gfx942", 228, True, "GPU-8a034d0fdebb161c")],
-        isas={2: ("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
-                  "amdgcn-amd-amdhsa--gfx9-4-generic:sramecc+:xnack-")},
-        marketing={2: "AMD Instinct MI300A"}),
+    "apu-memory-properties.txt": cpu_and_gpu(
+        "1.15", ("AMD Instinct MI300A Accelerator", 48), ("gfx942", 228, "GPU-8a034d0fdebb161c"),
+        "AMD Instinct MI300A", isa("gfx942:sramecc+:xnack-", "gfx9-4-generic:sramecc+:xnack-"), apu=True),
     # CRLF, prompt line first and last, ANSI, trailing spaces, ⏎ | … markers at line ends.
-    "crlf-with-prompt.txt": dict(
-        driver_loaded=True, runtime="1.15", gpus=["gfx1100"], visible=None,
-        agents=[(1, "CPU", "AMD Ryzen 7 7800X3D 8-Core Processor", 16, False, "CPU-XX"),
-                (2, "GPU", "gfx1100", 96, False, "GPU-398a3f843a146602")],
-        isas={2: ("amdgcn-amd-amdhsa--gfx1100",)},
-        marketing={2: "Radeon RX 7900 XTX"}),
+    "crlf-with-prompt.txt": cpu_and_gpu(
+        "1.15", ("AMD Ryzen 7 7800X3D 8-Core Processor", 16), ("gfx1100", 96, "GPU-398a3f843a146602"),
+        "Radeon RX 7900 XTX", isa("gfx1100")),
     # Every line dedented, single space after the colon.
-    "no-padding.txt": dict(
-        driver_loaded=True, runtime="1.18", gpus=["gfx1030"], visible=None,
-        agents=[(1, "CPU", "AMD Ryzen 9 5900X 12-Core Processor", 24, False, "CPU-XX"),
-                (2, "GPU", "gfx1030", 72, False, "GPU-e4a1f3c95b2d7086")],
-        isas={2: ("amdgcn-amd-amdhsa--gfx1030", "amdgcn-amd-amdhsa--gfx10-3-generic")},
-        marketing={2: "AMD Radeon RX 6800 XT"}),
+    "no-padding.txt": cpu_and_gpu(
+        "1.18", ("AMD Ryzen 9 5900X 12-Core Processor", 24), ("gfx1030", 72, "GPU-e4a1f3c95b2d7086"),
+        "AMD Radeon RX 6800 XT", isa("gfx1030", "gfx10-3-generic")),
     # Paste from "Agent 2" to just before ISA Info: no driver line, no system attributes.
     "missing-isa-section.txt": dict(
         driver_loaded=True, runtime=None, gpus=["gfx1032"], visible=None,
         agents=[(2, "GPU", "gfx1032", 28, False, "GPU-XX")],
         isas={2: ()}, marketing={2: "AMD Radeon PRO W6600"}),
     # Strix Halo with an empty Marketing Name.
-    "empty-marketing-name.txt": dict(
-        driver_loaded=True, runtime="1.15", gpus=["gfx1151"], visible=None,
-        agents=[(1, "CPU", "AMD RYZEN AI MAX+ 395 w/ Radeon 8060S", 32, False, "CPU-XX"),
-                (2, "GPU", "gfx1151", 40, True, "GPU-XX")],
-        isas={2: ("amdgcn-amd-amdhsa--gfx1151", "amdgcn-amd-amdhsa--gfx11-generic")},
-        marketing={2: ""}),
+    "empty-marketing-name.txt": cpu_and_gpu(
+        "1.15", ("AMD RYZEN AI MAX+ 395 w/ Radeon 8060S", 32), ("gfx1151", 40, "GPU-XX"), "",
+        isa("gfx1151", "gfx11-generic"), apu=True),
     # WSL2: no driver line, GPU agent without Uuid.
-    "wsl.txt": dict(
-        driver_loaded=True, runtime="1.15", gpus=["gfx1100"], visible=None,
-        agents=[(1, "CPU", "AMD Ryzen 9 7950X 16-Core Processor", 32, False, "CPU-XX"),
-                (2, "GPU", "gfx1100", 96, False, None)],
-        isas={2: ("amdgcn-amd-amdhsa--gfx1100",)},
-        marketing={2: "AMD Radeon RX 7900 XTX"},
-        problems_contain=["WSL environment detected"]),
+    "wsl.txt": cpu_and_gpu(
+        "1.15", ("AMD Ryzen 9 7950X 16-Core Processor", 32), ("gfx1100", 96, None), "AMD Radeon RX 7900 XTX",
+        isa("gfx1100"), problems_contain=["WSL environment detected"]),
     # WSL2 without a usable GPU (newer rocminfo's early check).
-    "wsl-no-gpu.txt": dict(
-        driver_loaded=False, runtime=None, gpus=[], agents=[], visible=None,
-        problems_contain=["WSL environment detected", "hsa_init Failed", "No WDDM adapters"]),
+    "wsl-no-gpu.txt": no_gpu(False, "WSL environment detected", "hsa_init Failed", "No WDDM adapters"),
     # Driver loaded but /dev/kfd not accessible (user outside the render group).
-    "kfd-permission-denied.txt": dict(
-        driver_loaded=True, runtime=None, gpus=[], agents=[], visible=None,
-        problems_contain=["Unable to open /dev/kfd", 'not member of "render" group']),
+    "kfd-permission-denied.txt": no_gpu(True, "Unable to open /dev/kfd", 'not member of "render" group'),
 }
 
 

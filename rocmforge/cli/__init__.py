@@ -1,0 +1,50 @@
+"""Command line: `python build.py [--matrix M] COMMAND ...`; `python build.py --target X` builds then tests.
+
+The CLI parses, calls and prints: builds go through rocmforge.pipeline, each command is a
+function in build_commands or info_commands, and parser.py names the function of each subcommand."""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import BuildError, UserError
+from ..project import MACHINE_ERRNOS
+
+
+def os_error_exit(exc: OSError) -> int:
+    """The last resort for an OSError no check foresaw: one line naming the path and the reason."""
+    where = exc.filename if exc.filename is not None else ""
+    if exc.filename2 is not None:
+        where = f"{where} -> {exc.filename2}"
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    line = f"{where}: {reason}" if where else reason
+    print("error: " + " ".join(line.split()), file=sys.stderr)
+    return 1 if exc.errno in MACHINE_ERRNOS or exc.filename is None else 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .invocation import Invocation
+    from .parser import build_parser
+
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return args.run(Invocation(args))
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:        # `build.py list --json | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
+    except OSError as exc:         # requests' and most of docker's errors are OSErrors too
+        return os_error_exit(exc)
+    except Exception as exc:
+        if not type(exc).__module__.startswith("docker."):
+            raise              # a bug of ours: the traceback is what a report needs
+        print("error: Docker engine: " + " ".join(str(exc).split()), file=sys.stderr)
+        return 1

@@ -1,0 +1,187 @@
+"""Commands that build, check or clean images: each parses nothing, calls the pipeline and prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+from ..project import ca_bundle, writable_dir, writable_file
+from . import show
+from .invocation import Invocation
+
+
+def build_and_test(inv: Invocation) -> int:
+    """`build.py --target X`: the main job."""
+    if not inv.args.target:
+        from .parser import build_parser
+
+        build_parser().print_help()
+        return 2
+    return build(inv) or test(inv)
+
+
+def build(inv: Invocation) -> int:
+    name = inv.target_name()
+    inv.project.target(name)
+    inv.project.writable_state()
+    inv.project.buildable_target(name)
+    results = inv.pipeline.build(name)
+    from .. import engine
+
+    show.build_table(inv.out, engine.connect(), inv.plan, results)
+    return 0
+
+
+def test(inv: Invocation) -> int:
+    from .. import engine, suites
+    from ..pipeline import require_built
+
+    args, project = inv.args, inv.project
+    target, image = inv.target_name(), getattr(args, "image", None)
+    if not target and not image:
+        raise UserError("give --target TARGET or --image REF", field="test")
+    if target:
+        project.target(target)
+    junit = Path(args.junit).resolve() if getattr(args, "junit", None) else None   # pytest runs in the checkout
+    if junit:
+        writable_file(junit, "--junit", replaced=False)
+    project.writable_state()
+    if target and not image:    # its image exists only if it could be built
+        project.buildable_target(target)
+    client = engine.connect()
+    if not image:
+        require_built(client, project.target(target))
+        image = project.target(target).content_tag
+    elif engine.image_id(client, image) is None:
+        raise UserError(f"image {image!r} not found on the engine", field="--image")
+    as_json = bool(getattr(args, "json", False))
+    report = inv.pipeline.test(client, image, target, junit, require_gpu=bool(getattr(args, "require_gpu", False)))
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        show.suites_table(inv.out, report)
+        inv.progress.line(f"results recorded: {suites.results_path(project.state, report.image_id)}", markup=False)
+        if not report.ok:
+            inv.progress.line("pytest output (tail):\n" + report.log[-3000:], markup=False)
+    return 0 if report.ok else 1
+
+
+def verify_repro(inv: Invocation) -> int:
+    from ..repro_check import verify_repro as run
+
+    name = inv.target_name()
+    inv.project.target(name)
+    inv.project.writable_state()
+    inv.project.buildable_target(name)
+    result = run(inv.pipeline, name)
+    if inv.args.json:
+        print(json.dumps(result.to_json(), indent=2, default=str))
+    elif result.identical:
+        print(f"identical: both builds of {name} gave {result.image_ids[0]}")
+    else:
+        a, b = result.image_ids
+        print(f"DIFFERENT: {a[7:19]} vs {b[7:19]}: {result.explanation}")
+    return 0 if result.identical else 1
+
+
+def manifest(inv: Invocation) -> int:
+    from .. import engine
+    from ..pipeline import require_built
+
+    name = inv.target_name()
+    inv.project.target(name)
+    inv.project.writable_state()
+    tp = inv.project.buildable_target(name)
+    client = engine.connect()
+    require_built(client, tp)
+    folder = inv.pipeline.write_manifest(client, name)
+    print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
+    return 0
+
+
+def context(inv: Invocation) -> int:
+    """The folder `docker build` takes by hand: the rendered files, the probes and the fetched inputs."""
+    from ..files import atomic_write
+
+    name = inv.target_name()
+    out = Path(inv.args.out)
+    inv.project.buildable_target(name)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError("must be an empty folder or not exist yet (nothing is overwritten)", file=str(out),
+                        field="--out")
+    writable_dir(out, "--out")
+    inv.project.writable_state()      # fetched inputs are cached there
+    files = inv.pipeline.context(name)
+    for rel, data in sorted(files.items()):
+        atomic_write(out / rel, data)
+    tp = inv.plan.targets[name]
+    print(f"{out}: {len(files)} files; build it with: docker build -t {tp.readable_tag} {out}")
+    return 0
+
+
+def lock(inv: Invocation) -> int:
+    from .. import engine, lock as locking, lockfile, report
+
+    project, args = inv.project, inv.args
+    targets = args.lock_targets
+    for t in targets or []:
+        project.target(t)
+    project.writable_state()
+    if not args.check:
+        writable_file(project.lock_path, None)
+    old = project.lock()
+    m = inv.plan.matrix
+    client = engine.connect()
+    work, log = project.state / "work", project.log("lock")
+    if args.check:
+        with inv.progress.status("checking matrix.lock against the matrix and the mirrors"):
+            out = locking.check(client, m, old, targets=targets, work=work, log=log)
+        report.save_check(project.state, "lock", {"targets": m.order(targets), "problems": list(out.problems)})
+        for p in out.problems:
+            print(f"stale: {p}")
+        if out.problems:
+            print(f"{len(out.problems)} stale or unavailable pin(s); fix matrix.yaml and run `python build.py lock`",
+                  file=sys.stderr)
+            return 1
+        print(f"{project.lock_path.name}: every pin resolves ({', '.join(m.order(targets))})")
+        return 0
+    with inv.progress.status("resolving pins"):
+        out = locking.resolve(client, m, old, targets=targets, work=work, ca_bundle=ca_bundle(args.ca_bundle), log=log)
+    from ..files import atomic_write
+
+    atomic_write(project.lock_path, lockfile.dump(out.lock).encode())
+    for r in out.resolved:
+        print(f"resolved: {r}")
+    for f in out.failed:
+        print(f"unresolved: {f}", file=sys.stderr)
+    print(f"wrote {project.lock_path}; run `python build.py render` to apply it", file=sys.stderr)
+    return 1 if out.failed else 0
+
+
+def clean(inv: Invocation) -> int:
+    from .. import cleanup, engine, enginelock
+
+    project, target, dry_run = inv.project, inv.target_name(), inv.args.clean_dry_run
+    names = [target] if target else sorted(inv.plan.targets)
+    for n in names:
+        project.target(n)
+    if not dry_run:
+        project.writable_state()
+    client = engine.connect()
+    with enginelock.exclusive() as alone:   # no build starts while we remove
+        found = cleanup.find(client, project, names, all_targets=not target, alone=alone, dry_run=dry_run)
+        if found.waiting:
+            inv.progress.line(f"keeping {found.waiting} untagged step image(s): another build is running on this engine")
+        for item in found.items:
+            print(f"{'would remove' if dry_run else 'remove'} {item.kind}: {item.ref} ({item.size / 1e9:.2f} GB)")
+        if dry_run:
+            print(f"{len(found.items)} item(s); nothing removed")
+            return 0
+        cleanup.remove(client, project, found, names, alone, lambda msg: inv.progress.line(f"[yellow]{msg}[/yellow]"))
+    if alone:
+        print(f"removed {len(found.items)} item(s) and the build logs")
+    else:
+        print(f"removed {len(found.items)} item(s); the build logs are kept while another build runs")
+    return 0

@@ -1,0 +1,192 @@
+"""Commands that describe, publish or run what is built: each calls one module and prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import BuildError, UserError
+from ..project import writable_dir, writable_file
+from . import show
+from .invocation import Invocation
+
+
+def list_targets(inv: Invocation) -> int:
+    from ..buildable import buildability
+
+    plan, m = inv.plan, inv.plan.matrix
+    rows = []
+    for name in plan.order():
+        tp, t = plan.targets[name], m.targets[name]
+        ok, blockers = buildability(plan, name)
+        torch, torch_build = m.torch_of(name)
+        rows.append({"name": name, "stack": tp.stack, "archs": list(tp.archs), "deps": list(tp.deps),
+                     "devel": t.devel, "description": t.description, "buildable_here": ok,
+                     "pytorch": torch, "pytorch_build": torch_build if torch else None,
+                     "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag,
+                     "level": m.level(name), "runs_on": m.runner_of(name).labels,
+                     "disk_gb": m.runner_of(name).disk_gb})
+    if inv.args.json and inv.args.gpu_jobs:
+        print(json.dumps([{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
+                          for r in rows for a in r["archs"]], indent=2))
+    elif inv.args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        show.targets_table(inv.out, f"targets in {inv.project.matrix_path}", rows)
+    return 0
+
+
+def render(inv: Invocation) -> int:
+    from .. import render as rendering
+
+    plan = inv.plan
+    out = Path(inv.args.out) if inv.args.out else inv.project.root / "images"
+    if inv.args.check:
+        problems = rendering.check(plan, out)
+        for line in problems:
+            print(line)
+        if problems:
+            print(f"{len(problems)} file(s) differ from the matrix; run `python build.py render`", file=sys.stderr)
+            return 1
+        print(f"{out}: up to date ({len(plan.targets)} targets)")
+        return 0
+    writable_dir(out, "--out")
+    changes = rendering.write(plan, out)
+    for line in changes:
+        print(line)
+    print(f"{out}: {len(changes)} change(s), {len(plan.targets)} targets")
+    return 0
+
+
+def rocminfo(inv: Invocation) -> int:
+    from ..readers import rocminfo as reader
+
+    info = reader.parse(reader.read_saved(inv.args.file))
+    print(json.dumps(info.to_json(), indent=2) if inv.args.json else reader.format_table(info))
+    return 0
+
+
+def archs(inv: Invocation) -> int:
+    from ..readers import archs as reader
+
+    paths = inv.args.paths
+    for p in paths:
+        if not Path(p).exists():
+            raise UserError("no such file or folder", file=p)
+        try:
+            why = reader.not_scannable(p)
+        except OSError as exc:
+            raise UserError(f"cannot read: {exc.strerror or exc}", file=p) from None
+        if why:
+            raise UserError(why, file=p)
+    # A damaged file (cut short, corrupt, unreadable) is listed with what was found in it, and
+    # the run ends with exit 2 naming it: its list of archs cannot be trusted to be complete.
+    results = reader.scan_checked(paths)
+    if inv.args.json:
+        print(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        for r in results:
+            if r.archs or r.error:
+                print(f"{r.path}: {' '.join(r.archs) or '-'} ({r.kind}){'  ERROR: ' + r.error if r.error else ''}")
+        if not any(r.archs for r in results):
+            print("no GPU code found")
+    damaged = [r for r in results if reader.damaged(r)]
+    if damaged:
+        more = f" (and {len(damaged) - 1} more damaged file(s), see their entries)" if len(damaged) > 1 else ""
+        raise UserError(damaged[0].error + more, file=damaged[0].path)
+    return 0
+
+
+def push(inv: Invocation) -> int:
+    from .. import engine, publish
+
+    project, target, registry = inv.project, inv.target_name(), inv.args.registry
+    project.target(target)
+    writable_dir(project.record_dir, "publish records")
+    project.buildable_target(target)
+    client = engine.connect()
+    with inv.progress.status(f"pushing {target} to {registry}"):
+        rec = publish.push(client, inv.plan, target, registry, state_dir=project.state, record_dir=project.record_dir)
+    print(json.dumps(rec, indent=2, sort_keys=True))
+    inv.progress.line(f"publish record: {project.record_dir / (target + '.json')}", markup=False)
+    return 0
+
+
+def pull(inv: Invocation) -> int:
+    from .. import engine, publish
+
+    target, record_dir = inv.target_name(), inv.project.record_dir
+    publish.read_record(record_dir / f"{target}.json", target)   # a missing record needs no engine
+    client = engine.connect()
+    with inv.progress.status(f"pulling {target}"):
+        rec = publish.pull(client, target, record_dir=record_dir)
+    print(json.dumps(rec, indent=2, sort_keys=True))
+    return 0
+
+
+def report(inv: Invocation) -> int:
+    from .. import engine, report as reports
+    from ..files import atomic_write
+
+    project, args = inv.project, inv.args
+    out_dir = Path(args.report_out) if args.report_out else project.state / "report"
+    writable_dir(out_dir, "--out" if args.report_out else "--state-dir")
+    if args.markdown:
+        writable_file(Path(args.markdown), "--markdown", replaced=False)
+    try:
+        client = engine.connect()
+    except BuildError as exc:      # the page still shows the plan and the records, without images
+        inv.progress.warn(f"{exc}; images are shown as not built")
+        client = None
+    rep = reports.gather(inv.plan, client, project.state, project.lock(), project.record_dir,
+                         out_dir.resolve(), str(project.matrix_path))
+    data = json.dumps(rep.to_json(), indent=2)
+    try:
+        for name, text in (("index.html", reports.to_html(rep)), ("report.json", data + "\n")):
+            atomic_write(out_dir / name, text.encode())
+        if args.markdown:
+            with open(args.markdown, "a", encoding="utf-8") as f:
+                f.write(reports.to_markdown(rep))
+    except OSError as exc:
+        raise UserError(f"cannot write the report: {exc.strerror or exc} ({exc.filename or out_dir})",
+                        field="--markdown" if args.markdown and exc.filename == args.markdown else "--out") from None
+    print(data if args.json else out_dir / "index.html")
+    return 0
+
+
+def doctor(inv: Invocation) -> int:
+    from .. import doctor as host_doctor
+
+    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo)
+    print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
+    return report.exit_code
+
+
+def run(inv: Invocation) -> int:
+    import shutil
+    import subprocess
+
+    from .. import doctor as host_doctor, dockerrun, engine
+    from ..container import host_gpu_access
+
+    target, cmd = inv.target_name(), inv.args.cmd
+    tp = inv.project.target(target)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    client = engine.connect()
+    image = next((ref for ref in (tp.content_tag, tp.readable_tag) if engine.image_id(client, ref)), None)
+    if image is None:
+        raise UserError(f"target {target!r} is neither built nor pulled; run `python build.py build --target "
+                        f"{target}` or `python build.py pull --target {target}`", field="--target")
+    gpu = host_gpu_access()
+    env = host_doctor.run(plan=inv.plan, client=client).env_for(target) if gpu.present else {}
+    docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
+    argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
+                                     docker=docker)
+    if not gpu.present:
+        print("note: no /dev/kfd on this host: the container runs WITHOUT a GPU", file=sys.stderr)
+    if inv.args.dry_run:
+        print(dockerrun.shell_line(["docker"] + argv[1:]))
+        return 0
+    return subprocess.call(argv)

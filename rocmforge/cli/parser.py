@@ -1,0 +1,140 @@
+"""The command line's grammar: each subcommand names the function that runs it (set_defaults(run=...))."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import build_commands as build, info_commands as info
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, like every other user error
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Options of a build, accepted before the subcommand (for the bare --target) and after `build`."""
+    p.add_argument("--cache-registry", dest=f"{prefix}cache_registry", default=None,
+                   help="HOST[:PORT][/NS]: pull targets by content tag from this registry instead of building "
+                        "them, push what was built (default $ROCMFORGE_CACHE_REGISTRY; namespace rocmforge-cache)")
+    p.add_argument("--cache-readonly", dest=f"{prefix}cache_readonly", action="store_true",
+                   help="only pull from the cache registry (pull requests)")
+    p.add_argument("--check-disk", dest=f"{prefix}check_disk", action="store_true",
+                   help="before each build, fail unless the engine has the disk the matrix says it needs (runner.disk_gb)")
+
+
+def _target(p: argparse.ArgumentParser, required: bool = True, help: str | None = None) -> None:
+    p.add_argument("--target", required=required, dest="cmd_target", help=help)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="build.py", description="Build, verify and publish version-locked ROCm images from matrix.yaml.")
+    p.add_argument("--matrix", default="matrix.yaml", help="the matrix file (default ./matrix.yaml)")
+    p.add_argument("--state-dir", default=None, help="logs and caches (default .rocmforge/ beside the matrix)")
+    p.add_argument("--target", help="shorthand: build TARGET (with prerequisites), then test it")
+    p.add_argument("--ca-bundle", default=None, help="CA bundle for HTTPS behind a TLS-intercepting proxy "
+                   "(default: $PIP_CERT, $REQUESTS_CA_BUNDLE or $SSL_CERT_FILE); used only in builder stages")
+    _build_options(p)
+    p.set_defaults(run=build.build_and_test)
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    _describing_commands(sub)
+    _building_commands(sub)
+    _host_commands(sub)
+    return p
+
+
+def _describing_commands(sub) -> None:
+    ls = sub.add_parser("list", help="targets with stack, archs, dependencies and buildability here")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--gpu-jobs", action="store_true",
+                    help="with --json: one entry per (target, arch) with the self-hosted runner labels for its GPU suites")
+    ls.set_defaults(run=info.list_targets)
+
+    r = sub.add_parser("render", help="write images/<target>/ from matrix.yaml and templates/")
+    r.add_argument("--out", default=None, help="output folder (default images/ beside the matrix)")
+    r.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file")
+    r.set_defaults(run=info.render)
+
+    rp = sub.add_parser("report", help="the matrix report: every target against every suite, as a static HTML page")
+    rp.add_argument("--out", dest="report_out", default=None, help="folder for index.html and report.json "
+                    "(default .rocmforge/report/)")
+    rp.add_argument("--json", action="store_true", help="print the report as JSON")
+    rp.add_argument("--markdown", default=None, help="append a Markdown summary to this file (CI: $GITHUB_STEP_SUMMARY)")
+    rp.set_defaults(run=info.report)
+
+    ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
+    ri.add_argument("file")
+    ri.add_argument("--json", action="store_true")
+    ri.set_defaults(run=info.rocminfo)
+
+    ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
+    ar.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
+    ar.add_argument("--json", action="store_true")
+    ar.set_defaults(run=info.archs)
+
+
+def _building_commands(sub) -> None:
+    b = sub.add_parser("build", help="build a target (and its prerequisites) on the Docker engine")
+    _target(b)
+    b.add_argument("--ca-bundle", default=None, dest="build_ca_bundle", help="as the global --ca-bundle")
+    _build_options(b, "build_")
+    b.set_defaults(run=build.build)
+
+    t = sub.add_parser("test", help="run the verification suites inside a built image")
+    _target(t, required=False, help="a built matrix target (with --image: the target whose archs and pins the "
+            "image is checked against)")
+    t.add_argument("--image", help="any image reference (without --target its io.rocmforge.* labels give target and archs)")
+    t.add_argument("--junit", help="write a JUnit XML report here")
+    t.add_argument("--json", action="store_true", help="print the results as JSON")
+    t.add_argument("--require-gpu", action="store_true", dest="require_gpu",
+                   help="a GPU check that cannot see a GPU fails instead of being 'not GPU-verified' "
+                        "(implied on a host with /dev/kfd; the CI GPU job passes it)")
+    t.set_defaults(run=build.test)
+
+    lk = sub.add_parser("lock", help="resolve digests, apt closures, wheel hashes and git commits into matrix.lock")
+    lk.add_argument("--target", action="append", dest="lock_targets", help="only this target and its prerequisites (repeatable)")
+    lk.add_argument("--check", action="store_true", help="write nothing; exit 1 listing every stale or unavailable pin")
+    lk.set_defaults(run=build.lock)
+
+    vr = sub.add_parser("verify-repro", help="build a target twice without cache and compare the image IDs")
+    _target(vr)
+    vr.add_argument("--json", action="store_true")
+    vr.set_defaults(run=build.verify_repro)
+
+    mf = sub.add_parser("manifest", help="write the manifest and CycloneDX SBOM of a built target")
+    _target(mf)
+    mf.set_defaults(run=build.manifest)
+
+    cx = sub.add_parser("context", help="write a target's complete build context to a folder, for `docker build` by hand")
+    _target(cx)
+    cx.add_argument("--out", required=True, help="the folder (created; must be empty or absent)")
+    cx.set_defaults(run=build.context)
+
+    cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one), what interrupted "
+                        "builds left behind, and the logs")
+    _target(cl, required=False)
+    cl.add_argument("--dry-run", dest="clean_dry_run", action="store_true", help="list what would be removed")
+    cl.set_defaults(run=build.clean)
+
+
+def _host_commands(sub) -> None:
+    """Publishing, pulling and running on a GPU host."""
+    pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
+    _target(pu)
+    pu.add_argument("--registry", required=True, help="HOST[:PORT][/NAMESPACE]")
+    pu.set_defaults(run=info.push)
+
+    pl = sub.add_parser("pull", help="pull a published target by digest and verify it")
+    _target(pl)
+    pl.set_defaults(run=info.pull)
+
+    dr = sub.add_parser("doctor", help="check this host for running ROCm containers")
+    dr.add_argument("--json", action="store_true")
+    dr.add_argument("--rocminfo", help="diagnose a saved rocminfo output instead of this host's GPUs")
+    dr.set_defaults(run=info.doctor)
+
+    rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
+    _target(rn)
+    rn.add_argument("--dry-run", action="store_true", help="print the docker command, run nothing")
+    rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
+    rn.set_defaults(run=info.run)

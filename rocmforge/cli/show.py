@@ -1,0 +1,54 @@
+"""Tables the commands print. Names are never cut (a user copies them); other columns wrap."""
+
+from __future__ import annotations
+
+import json
+
+
+def targets_table(out, title: str, rows: list[dict]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)   # 80 columns must stay readable
+    for col in ("target", "stack"):
+        table.add_column(col, no_wrap=True)
+    for col in ("archs", "torch", "here"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        torch = f"{r['pytorch']} {r['pytorch_build']}" if r["pytorch"] else "-"
+        needs = "".join(f"\n  on {d}" for d in r["deps"])
+        table.add_row(r["name"] + needs, r["stack"], " ".join(r["archs"]), torch,
+                      "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} below)")
+    out.print(table)
+    for r in rows:
+        for b in r["blockers"]:
+            out.print(f"  {b if b.startswith(r['name'] + ':') else r['name'] + ': ' + b}", highlight=False, markup=False)
+
+
+def build_table(out, client, plan, results) -> None:
+    from rich.table import Table
+
+    table = Table(title="build")
+    table.add_column("target", no_wrap=True)
+    for col in ("status", "image", "size"):
+        table.add_column(col, no_wrap=True)
+    for r in results:
+        img = client.images.get(r.image_id)
+        table.add_row(r.target, r.status, r.image_id[7:19], f"{img.attrs['Size'] / 1e9:.2f} GB")
+    out.print(table)
+    for r in results:      # whole references, one per line, to copy
+        tp = plan.targets[r.target]
+        out.print(f"{tp.content_tag}  {tp.readable_tag}", highlight=False, soft_wrap=True)
+
+
+def suites_table(out, report) -> None:
+    from rich.table import Table
+
+    colour = {"passed": "green", "failed": "red", "not GPU-verified": "yellow", "not applicable": "dim"}
+    table = Table(title=f"suites in {report.image} ({report.image_id[7:19]})")
+    for col in ("suite", "result", "detail"):
+        table.add_column(col, overflow="fold")
+    for name, s in report.suites.items():
+        detail = s.detail + ("\n" + json.dumps(s.figures, sort_keys=True) if s.figures else "")
+        table.add_row(name, f"[{colour.get(s.status, 'white')}]{s.status}[/]", detail)
+    out.print(table)

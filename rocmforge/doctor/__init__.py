@@ -1,0 +1,64 @@
+"""`build.py doctor`: can this host build rocmforge images and run them on its AMD GPUs?
+
+Two halves, so the rules can be tested without a GPU: :func:`gather` (:mod:`.facts`) reads the
+host into :class:`HostFacts`; :func:`diagnose` (:mod:`.checks`) runs the table of checks over them
+(:mod:`.host_checks`: engine, device nodes, module, disk; :mod:`.gpu_checks`: the GPUs against
+the built targets, with :mod:`.gfx`'s coverage rules) into a :class:`Report` (:mod:`.report`).
+
+Statuses. ``fail`` means containers built here will not get a usable GPU on this host (or nothing
+can be built or run at all); ``warn`` means they can, but something needs the user's attention
+or a setting; ``skipped`` means the check does not apply (``--rocminfo FILE`` diagnoses someone
+else's GPUs, so this host's device nodes and kernel module are not examined) or lacks its input.
+The exit code is 0 when no check is ``fail``. Each check function's docstring says when it fails
+or warns.
+"""
+
+from __future__ import annotations
+
+from ..readers import rocminfo
+from .checks import CHECKS, diagnose
+from .facts import (
+    HostFacts, NodeFacts, built_targets_from_labels, built_targets_from_plan, connect_engine, gather,
+    image_rocminfo_runner,
+)
+from .gfx import GFX_OVERRIDES, hsa_override_version
+from .gpu_checks import SEED_ERROR
+from .host_checks import LOW_DISK_BYTES
+from .report import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, Verdict
+
+__all__ = [
+    "CHECKS", "FAIL", "GFX_OVERRIDES", "LOW_DISK_BYTES", "OK", "SEED_ERROR", "SKIPPED", "WARN",
+    "Check", "HostFacts", "NodeFacts", "Recommendation", "Report", "Verdict",
+    "built_targets_from_labels", "built_targets_from_plan", "diagnose", "gather",
+    "hsa_override_version", "image_rocminfo_runner", "run",
+]
+
+
+def _reachable_client():
+    try:
+        client = connect_engine()
+        client.ping()
+    except Exception:  # gather reports why
+        return None
+    return client
+
+
+def run(*, plan=None, rocminfo_file: str | None = None, client=None) -> Report:
+    """`build.py doctor`: gather, then diagnose. With a plan, the built targets are the plan's
+    targets whose content tag exists, and rocminfo (when the host has none) runs in the first of
+    them; without one, the engine's io.rocmforge.* labelled images are used."""
+    if rocminfo_file is not None:
+        rocminfo.read_saved(rocminfo_file)   # a file that is no rocminfo output is refused before the engine is asked
+    if client is None:
+        client = _reachable_client()
+    built = runner = None
+    if client is not None and plan is not None:
+        try:
+            built = built_targets_from_plan(client, plan)
+        except Exception:  # engine trouble: gather falls back to the labels
+            built = None
+        first_built = next((name for name in plan.order() if built and name in built), None)
+        if first_built is not None:
+            runner = image_rocminfo_runner(client, plan.targets[first_built].content_tag)
+    facts = gather(client=client, built_targets=built, rocminfo_runner=runner, rocminfo_file=rocminfo_file)
+    return diagnose(facts, from_file=rocminfo_file is not None)

@@ -1,0 +1,235 @@
+"""What the doctor knows about a host (:class:`HostFacts`), and :func:`gather`, which reads it.
+
+:func:`gather` is the only part of the doctor with effects: it asks the Docker engine (version,
+data root, built images), looks at ``/dev/kfd`` and ``/dev/dri/renderD*`` (present, read/write
+for this user, owning GID), the ``amdgpu`` kernel module (``/sys/module/amdgpu`` or
+``/proc/modules``), runs rocminfo (the host's when it is on PATH, else one in a built image with
+the devices passed, through an injected callable) or reads a saved rocminfo output, and measures
+the free space under Docker's data root.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..readers import rocminfo
+
+DEFAULT_DOCKER_ROOT = "/var/lib/docker"
+ROCMINFO_TIMEOUT_S = 60
+
+RocminfoRunner = Callable[[], tuple[str, str]]  # () -> (output, where it came from)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """One device node as this user sees it."""
+    path: str
+    exists: bool
+    readable_writable: bool = False  # os.access(R_OK | W_OK)
+    gid: int | None = None  # the owning group, what `--group-add` needs
+    group: str | None = None  # that group's name on this host, when it has one
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "exists": self.exists, "readable_writable": self.readable_writable,
+                "gid": self.gid, "group": self.group}
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything the checks look at. The defaults describe a bare host: no engine, no device
+    nodes, nothing measured."""
+    engine_version: str | None = None
+    engine_error: str | None = None  # why the engine could not be reached
+    kfd: NodeFacts | None = None  # None: same as absent
+    render_nodes: tuple[NodeFacts, ...] = ()
+    amdgpu_module: bool | None = None  # None: could not tell
+    rocminfo_text: str | None = None
+    rocminfo_source: str = ""  # where rocminfo_text came from, or why there is none
+    free_disk_bytes: int | None = None
+    disk_path: str = DEFAULT_DOCKER_ROOT
+    built_targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the Docker engine told :func:`gather`."""
+    version: str | None = None
+    error: str | None = None  # why it could not be reached; None when it was
+    data_root: str | None = None  # DockerRootDir
+    built_targets: dict[str, tuple[str, ...]] | None = None  # None: not known
+
+
+def connect_engine():
+    """A docker client from the environment. Raises what docker-py raises (no socket, bad
+    DOCKER_HOST) or ImportError without docker-py."""
+    import docker
+
+    return docker.from_env(timeout=10)
+
+
+def _error_text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _node(path: str) -> NodeFacts:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return NodeFacts(path=path, exists=False)
+    group = None
+    try:
+        import grp
+
+        group = grp.getgrgid(st.st_gid).gr_name
+    except (ImportError, KeyError):
+        pass
+    return NodeFacts(path=path, exists=True, readable_writable=os.access(path, os.R_OK | os.W_OK),
+                     gid=st.st_gid, group=group)
+
+
+def _amdgpu_loaded(sys_root: str, proc_root: str) -> bool | None:
+    if os.path.isdir(os.path.join(sys_root, "module", "amdgpu")):
+        return True  # loaded module, or built in (it has parameters, so it is listed)
+    known = os.path.isdir(os.path.join(sys_root, "module"))
+    try:
+        with open(os.path.join(proc_root, "modules"), encoding="utf-8", errors="replace") as f:
+            if any(line.split(" ", 1)[0] == "amdgpu" for line in f):
+                return True
+        known = True
+    except OSError:
+        pass
+    return False if known else None
+
+
+def _free_bytes(path: str) -> int | None:
+    """Free space of the filesystem that holds path (or would, when it does not exist yet)."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return None
+
+
+def built_targets_from_labels(client) -> dict[str, tuple[str, ...]]:
+    """Targets with a tagged image on the engine, by their io.rocmforge.target / .archs labels
+    (the newest image per target)."""
+    newest: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for img in client.images.list(filters={"label": "io.rocmforge.target"}):
+        if not img.tags:
+            continue
+        labels = img.labels or {}
+        name = labels.get("io.rocmforge.target")
+        archs = tuple(a for a in labels.get("io.rocmforge.archs", "").split(",") if a)
+        created = str((img.attrs or {}).get("Created", ""))
+        if name and (name not in newest or created > newest[name][0]):
+            newest[name] = (created, archs)
+    return {n: v[1] for n, v in sorted(newest.items())}
+
+
+def built_targets_from_plan(client, plan) -> dict[str, tuple[str, ...]]:
+    """The plan's targets whose current content tag exists on the engine (built from this matrix)."""
+    from ..engine import image_id
+
+    return {name: tuple(tp.archs) for name, tp in plan.targets.items()
+            if image_id(client, tp.content_tag) is not None}
+
+
+def image_rocminfo_runner(client, image: str, *, dev_root: str = "/dev", timeout: int = 120) -> RocminfoRunner:
+    """A rocminfo_runner for :func:`gather`: rocminfo in a throw-away container of image, with
+    the host's GPU device nodes and their groups passed. Returns (output, source)."""
+    def run_it() -> tuple[str, str]:
+        from ..container import TrackedContainer, host_gpu_access
+
+        with TrackedContainer(client, image, gpu=host_gpu_access(dev_root)) as c:
+            r = c.exec(["rocminfo"], timeout=timeout)
+        if r.rc == 127:
+            raise RuntimeError(f"rocminfo is not installed in {image}")
+        return r.output, f"rocminfo in {image}"
+    return run_it
+
+
+def _read_engine(client, built_targets: dict[str, tuple[str, ...]] | None) -> EngineFacts:
+    """Never raises: an engine that cannot be reached is a fact. built_targets: given ones are
+    kept, None reads the labels of the engine's images."""
+    if client is None:
+        try:
+            client = connect_engine()
+        except Exception as exc:  # no socket, bad DOCKER_HOST, docker-py missing
+            return EngineFacts(error=_error_text(exc), built_targets=built_targets)
+    try:
+        version = str(client.version().get("Version") or "unknown version")
+    except Exception as exc:  # engine down or unreachable
+        return EngineFacts(error=_error_text(exc), built_targets=built_targets)
+    try:
+        data_root = client.info().get("DockerRootDir")
+    except Exception:  # info is a nicety
+        data_root = None
+    if built_targets is None:
+        try:
+            built_targets = built_targets_from_labels(client)
+        except Exception:  # listing images failed: coverage is then skipped
+            built_targets = None
+    return EngineFacts(version=version, data_root=data_root, built_targets=built_targets)
+
+
+def _host_rocminfo(exe: str) -> tuple[str | None, str]:
+    try:
+        p = subprocess.run([exe], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=ROCMINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"host rocminfo ({exe}) failed: {exc}"
+    return p.stdout.decode("utf-8", errors="replace"), f"host rocminfo ({exe})"
+
+
+def _read_rocminfo(*, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo: bool,
+                   rocminfo_runner: RocminfoRunner | None) -> tuple[str | None, str]:
+    """(rocminfo output or None, where it came from or why there is none), first found of: the
+    saved file, the host's rocminfo, the runner (only with /dev/kfd: without it there is no GPU
+    to list)."""
+    if rocminfo_file is not None:
+        return rocminfo.read_saved(rocminfo_file), rocminfo_file
+    exe = shutil.which("rocminfo") if host_rocminfo else None
+    if exe:
+        return _host_rocminfo(exe)
+    if not kfd_exists:
+        return None, "not run: no /dev/kfd"
+    if rocminfo_runner is None:
+        return None, "not run: rocminfo is not on PATH and no built image was given to run it in"
+    try:
+        return rocminfo_runner()
+    except Exception as exc:  # the image, the engine or the container failed
+        return None, f"rocminfo in a built image failed: {exc}"
+
+
+def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_root: str = "/proc",
+           docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
+           rocminfo_runner: RocminfoRunner | None = None,
+           rocminfo_file: str | None = None, host_rocminfo: bool = True) -> HostFacts:
+    """Read this host. Never raises for what it finds (an unreachable engine, missing nodes, a
+    failing rocminfo are facts); only a ``rocminfo_file`` that cannot be read or is not a whole
+    rocminfo output raises UserError.
+
+    client: a docker client; None connects with docker.from_env.
+    docker_root: where images are stored; None asks the engine (DockerRootDir), else /var/lib/docker.
+    built_targets: name -> archs; None reads the io.rocmforge.* labels of the engine's images.
+    rocminfo_file: a saved rocminfo output to use instead of running rocminfo.
+    host_rocminfo: run the host's rocminfo when it is on PATH (first choice).
+    rocminfo_runner: called when the host has no rocminfo but has /dev/kfd; returns
+        (output, source), e.g. :func:`image_rocminfo_runner`.
+    """
+    engine = _read_engine(client, built_targets)
+    kfd = _node(os.path.join(dev_root, "kfd"))
+    text, source = _read_rocminfo(kfd_exists=kfd.exists, rocminfo_file=rocminfo_file,
+                                  host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
+    renders = tuple(_node(p) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
+    disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
+    return HostFacts(engine_version=engine.version, engine_error=engine.error, kfd=kfd, render_nodes=renders,
+                     amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
+                     rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
+                     built_targets=dict(engine.built_targets or {}))

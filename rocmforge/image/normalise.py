@@ -1,0 +1,223 @@
+"""A whole image normalised: its layers read from the engine's store (or `docker save`),
+rewritten (layers, config), and loaded back under the image ID its content gives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .errors import ImageArchiveError
+from .archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
+from .config import normalise_config
+from .layers import LayerResult, rewrite_layer
+from .layerstore import LayerStore
+from .streams import ChunkStream, HashingWindow
+from ..files import iso_utc
+
+
+class ReadMeter:
+    """Counts the bytes normalisation reads and reports them with a rate, at most twice a second."""
+
+    def __init__(self, total: int, report: Callable[[str], None] | None):
+        self.total, self.report, self.done = total, report, 0
+        self.started = self.last = time.monotonic()
+
+    def wrap(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            self.done += len(chunk)
+            now = time.monotonic()
+            if self.report and now - self.last >= 0.5:
+                self.last = now
+                rate = self.done / max(now - self.started, 1e-6) / 1e6
+                self.report(f"normalising: {self.done / 1e6:,.0f} of {self.total / 1e6:,.0f} MB read, {rate:,.0f} MB/s")
+            yield chunk
+
+
+def _layer_note(res: LayerResult, size: int, seconds: float) -> str:
+    notes = [f"{res.entries} entries", f"{len(res.dropped)} dropped", f"{len(res.blanked)} blanked",
+             f"{res.clamped} times clamped"]
+    if res.pycs_clamped:
+        notes.append(f"{res.pycs_clamped} pyc headers clamped")
+    if res.resorted:
+        notes.append("re-sorted")
+    return (f"  layer {res.source_diff_id[7:19]} -> {res.diff_id[7:19]}{' (unchanged)' if res.unchanged else ''}: "
+            f"{', '.join(notes)}; {size / 1e6:.0f} MB in {seconds:.1f}s")
+
+
+def _passed_through(diff_ids: list[str]) -> list[LayerResult]:
+    return [LayerResult(d, 0, d, inherited=True) for d in diff_ids]
+
+
+def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Path | None, int]],
+            epoch: int) -> RewrittenImage:
+    cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch)
+    return RewrittenImage(cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config)
+
+
+def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], None] = print,
+                    inherited: int = 0) -> RewrittenImage:
+    """Reads a docker-archive (`docker save` output, as chunks or a file) once, front to back,
+    and writes its normalised layers into workdir. The first `inherited` layers (the base's) are
+    kept as they are; the archive gives no way to know which member they are before reading it."""
+    counter = iter(range(1 << 30))
+
+    def on_layer(name: str, win: HashingWindow) -> tuple[LayerResult, Path]:
+        t = time.monotonic()
+        path = workdir / f"layer-{next(counter)}.tar"
+        res = rewrite_layer(win, path, epoch, log)
+        log(_layer_note(res, win.size, time.monotonic() - t))
+        return res, path
+
+    small, links, layers = walk_archive(source, on_layer)
+    config, _, layer_names = read_manifest(small, links)
+    old_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    if len(old_ids) != len(layer_names):
+        raise ImageArchiveError(f"the manifest names {len(layer_names)} layers, the config {len(old_ids)}")
+    results, files = _passed_through(old_ids[:inherited]), [(d, None, 0) for d in old_ids[:inherited]]
+    for i, name in enumerate(layer_names):
+        if name not in layers:
+            raise ImageArchiveError(f"the image archive lacks layer {name}")
+        res, path = layers[name]
+        if res.source_diff_id != old_ids[i]:
+            raise ImageArchiveError(f"layer {i} ({name}) hashes to {res.source_diff_id}, the config says {old_ids[i]}")
+        if i >= inherited:
+            results.append(res)
+            files.append((res.diff_id, path, res.size))
+    return _finish(config, results, files, epoch)
+
+
+def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch: int, inherited: int,
+                       log: Callable[[str], None], meter: ReadMeter | None = None) -> RewrittenImage | None:
+    """The same result as rewrite_archive, reading only the layers the image adds from the engine's
+    store. None when the store lacks any of them."""
+    raw = store.config(image_id)
+    if raw is None:
+        return None
+    config = json.loads(raw)
+    diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    layers = [store.layer(diff_ids, i) for i in range(inherited, len(diff_ids))]
+    if any(layer is None for layer in layers):
+        return None
+    if meter is not None:
+        meter.total = sum(layer.size for layer in layers)
+    results, files = _passed_through(diff_ids[:inherited]), [(d, None, 0) for d in diff_ids[:inherited]]
+    for i, layer in enumerate(layers):
+        t = time.monotonic()
+        path = workdir / f"layer-{i}.tar"
+        chunks = layer.chunks() if meter is None else meter.wrap(layer.chunks())
+        res = rewrite_layer(HashingWindow(ChunkStream(chunks), layer.size), path, epoch, log)
+        if res.source_diff_id != layer.diff_id:
+            log(f"  layer {layer.diff_id[7:19]} read from the engine's store hashes to {res.source_diff_id[7:19]}; "
+                "exporting the image instead")
+            return None
+        log(_layer_note(res, layer.size, time.monotonic() - t))
+        results.append(res)
+        files.append((res.diff_id, path, res.size))
+    return _finish(config, results, files, epoch)
+
+
+# --- the engine ---------------------------------------------------------------------------------
+
+def _tag(client, image_id: str, tags: list[str]) -> None:
+    from docker.utils import parse_repository_tag
+
+    for t in tags:
+        repo, tag = parse_repository_tag(t)
+        client.api.tag(image_id, repo, tag or "latest")
+
+
+def _exists(client, image_id: str) -> bool:
+    import docker.errors
+
+    try:
+        client.api.inspect_image(image_id)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def inherited_layers(client, image_ref: str, base_ref: str | None) -> int:
+    """How many of image_ref's layers are its base's (the image its last stage starts FROM)."""
+    if not base_ref:
+        return 0
+    own = (client.api.inspect_image(image_ref).get("RootFS") or {}).get("Layers") or []
+    base = (client.api.inspect_image(base_ref).get("RootFS") or {}).get("Layers") or []
+    if own[:len(base)] != base:
+        raise ImageArchiveError(f"{image_ref} does not start with the layers of its base {base_ref}")
+    return len(base)
+
+
+def _rewrite(client, image_ref: str, info: dict, tmp: Path, *, epoch: int, inherited: int,
+             log: Callable[[str], None], meter: ReadMeter) -> tuple[RewrittenImage, str]:
+    """The rewritten image and where its layers were read from: the engine's store when this
+    process can read it, else `docker save`."""
+    store = LayerStore.of(client)
+    rw = store and rewrite_from_store(store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter)
+    if rw:
+        return rw, "engine store"
+    meter.total, meter.done = int(info.get("Size") or 0), 0
+    rw = rewrite_archive(meter.wrap(client.api.get_image(image_ref)), tmp, epoch=epoch, log=log, inherited=inherited)
+    return rw, "docker save"
+
+
+def _load(client, rw: RewrittenImage, image_ref: str, tags: list[str],
+          progress: Callable[[str], None] | None) -> str:
+    """Puts rw on the engine under tags; says how (an identical image may be there already)."""
+    if _exists(client, rw.image_id):
+        _tag(client, rw.image_id, tags)
+        return "already present, tagged"
+    if progress:
+        progress(f"loading the normalised image ({sum(size for _, _, size in rw.layers) / 1e6:,.0f} MB)")
+    for msg in client.api.load_image(archive_chunks(rw, tags)):
+        if isinstance(msg, dict) and (msg.get("error") or msg.get("errorDetail")):
+            raise ImageArchiveError(f"docker load of the normalised {image_ref} failed: "
+                                    f"{msg.get('error') or msg['errorDetail']}")
+    if not _exists(client, rw.image_id):
+        raise ImageArchiveError(f"docker load did not create {rw.image_id} for {image_ref}")
+    return "loaded"
+
+
+def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
+                    base_ref: str | None = None, log: Callable[[str], None] = print,
+                    progress: Callable[[str], None] | None = None) -> str:
+    """Rewrites image_ref into its canonical form (see the package doc), loads it tagged with tags
+    and returns its image ID. Two builds that differ only in times and run-specific files
+    (layers.RULES) give the same ID. The layers of base_ref, which image_ref starts with, pass
+    through untouched (a registry base keeps its digest's layers, stored once); only the layers
+    the build added are read. workdir holds only the rewritten layers, removed before returning.
+    image_ref itself is left as it is (its tags move when tags name them)."""
+    import docker.errors
+
+    started = time.monotonic()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="repro-", dir=workdir))
+    try:
+        log(f"normalise {image_ref}: epoch {epoch} ({iso_utc(epoch)})")
+        info = client.api.inspect_image(image_ref)
+        inherited = inherited_layers(client, image_ref, base_ref)
+        if inherited:
+            log(f"  {inherited} layer(s) of the base {base_ref} passed through")
+        meter = ReadMeter(0, progress)
+        rw, source = _rewrite(client, image_ref, info, tmp, epoch=epoch, inherited=inherited, log=log, meter=meter)
+        rewritten = time.monotonic()
+        how = _load(client, rw, image_ref, tags, progress)
+        own = [r for r in rw.results if not r.inherited]
+        log(f"normalise {image_ref}: {rw.image_id} {how} ({len(rw.results)} layers: {inherited} inherited, "
+            f"{len(own)} normalised, {sum(r.unchanged for r in own)} of them unchanged; "
+            f"read {meter.done / 1e6:,.0f} MB from the {source}; "
+            f"read+rewrite {rewritten - started:.1f}s, load {time.monotonic() - rewritten:.1f}s)")
+        return rw.image_id
+    except docker.errors.APIError as exc:
+        raise ImageArchiveError(f"normalise {image_ref}: the engine refused: {exc}") from None
+    except OSError as exc:      # a write to an open layer file names no path: "No space left" says where
+        if exc.errno is not None and exc.filename is None:
+            exc.filename = str(tmp)
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

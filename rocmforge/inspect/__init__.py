@@ -1,1 +1,0 @@
-"""Pure parsers of what built images contain: ldd output, rocminfo output, GPU architectures in binaries."""
