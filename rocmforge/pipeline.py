@@ -8,16 +8,17 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from .errors import BuildError, UserError
 from .files import iso_utc
-from .project import Project
+from .project import Project, ca_bundle
 
 
 @dataclass(frozen=True)
 class BuildOptions:
-    ca: Path | None = None
+    ca_bundle: str | None = None          # as given; None: the usual variables (project.CA_ENV)
     cache_registry: str | None = None     # HOST[:PORT][/NS] of the cache registry, or None
     cache_readonly: bool = False
     check_disk: bool = False
@@ -68,6 +69,11 @@ class Pipeline:
         self.options = options
         self.cached: set[str] = set()      # targets this run took from the cache registry
 
+    @cached_property
+    def ca(self) -> Path | None:
+        """The CA bundle of builder stages (a bad one is a UserError)."""
+        return ca_bundle(self.options.ca_bundle)
+
     @property
     def plan(self):
         return self.project.plan
@@ -80,7 +86,8 @@ class Pipeline:
         self.project.target(name)
         self.project.writable_state()
         tp = self.project.buildable_target(name)
-        buildcache.budget()      # a bad setting is refused before anything is built
+        self.ca                  # a bad bundle, like a bad setting, is refused before anything is built
+        buildcache.budget()
         cache = regcache.from_options(self.options.cache_registry, self.options.cache_readonly)
         client = engine.connect()
         order = self.plan.order([name])
@@ -169,7 +176,7 @@ class Pipeline:
         context: dict[str, bytes] = {}
         try:
             for item in tp.fetches:
-                context.update(item.fetch(lock, self.project.state / "work", self.options.ca))
+                context.update(item.fetch(lock, self.project.state / "work", self.ca))
         except fetch.FetchError as exc:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return context
@@ -190,7 +197,7 @@ class Pipeline:
             self.progress.line(f"  {text[:160]}", markup=False)
 
         raw = engine.build(client, tp, log_path=self.project.state / "logs" / f"{log_name}.log",
-                           ca_bundle=self.options.ca, progress=step, extra_files=self.fetch_inputs(tp),
+                           ca_bundle=self.ca, progress=step, extra_files=self.fetch_inputs(tp),
                            tag=raw_tag, nocache=nocache, made=made)
         built = time.monotonic()
         try:

@@ -34,6 +34,7 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
     project.target(name)
     project.writable_state()
     tp = project.buildable_target(name)    # before its prerequisites are built
+    pipe.ca                                # so is a bad CA bundle
     for dep in pipe.plan.order([name])[:-1]:   # prerequisites are inputs: built (or up to date) once, as usual
         pipe.build(dep)
     client = engine.connect()

@@ -24,9 +24,6 @@ def build_and_test(inv: Invocation) -> int:
 
 def build(inv: Invocation) -> int:
     name = inv.target_name()
-    inv.project.target(name)
-    inv.project.writable_state()
-    inv.project.buildable_target(name)
     results = inv.pipeline.build(name)
     from .. import engine
 
@@ -72,9 +69,6 @@ def verify_repro(inv: Invocation) -> int:
     from ..repro_check import verify_repro as run
 
     name = inv.target_name()
-    inv.project.target(name)
-    inv.project.writable_state()
-    inv.project.buildable_target(name)
     result = run(inv.pipeline, name)
     if inv.args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))

@@ -6,7 +6,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ..pipeline import BuildOptions, Pipeline, Progress
-from ..project import Project, ca_bundle
+from ..project import Project
 
 
 class Invocation:
@@ -34,7 +34,7 @@ class Invocation:
 
     @cached_property
     def pipeline(self) -> Pipeline:
-        options = BuildOptions(ca=ca_bundle(self.option("ca_bundle")), cache_registry=self.option("cache_registry"),
+        options = BuildOptions(ca_bundle=self.option("ca_bundle"), cache_registry=self.option("cache_registry"),
                                cache_readonly=bool(self.option("cache_readonly")),
                                check_disk=bool(self.option("check_disk")))
         return Pipeline(self.project, self.progress, options)
