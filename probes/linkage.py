@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""Linkage probe, run inside an image in one exec: find every ELF object under the given paths
-(files, folders or globs), tell x86-64 host objects from AMD GPU code objects by e_machine, and
-run ldd on the host ones. Prints one JSON object: {path: {"kind": "host"|"gpu", "ldd": ..., "rc": n}}.
+"""Inventory probe, run inside an image: what the image *should* hold, each with whether it exists.
 
-`linkage.py --inventory [--file PATH]... [--dist NAME]...` prints instead what the image *should*
-hold: every GPU library that its package manager says was installed (the file lists of the
-installed ROCm packages: dpkg packages whose Maintainer or Homepage names ROCm), every file named
-with --file (a component's output, e.g. /opt/rocmforge/bin/rocblas-gemm-smoke) and the shared
-libraries in the RECORD of each Python distribution named with --dist (e.g. torch, bitsandbytes),
-each with whether it exists. A deleted file stays in those lists, so it is reported missing.
+`linkage.py --inventory [--packages FILE] [--file PATH]... [--dist NAME]...` prints every GPU
+library and GPU program of the image's ROCm packages (dpkg packages whose Maintainer or Homepage
+names ROCm: shared objects and kernel files in lib folders, files in bin folders), every file
+named with --file (a component's output, e.g. /opt/rocmforge/bin/rocblas-gemm-smoke) and the
+shared libraries in the RECORD of each Python distribution named with --dist (torch,
+bitsandbytes). The packages looked at are those named in FILE (a JSON list: the lock's closure for
+the image, computed on the host) when it is given, else the ROCm packages still installed. A
+package of FILE that is not installed is reported (`packages_not_installed`): its file list is
+gone with it, and the suites fail on it by name. A deleted file stays in the lists, so it is
+reported missing.
 
-By hand on a GPU host:  python3 /opt/rocmforge/probes/linkage.py /opt/rocm/lib /opt/rocmforge/bin
+The loading is load.py's. By hand on a GPU host:
+    python3 /opt/rocmforge/probes/linkage.py --inventory --file /opt/rocmforge/bin/rocblas-gemm-smoke
 """
 
-import glob
 import json
 import os
 import re
@@ -24,51 +26,26 @@ import sys
 # Team, github.com/ROCm/..., AMD's repository packages).
 ROCM_PACKAGE_RE = re.compile(r"rocm|radeonopencompute", re.IGNORECASE)
 # Files in those lists that are GPU libraries: shared objects in a lib folder, and the code
-# objects / Tensile kernel files of the BLAS libraries.
+# objects / Tensile kernel files of the BLAS libraries; and the programs in bin folders.
 SHARED_LIB_RE = re.compile(r"/lib[^/]*/(?:.*/)?[^/]+\.so(?:\.[0-9][0-9.]*)?$")
 KERNEL_FILE_RE = re.compile(r"/library/[^/]+\.(?:co|hsaco|dat)$")
+PROGRAM_RE = re.compile(r"/(?:s?bin|libexec)/[^/]+$")
 PYTHONS = ("/opt/rocmforge/venv/bin/python", "/opt/conda/bin/python", "python3")
 
-EM_X86_64, EM_AMDGPU = 62, 224
 
-
-def elf_machine(path):
+def _dpkg_packages():
+    """{name: (installed, is a ROCm package)} for every package dpkg knows."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(20)
-    except OSError:
-        return None
-    if len(head) < 20 or head[:4] != b"\x7fELF":
-        return None
-    return int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
-
-
-def walk(paths):
-    seen = set()
-    for pattern in paths:
-        for top in sorted(glob.glob(pattern)) or []:
-            candidates = [top] if not os.path.isdir(top) else sorted(
-                os.path.join(d, f) for d, _, files in os.walk(top) for f in files)
-            for p in candidates:
-                real = os.path.realpath(p)
-                if real in seen or not os.path.isfile(real):
-                    continue
-                seen.add(real)
-                yield real
-
-
-def _dpkg_rocm_packages():
-    try:
-        out = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Status}\t${Maintainer}\t${Homepage}\n"],
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${db:Status-Abbrev}\t${Maintainer}\t${Homepage}\n"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
     except OSError:          # not a dpkg system
-        return []
-    pkgs = []
+        return {}
+    pkgs = {}
     for line in out.splitlines():
         parts = line.split("\t")
-        if len(parts) == 4 and parts[1].endswith(" installed") and ROCM_PACKAGE_RE.search(parts[2] + " " + parts[3]):
-            pkgs.append(parts[0])
-    return sorted(pkgs)
+        if len(parts) == 4:
+            pkgs[parts[0]] = (parts[1].strip() == "ii", bool(ROCM_PACKAGE_RE.search(parts[2] + " " + parts[3])))
+    return pkgs
 
 
 def _dpkg_files(pkg):
@@ -91,13 +68,19 @@ def _dist_libraries(dist):
     return None
 
 
-def inventory(files, dists):
-    expected = {}
-    packages = _dpkg_rocm_packages()
+def inventory(files, dists, wanted=None):
+    """wanted: package names the image must hold (the lock's closure), or None: what is installed."""
+    known = _dpkg_packages()
+    names = sorted(wanted) if wanted is not None else sorted(n for n, (inst, _) in known.items() if inst)
+    not_installed = [n for n in names if not known.get(n, (False, False))[0]]
+    packages = [n for n in names if n not in not_installed and known[n][1]]
+    expected, programs = {}, {}
     for pkg in packages:
         for path in _dpkg_files(pkg):
             if SHARED_LIB_RE.search(path) or KERNEL_FILE_RE.search(path):
                 expected.setdefault(path, f"dpkg {pkg}")
+            elif PROGRAM_RE.search(path):
+                programs.setdefault(path, f"dpkg {pkg}")
     for path in files:
         expected.setdefault(path, "component")
     undeclared = []
@@ -108,31 +91,28 @@ def inventory(files, dists):
             continue
         for path in libs:
             expected.setdefault(path, f"python {dist}")
-    out = {}
-    for path, source in sorted(expected.items()):
+
+    def listed(paths):
         # A symlink whose target is gone is missing too (the link is listed, the file is not there).
-        out[path] = {"source": source, "exists": os.path.exists(path)}
-    return {"rocm_packages": packages, "files": out, "dists_not_installed": undeclared}
+        return {p: {"source": s, "exists": os.path.exists(p)} for p, s in sorted(paths.items())}
+    return {"rocm_packages": packages, "packages_not_installed": not_installed, "files": listed(expected),
+            "programs": listed({p: s for p, s in programs.items() if os.path.isfile(p) or not os.path.lexists(p)}),
+            "dists_not_installed": undeclared}
 
 
 def main(argv):
-    if argv[:1] == ["--inventory"]:
-        files, dists, rest = [], [], argv[1:]
-        while rest:
-            opt, val, rest = rest[0], rest[1] if len(rest) > 1 else "", rest[2:]
+    if argv[:1] != ["--inventory"]:
+        print(__doc__, file=sys.stderr)
+        return 2
+    files, dists, wanted, rest = [], [], None, argv[1:]
+    while rest:
+        opt, val, rest = rest[0], rest[1] if len(rest) > 1 else "", rest[2:]
+        if opt == "--packages":
+            with open(val) as f:
+                wanted = json.load(f)
+        else:
             (files if opt == "--file" else dists).append(val)
-        json.dump(inventory(files, dists), sys.stdout, indent=1, sort_keys=True)
-        print()
-        return 0
-    result = {}
-    for path in walk(argv):
-        machine = elf_machine(path)
-        if machine == EM_AMDGPU:
-            result[path] = {"kind": "gpu"}
-        elif machine == EM_X86_64:
-            proc = subprocess.run(["ldd", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            result[path] = {"kind": "host", "ldd": proc.stdout, "rc": proc.returncode}
-    json.dump(result, sys.stdout, indent=1, sort_keys=True)
+    json.dump(inventory(files, dists, wanted), sys.stdout, indent=1, sort_keys=True)
     print()
     return 0
 

@@ -114,12 +114,23 @@ def run_suites(client, image_ref: str, target: str | None, matrix: Path,
         finally:
             remove_session_leftovers(client, session)
         results = json.loads(results_json.read_text()) if results_json.exists() else []
-    summary = summarise(results)
-    if not results:
-        summary["suites"] = SuiteOutcome("failed", "pytest produced no results:\n" + proc.stdout[-3000:], failed=1)
+    summary = judge(summarise(results), results, proc.returncode, proc.stdout)
     return SuitesReport(image=image_ref, image_id=client.images.get(image_ref).id, target=target,
                         pytest_exit=proc.returncode, suites=summary, tests=results, log=proc.stdout,
-                        ok=not any(s.status == "failed" for s in summary.values()))
+                        ok=proc.returncode == 0 and not any(s.status == "failed" for s in summary.values()))
+
+
+def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: int,
+          log: str) -> dict[str, SuiteOutcome]:
+    """The suites' outcomes with pytest's own verdict added: a run that exits non-zero while no
+    suite failed (a collection error, an internal error, a crash of the run) is a failure too,
+    named "pytest", never a pass."""
+    if not results:
+        summary["suites"] = SuiteOutcome("failed", "pytest produced no results:\n" + log[-3000:], failed=1)
+    elif pytest_exit != 0 and not any(s.status == "failed" for s in summary.values()):
+        summary["pytest"] = SuiteOutcome("failed", f"pytest exited {pytest_exit} although no suite failed:\n"
+                                         + log[-3000:], failed=1)
+    return summary
 
 
 def record(state: Path, report: SuitesReport) -> Path:

@@ -71,7 +71,7 @@ FAULTS = [
           also_failed=("versions",)),
     # A whole ROCm package removed behind dpkg's back: it is still in the lock's closure.
     Fault("rocm-package-removed", SEED, "dpkg -r --force-depends libhipsparse1",
-          "versions", r"libhipsparse1=6\.4\.3-1.*not installed", also_failed=("linkage",)),
+          "versions", r"not installed\): libhipsparse1=6\.4\.3-1", also_failed=("linkage",)),
     # bitsandbytes' ROCm library replaced by a host-only library: it loads, but none of bnb's entry
     # points resolve (and bnb itself would silently fall back to its CPU library).
     Fault("bitsandbytes-rocm-host-only", SEED,

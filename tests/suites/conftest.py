@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from rocmforge import lockfile
 from rocmforge.container import TrackedContainer, host_gpu_access
+from rocmforge.errors import UserError
+from rocmforge.image_packages import expected_packages
 from rocmforge.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES_IN_CONTAINER = "/tmp/rocmforge-probes"
+EXPECTED_IN_CONTAINER = "/tmp/rocmforge-expected"     # what the host knows the image must hold
 NOT_GPU_VERIFIED = "not GPU-verified"
 
 
@@ -188,13 +192,34 @@ def torch_info(container, has_python, torch_expected, target_name):
 
 
 @pytest.fixture(scope="session")
-def gpu_inventory(container, matrix, declared_components, torch_expected, has_python):
-    """What the image should hold, from what the target installs: the file lists of its ROCm
-    packages (dpkg), its components' outputs, and the shared libraries of its declared Python
-    distributions (torch, bitsandbytes). {"files": {path: {"source", "exists"}}, ...}"""
+def locked_packages(request, matrix, target_name, target):
+    """The dpkg packages (name -> version) the image must hold, from matrix.lock on the host side
+    (rocmforge.image_packages): a package removed inside the image is still expected. None for an
+    image that is not from a matrix target."""
+    if target is None:
+        return None
+    lock_path = Path(request.config.getoption("--matrix")).with_suffix(".lock")
+    try:
+        lock = lockfile.load(lock_path)
+    except UserError as exc:
+        pytest.fail(f"cannot read the lock the image's packages are checked against: {exc}", pytrace=False)
+    return expected_packages(lock, matrix, target_name)
+
+
+@pytest.fixture(scope="session")
+def gpu_inventory(container, matrix, declared_components, torch_expected, has_python, locked_packages):
+    """What the image should hold, from what the target installs: the file lists of the ROCm
+    packages of the lock's closure (dpkg; without a lock, the ROCm packages installed), its
+    components' outputs, and the shared libraries of its declared Python distributions (torch,
+    bitsandbytes). {"files": {path: {"source", "exists"}}, "programs": {...},
+    "packages_not_installed": [...], ...}"""
     if not has_python:
         pytest.fail("python3 is not in the image: the inventory probe cannot run", pytrace=False)
     args = []
+    if locked_packages is not None and locked_packages.packages:
+        container.put_files(EXPECTED_IN_CONTAINER, {"packages.json": json.dumps(sorted(locked_packages.packages)).encode()},
+                            mode=0o644)
+        args += ["--packages", f"{EXPECTED_IN_CONTAINER}/packages.json"]
     for cname in declared_components:
         comp = matrix.components[cname]
         if comp.kind == "hip-program":
@@ -208,8 +233,8 @@ def gpu_inventory(container, matrix, declared_components, torch_expected, has_py
         pytest.fail(f"inventory probe failed: {r.output[-2000:]}", pytrace=False)
     inv = json.loads(r.stdout)
     if not inv["files"]:
-        pytest.fail("the image's packages and components name no GPU library at all (no installed ROCm package, "
-                    "no GPU component): nothing to verify", pytrace=False)
+        pytest.fail("the image's packages and components name no GPU library at all (no ROCm package in the "
+                    "lock's closure or installed, no GPU component): nothing to verify", pytrace=False)
     return inv
 
 
@@ -219,8 +244,15 @@ def gpu_library_paths(gpu_inventory):
     return [p for p, f in gpu_inventory["files"].items() if f["exists"]]
 
 
-def missing_expected(gpu_inventory) -> list[str]:
-    return [f"{p} ({f['source']})" for p, f in gpu_inventory["files"].items() if not f["exists"]]
+def missing_expected(gpu_inventory, key: str = "files") -> list[str]:
+    return [f"{p} ({f['source']})" for p, f in gpu_inventory[key].items() if not f["exists"]]
+
+
+def bnb_rocm_library_name(hip_version: str) -> str:
+    """The one file name ROCm's bitsandbytes fork (cextension.get_cuda_bnb_library_path at 4aad810)
+    loads for a HIP version M.m: libbitsandbytes_rocmMm.so, with _nohipblaslt below HIP 6.1."""
+    major, minor = (int(x) for x in hip_version.split(".")[:2])
+    return f"libbitsandbytes_rocm{major}{minor}{'_nohipblaslt' if major * 100 + minor < 601 else ''}.so"
 
 
 # -- results for build.py test ------------------------------------------------------------------

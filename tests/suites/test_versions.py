@@ -13,14 +13,12 @@ import re
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from tests.suites.conftest import target_chain
+from rocmforge.image_packages import compare, parse_dpkg_status
+from tests.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, target_chain
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"
 HIP_PACKAGES = ("libamdhip64-*", "hip-runtime-amd")
-HIP_RUNTIME_VERSION = ("import ctypes, sys\n"
-                       "lib = ctypes.CDLL(sys.argv[1]); v = ctypes.c_int()\n"
-                       "rc = lib.hipRuntimeGetVersion(ctypes.byref(v))\n"
-                       "print(f'{v.value // 10000000}.{v.value // 100000 % 100}.{v.value % 100000}' if rc == 0 else f'error {rc}')")
+DPKG_STATUS = ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
 # For each distribution: installed version and whether its top-level modules import.
 DIST_PROBE = r"""
 import importlib, importlib.metadata as md, json, sys
@@ -71,7 +69,9 @@ def same_version(a: str | None, b: str | None) -> bool:
 
 @pytest.fixture(scope="module")
 def hip_versions(container, has_python):
-    """HIP runtime version as each independent source in the image reports it."""
+    """HIP runtime version as each independent source in the image reports it. The runtime's own
+    answer (hipRuntimeGetVersion, through probes/load.py) must be there: a runtime that does not
+    load or lacks the symbol is a failure naming the file, never one source fewer."""
     found = {}
     r = container.exec(f"shopt -s nullglob; for d in {LIB_DIRS}; do ls $d/libamdhip64.so.*.*; done", timeout=60)
     libs = sorted(set(r.stdout.split()))
@@ -80,9 +80,11 @@ def hip_versions(container, has_python):
         if m:
             found[f"libamdhip64 file name ({path})"] = m.group(1)
     if libs and has_python:
-        r = container.exec(["python3", "-c", HIP_RUNTIME_VERSION, libs[0]], timeout=60)
-        if r.rc == 0 and r.stdout.strip() and not r.stdout.startswith("error"):
-            found["hipRuntimeGetVersion()"] = r.stdout.strip()
+        r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/load.py", "--call-version", libs[0]], timeout=120)
+        assert r.rc == 0 and r.stdout.strip(), f"load probe failed on {libs[0]}: {r.output[-1500:]}"
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        assert "version" in res, f"hipRuntimeGetVersion() of {libs[0]} cannot be called: {res.get('error')}"
+        found["hipRuntimeGetVersion()"] = res["version"]
     r = container.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", *HIP_PACKAGES], timeout=60)
     for line in r.stdout.splitlines():
         pkg, _, ver = line.partition("=")
@@ -155,10 +157,9 @@ def test_bitsandbytes_library_matches_torch(container, matrix, declared_componen
         hip, why = torch_info["hip"], f"torch.version.hip {torch_info['hip']}"
     else:
         hip, why = stack.rocm, f"the stack's ROCm {stack.rocm} (torch is not a ROCm build)"
-    mm = major_minor(hip).replace(".", "")
-    wanted = [f"libbitsandbytes_rocm{mm}.so", f"libbitsandbytes_rocm{mm}_nohipblaslt.so"]
+    wanted = bnb_rocm_library_name(hip)
     record_property("figures", {"bitsandbytes_libraries": libs})
-    assert any(w in libs for w in wanted), f"{why} needs {wanted[0]} (or {wanted[1]}), but the image has {libs or 'none'}"
+    assert wanted in libs, f"{why}: bitsandbytes loads {wanted}, but the image has {libs or 'none'}"
     r = container.exec(["python3", "-c", "import bitsandbytes; print(bitsandbytes.__version__)"], timeout=300)
     assert r.rc == 0, f"bitsandbytes does not import: {(r.stderr.strip() or r.stdout.strip()).splitlines()[-1:]}"
     got = r.stdout.strip().splitlines()[-1]
@@ -215,3 +216,21 @@ def test_pinned_packages_installed_exactly(container, matrix, target, target_nam
         wrong += [f"{n}: pinned {v}, installed {have.get(n.lower().replace('_', '-'), 'nothing')}"
                   for n, v in sorted(reqs.items()) if not same_version(have.get(n.lower().replace("_", "-")), v)]
     assert not wrong, "installed versions differ from the matrix:\n  " + "\n  ".join(wrong)
+
+
+def test_installed_packages_equal_locked_closure(container, locked_packages, target_name, record_property):
+    """The installed dpkg set is the lock's closure for this image at exact versions: its base's
+    packages (a bootstrapped base) plus the locked apt closure of every step of its chain. A
+    package removed, added or at another version is named."""
+    if locked_packages is None:
+        pytest.skip("not applicable: image not from a matrix target, so no lock to compare with")
+    assert not locked_packages.unlocked_steps, \
+        f"the lock has no apt closure for {', '.join(locked_packages.unlocked_steps)} (run `python build.py lock`)"
+    r = container.exec(DPKG_STATUS, timeout=120)
+    assert r.rc == 0, f"dpkg-query failed: {r.output[-500:]}"
+    installed = parse_dpkg_status(r.stdout)
+    diff = compare(locked_packages, installed)
+    record_property("figures", {"locked_packages": len(locked_packages.packages), "installed_packages": len(installed),
+                                "base_packages_locked": locked_packages.base_locked})
+    assert not diff, f"installed packages differ from the lock's closure for {target_name}:\n  " + \
+        "\n  ".join(diff.lines())

@@ -128,3 +128,15 @@ def test_summary_keeps_not_gpu_verified_and_failures_apart():
     assert s["rocminfo"].status == "failed"
     assert s["linkage"].status == "failed" and s["linkage"].detail == "the suite did not run"
     assert ("workload" in s) == (ROOT / "tests" / "suites" / "test_workload.py").is_file()
+
+
+def test_pytest_exit_status_is_part_of_the_verdict():
+    """A run that exits non-zero with no suite failed (a collection error, a crash) is not a pass."""
+    rows = [{"suite": s, "test": "t", "phase": "call", "outcome": "passed", "detail": "", "figures": None}
+            for s in suite_runs.suites_present()]
+    clean = suite_runs.judge(suite_runs.summarise(rows), rows, 0, "")
+    assert "pytest" not in clean and all(s.status == "passed" for s in clean.values())
+    crashed = suite_runs.judge(suite_runs.summarise(rows), rows, 2, "ERROR collecting tests/suites/test_archs.py")
+    assert crashed["pytest"].status == "failed"
+    assert "pytest exited 2" in crashed["pytest"].detail and "ERROR collecting" in crashed["pytest"].detail
+    assert suite_runs.judge({}, [], 1, "boom")["suites"].status == "failed"

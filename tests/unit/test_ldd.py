@@ -35,3 +35,29 @@ def test_crlf_and_garbage():
     assert r.missing == ["libx.so.1"]
     assert ldd.parse("ldd: ./nope: No such file or directory\n").kind == "error"
     assert ldd.parse("").deps == ()
+
+
+def test_ldd_r_names_the_version_and_the_undefined_symbol():
+    # Captured on this host: libhipx.so.6 replaced by a library without the HIP_4.2 version node.
+    # Plain ldd resolves every dependency here; only -r's relocation pass finds the symbol missing.
+    r = ldd.parse((FIX / "host-r-version-not-found.txt").read_text())
+    assert r.kind == "dynamic" and r.missing == []
+    assert [(v.library, v.version) for v in r.version_errors] == [("/tmp/lt25a/libhipx.so.6", "HIP_4.2")]
+    assert [(u.symbol, u.version, u.file) for u in r.undefined] == [("hipFoo", "HIP_4.2", "/tmp/lt/libuser.so")]
+    assert r.problems == ["/tmp/lt/libuser.so: needs version HIP_4.2 of /tmp/lt25a/libhipx.so.6, which does not define it",
+                          "/tmp/lt/libuser.so: undefined symbol hipFoo (version HIP_4.2)"]
+
+
+def test_ldd_r_undefined_symbol_in_a_library_without_dependencies():
+    # ldd says "statically linked" for a shared object with no DT_NEEDED; its undefined symbol still counts.
+    r = ldd.parse((FIX / "host-r-undefined-no-deps.txt").read_text())
+    assert r.kind == "static"
+    assert r.problems == ["./libund.so: undefined symbol foo"]
+
+
+def test_plain_outputs_have_no_problems():
+    assert ldd.parse((FIX / "debian-gemm-smoke.txt").read_text()).problems == []
+    assert ldd.parse((FIX / "debian-gemm-smoke-librocblas-removed.txt").read_text()).problems == \
+        ["librocblas.so.0 not found"]
+    assert ldd.parse("x: /l/libz.so.1: no version information available (required by x)\n"
+                     "\tlibz.so.1 => /l/libz.so.1 (0x1)\n").problems == []

@@ -1,0 +1,50 @@
+"""The packages an image must hold, from matrix.lock alone (rocmforge.image_packages), on the
+committed matrix and lock, and the comparison with an installed set."""
+
+from __future__ import annotations
+
+from rocmforge import lockfile
+from rocmforge.image_packages import ExpectedPackages, compare, expected_packages, parse_dpkg_status
+from rocmforge.matrix import load_matrix
+from tests.conftest import ROOT
+
+MATRIX = load_matrix(ROOT / "matrix.yaml")
+LOCK = lockfile.load(ROOT / "matrix.lock")
+
+
+def test_bootstrapped_image_is_its_base_plus_its_chains_closures():
+    seed = expected_packages(LOCK, MATRIX, "llama31-qlora-debian")
+    base = LOCK["bases"]["debian-sid-rocm6.4"]["packages"]
+    torch_step = LOCK["apt"]["hip64-torch"]
+    assert seed.base_locked and seed.unlocked_steps == ()
+    assert seed.packages == {**base, **torch_step}          # llama31-qlora-debian installs no apt of its own
+    assert seed.packages["libhipsparse1"] == "6.4.3-1" and seed.sources["libhipsparse1"] == "apt hip64-torch"
+    assert seed.sources["bash"] == "base debian-sid-rocm6.4"
+
+
+def test_builder_stages_do_not_reach_the_image():
+    runtime = expected_packages(LOCK, MATRIX, "hip-runtime")
+    assert "hipcc" not in runtime.packages                   # hip-devel is its builder, not its base
+    python = expected_packages(LOCK, MATRIX, "hip-python")
+    assert "python3-pip" not in python.packages               # only numpy-env's builder stage installs it
+    assert python.packages == runtime.packages                # hip-python's own step adds nothing (python3 is there)
+
+
+def test_registry_base_is_not_judged_for_extras():
+    e = expected_packages(LOCK, MATRIX, "llama7b-train")
+    assert not e.base_locked and e.unlocked_steps == ("llama7b-train",)
+    assert not compare(e, {"anything": "1"})
+
+
+def test_compare_names_missing_wrong_and_extra():
+    e = ExpectedPackages({"a": "1", "b": "2"}, True, (), {"a": "base x", "b": "apt y"})
+    diff = compare(e, {"a": "1", "b": "3", "c": "9"})
+    assert diff.lines() == ["wrong version: b: lock 2, installed 3 (apt y)",
+                            "extra (installed, not in the lock's closure): c=9"]
+    assert compare(e, {"a": "1"}).lines() == ["missing (in the lock's closure, not installed): b=2 (apt y)"]
+    assert not compare(e, {"a": "1", "b": "2"})
+
+
+def test_dpkg_status_keeps_only_installed_packages():
+    text = "ii \tbash\t5.3-4\nrc \tlibhipsparse1\t6.4.3-1\niU \tx\t1\nii \tlibc6:amd64\t2.41\n"
+    assert parse_dpkg_status(text) == {"bash": "5.3-4", "libc6": "2.41"}
