@@ -42,7 +42,7 @@ def test_expected_gpu_files_present(gpu_inventory, record_property):
 def _why(path: str, o: dict) -> list[str]:
     """What stops a library or program loading, naming the file and the library or symbol."""
     found = ldd.parse(o.get("ldd_r", ""))
-    detail = [p for p in found.problems
+    detail = [p if p.startswith("/") else f"{path}: {p}" for p in found.problems
               if not (("site-packages" in path or "dist-packages" in path)
                       and any(u in p for u in (f"undefined symbol {s}" for s in INTERPRETER_SYMBOL_PREFIXES)))]
     if o["kind"] == "program":
