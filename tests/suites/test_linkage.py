@@ -26,6 +26,7 @@ BNB_ENTRY_POINTS = ("get_context", "get_hipsparse", "cget_managed_ptr", "cquanti
 # Python extension modules need symbols of the interpreter that loads them: ldd -r lists those
 # as undefined although dlopen from Python resolves them (only ldd's extra detail is filtered).
 INTERPRETER_SYMBOL_PREFIXES = ("Py", "_Py")
+MAX_DETAIL = 6          # ldd -r lines per file in a failure message
 
 
 def test_expected_gpu_files_present(gpu_inventory, record_property):
@@ -45,12 +46,13 @@ def _why(path: str, o: dict) -> list[str]:
     detail = [p if p.startswith("/") else f"{path}: {p}" for p in found.problems
               if not (("site-packages" in path or "dist-packages" in path)
                       and any(u in p for u in (f"undefined symbol {s}" for s in INTERPRETER_SYMBOL_PREFIXES)))]
+    more = [f"... and {len(detail) - MAX_DETAIL} more"] if len(detail) > MAX_DETAIL else []
     if o["kind"] == "program":
         start = o.get("start") or {}
-        return detail + ([f"{path}: does not start: {start.get('output', '').strip()[-400:]}"]
-                         if start and not start["loaded"] else [])
+        return detail[:MAX_DETAIL] + more + ([f"{path}: does not start: {start.get('output', '').strip()[-400:]}"]
+                                             if start and not start["loaded"] else [])
     first = o["error"] if o["error"].startswith(path) else f"{path}: {o['error']}"
-    return [first] + [d for d in detail[:5] if d not in first]
+    return [first] + [d for d in detail[:MAX_DETAIL] if d not in first] + more
 
 
 def test_gpu_libraries_and_programs_load(container, gpu_inventory, gpu_library_paths, record_property):
