@@ -61,3 +61,14 @@ def test_plain_outputs_have_no_problems():
         ["librocblas.so.0 not found"]
     assert ldd.parse("x: /l/libz.so.1: no version information available (required by x)\n"
                      "\tlibz.so.1 => /l/libz.so.1 (0x1)\n").problems == []
+
+
+def test_ldd_r_on_rocblas_with_the_hip_runtime_replaced():
+    # Captured in llama31-qlora-debian with libamdhip64.so.6's file replaced by libz (the fault
+    # table's "hip-runtime-replaced" row): every dependency is "found", every HIP symbol is not.
+    r = ldd.parse((FIX / "debian-sid-r-rocblas-hip-runtime-replaced.txt").read_text())
+    assert r.missing == [] and r.kind == "dynamic"
+    assert {v.version for v in r.version_errors} == {"hip_4.2", "hip_4.3", "hip_5.1", "hip_6.0"}
+    assert all(v.library == "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6" for v in r.version_errors)
+    assert r.undefined and all(u.symbol.startswith("hip") and u.file == "/usr/lib/x86_64-linux-gnu/librocblas.so.4"
+                               for u in r.undefined)
