@@ -1,10 +1,14 @@
-"""Fault injection: every suite fails, naming the fault, on a broken copy of a built image.
+"""Fault injection: one row per mutation, each failing the right suite with a message naming what
+broke.
 
-Each row of FAULTS takes a target's built image (built here when the engine lacks it), derives a
-broken copy with a tiny Dockerfile (`FROM <image>` + one RUN), optionally checks it against an
-edited copy of the matrix (e.g. a target that declares torch), runs `build.py test --json` on it
-and asserts: exit code 1, the named suite failed, and its detail matches the message pattern.
-The derived images have their own unique tags and are removed afterwards; nothing else is touched.
+FAULTS is the table, as data. A row names the matrix target whose built image it starts from (by
+that target's content tag in this checkout, built here when the engine lacks it: never "the
+newest image" of a name), the RUN line that breaks a copy of it (`FROM <image ID>` + one RUN; ""
+for a matrix-only fault), optional edits of a matrix copy (e.g. a declared ROCm torch), the suite
+that must fail and a regex its detail must match. The test runs `build.py test --json` on the
+broken copy and asserts: exit 1, that suite failed, its detail matches, and `also_failed` failed
+too. Nothing here skips: a missing engine fails under CI (tests/conftest.docker_client) and a
+target that does not build fails the row. The derived images get unique tags and are removed.
 """
 
 from __future__ import annotations
@@ -19,28 +23,32 @@ import yaml
 
 from tests.conftest import ROOT, build_image, copy_project, run_cli
 from rocmforge.container import host_gpu_access
-from rocmforge.matrix import load_matrix
 from rocmforge.plan import load_plan
 
 pytestmark = pytest.mark.docker
 LIB = "/usr/lib/x86_64-linux-gnu"
-VENV_SITE = "/opt/rocmforge/venv/lib/python3.13/site-packages"
+VENV_SITE = "/opt/rocmforge/venv/lib/python3.13/site-packages"        # debian13-rocm5.7 targets
+SEED_SITE = "/opt/rocmforge/venv/lib/python3.14/site-packages"        # llama31-qlora-debian (Python 3.14)
+SEED = "llama31-qlora-debian"
 NO_GPU = not host_gpu_access().present
-WORKLOAD_SUITE = ROOT / "tests" / "suites" / "test_workload.py"
+# A host-only library every image has, to put where a GPU library belongs: it loads, but it exports
+# none of the GPU library's entry points and carries no GPU code.
+HOST_ONLY_LIB = f"{LIB}/libz.so.1"
 
 
 @dataclass(frozen=True)
 class Fault:
     name: str                 # row id
-    target: str               # built image the broken copy starts from (and --target for the suites)
+    target: str               # matrix target whose built image the broken copy starts from (and --target)
     run: str                  # the RUN line that breaks it ("" for a matrix-only fault)
     suite: str                # the suite that must fail
-    message: str              # regex the suite's detail must match
-    matrix_edit: dict = field(default_factory=dict)   # {target field: value} on a matrix copy
+    message: str              # regex the suite's detail must match (re.S)
+    matrix_edit: dict = field(default_factory=dict)   # {target: {field: value}} on a matrix copy
     also_failed: tuple = ()   # other suites that must fail too
 
 
 FAULTS = [
+    # -- files deleted from a package ---------------------------------------------------------
     # A GPU library the GEMM program does not link, deleted: both suites name it.
     Fault("librocsolver-deleted-linkage", "hip-devel", f"rm {LIB}/librocsolver.so.0.1",
           "linkage", re.escape(f"{LIB}/librocsolver.so.0.1 (dpkg librocsolver0)"), also_failed=("archs",)),
@@ -53,23 +61,51 @@ FAULTS = [
           f"rm {LIB}/rocblas/2.47.0/library/TensileLibrary_gfx90a.co",
           "linkage", re.escape(f"{LIB}/rocblas/2.47.0/library/TensileLibrary_gfx90a.co (dpkg librocblas0)"),
           also_failed=("archs",)),
+
+    # -- libraries and programs that cannot load (issue 25) -----------------------------------
+    # The HIP runtime replaced by another library at the same path: plain ldd resolves it, RTLD_NOW
+    # does not (every library linking it names a missing hip* symbol), nor hipRuntimeGetVersion.
+    Fault("hip-runtime-replaced", SEED,
+          f"cp -L {HOST_ONLY_LIB} \"$(readlink -f {LIB}/libamdhip64.so.6)\"",
+          "linkage", r"lib\w+\.so[\d.]*: (undefined symbol: hip\w+|version `hip_[\d.]+' not found)",
+          also_failed=("versions",)),
+    # A whole ROCm package removed behind dpkg's back: it is still in the lock's closure.
+    Fault("rocm-package-removed", SEED, "dpkg -r --force-depends libhipsparse1",
+          "versions", r"libhipsparse1=6\.4\.3-1.*not installed", also_failed=("linkage",)),
+    # bitsandbytes' ROCm library replaced by a host-only library: it loads, but none of bnb's entry
+    # points resolve (and bnb itself would silently fall back to its CPU library).
+    Fault("bitsandbytes-rocm-host-only", SEED,
+          f"cp -L {HOST_ONLY_LIB} {SEED_SITE}/bitsandbytes/libbitsandbytes_rocm64.so",
+          "linkage", r"libbitsandbytes_rocm64\.so: entry point \w+ not found"),
+    # A CPU torch where the stack declares a ROCm torch (the image keeps Debian's CPU build).
+    Fault("cpu-torch-declared-rocm", SEED, "",
+          "versions", r"torch 2\.14\.1\S* is not a ROCm build \(torch\.version\.hip is None\)",
+          matrix_edit={"hip64-torch": {"pytorch_build": "rocm"}}),
+    # A GEMM smoke binary that cannot load (a needed library renamed in its dynamic section).
+    Fault("gemm-smoke-cannot-load", "hip-runtime",
+          "sed -i 's/librocblas\\.so\\.0/librocblaX.so.0/' /opt/rocmforge/bin/rocblas-gemm-smoke",
+          "gemm", r"rocblas-gemm-smoke.*librocblaX\.so\.0", also_failed=("linkage",)),
+
+    # -- torch and Python components ----------------------------------------------------------
     # A declared torch that does not import.
     Fault("torch-import-fails", "hip-python",
           f"mkdir -p {VENV_SITE}/torch && echo 'raise ImportError(\"libtorch_cpu.so: cannot open shared object file\")'"
           f" > {VENV_SITE}/torch/__init__.py",
           "versions", r"declares torch 2\.14\.1 \(cpu build\) but `import torch` fails: ImportError: libtorch_cpu\.so",
-          matrix_edit={"pytorch": "2.14.1", "pytorch_build": "cpu"}),
+          matrix_edit={"hip-python": {"pytorch": "2.14.1", "pytorch_build": "cpu"}}),
     # A torch that imports but is not the matrix's.
     Fault("torch-wrong-version", "hip-python",
           f"mkdir -p {VENV_SITE}/torch && printf 'import types\\n__version__ = \"2.13.0+cpu\"\\n"
           f"version = types.SimpleNamespace(hip=None)\\ncuda = types.SimpleNamespace(is_available=lambda: False)\\n'"
           f" > {VENV_SITE}/torch/__init__.py",
           "versions", r"torch 2\.13\.0\+cpu in the image, 2\.14\.1 in the matrix",
-          matrix_edit={"pytorch": "2.14.1", "pytorch_build": "cpu"}),
+          matrix_edit={"hip-python": {"pytorch": "2.14.1", "pytorch_build": "cpu"}}),
     # A declared bitsandbytes that is not there.
     Fault("bitsandbytes-declared-missing", "hip-python", "",
           "versions", r"component bitsandbytes-hip is declared but bitsandbytes is not installed",
-          matrix_edit={"components": ["numpy-env", "bitsandbytes-hip"]}),
+          matrix_edit={"hip-python": {"components": ["numpy-env", "bitsandbytes-hip"]}}),
+
+    # -- pins -----------------------------------------------------------------------------------
     # A pinned package at another version (apt and pip).
     Fault("apt-pin-wrong", "hip-runtime",
           r"sed -i '/^Package: rocminfo$/,/^$/s/^Version: 6.1.2-2$/Version: 6.1.2-1/' /var/lib/dpkg/status",
@@ -77,7 +113,8 @@ FAULTS = [
     Fault("pip-pin-wrong", "hip-python",
           f"sed -i 's/^Version: 2.3.5$/Version: 2.3.4/' {VENV_SITE}/numpy-2.3.5.dist-info/METADATA",
           "versions", r"numpy \(numpy-env\): pinned 2\.3\.5, installed 2\.3\.4"),
-    # rocminfo that crashes, or prints garbage.
+
+    # -- rocminfo ---------------------------------------------------------------------------------
     Fault("rocminfo-crashes", "hip-runtime",
           "printf '#!/bin/sh\\nkill -SEGV $$\\n' > /usr/bin/rocminfo",
           "rocminfo", r"rocminfo crashed \(exit 139, signal 11\)"),
@@ -85,24 +122,35 @@ FAULTS = [
           "printf '#!/bin/sh\\necho \"<html>502 Bad Gateway</html>\"\\n' > /usr/bin/rocminfo",
           "rocminfo", r"must report 'ROCk module is NOT loaded'.*502 Bad Gateway" if NO_GPU
           else r"rocminfo lists no GPU agent"),
+
+    # -- architectures ----------------------------------------------------------------------------
     # The target declares an arch the image has no code for.
     Fault("declared-arch-missing", "hip-runtime", "",
           "archs", r"librocblas\.so\.0(\.1)?: missing gfx942",
-          matrix_edit={"archs": ["gfx90a", "gfx1100", "gfx942"]}),
+          matrix_edit={"hip-runtime": {"archs": ["gfx90a", "gfx1100", "gfx942"]}}),
+    # (issue 25, helper 25b: a library whose code is only for gfx90a:xnack+; one declared arch's
+    # rocBLAS kernels removed.)
+
+    # -- workload ---------------------------------------------------------------------------------
+    # A settings file with a key the image's transformers does not know.
+    Fault("workload-unknown-key", SEED,
+          "python3 -c \"import json; p='/opt/rocmforge/config/training_args.json'; d=json.load(open(p)); "
+          "d['rocmforge_fault_unknown_key'] = 1; json.dump(d, open(p, 'w'))\"",
+          "workload", r"rocmforge_fault_unknown_key"),
+    # (issue 25, helper 25b: inference returning no new tokens.)
 ]
 
 
 @pytest.fixture(scope="module")
 def built_targets(docker_client):
-    """Build (or find up to date) every target a row starts from; their image IDs by name (an ID,
-    not a tag: the broken copies start from exactly the image that was checked here)."""
+    """The image ID of each target a row starts from, found by the target's content tag in this
+    checkout (built first, or found up to date): the broken copies start from exactly that image."""
+    plan = load_plan(ROOT / "matrix.yaml")
     out = {}
     for name in sorted({f.target for f in FAULTS}):
         proc = run_cli("build", "--target", name)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        tag = re.findall(r"rocmforge/" + re.escape(name) + r":content-[0-9a-f]+", proc.stderr + proc.stdout)
-        assert tag, proc.stderr[-2000:]
-        out[name] = docker_client.images.get(tag[-1]).id
+        out[name] = docker_client.images.get(plan.targets[name].content_tag).id
     return out
 
 
@@ -117,23 +165,22 @@ def own_images(docker_client):
             pass
 
 
-def _matrix_copy(tmp_path, target: str, edit: dict):
+def _matrix_copy(tmp_path, edits: dict):
     matrix = copy_project(tmp_path)
     data = yaml.safe_load(matrix.read_text())
-    data["targets"][target].update(edit)
+    for target, fields in edits.items():
+        data["targets"][target].update(fields)
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     return matrix
 
 
-def _run_fault(docker_client, own_images, tmp_path, fault: Fault, base: str, extra_matrix_edit=None) -> dict:
+def _run_fault(docker_client, own_images, tmp_path, fault: Fault, base: str) -> dict:
     ref = base
     if fault.run:
         ref = f"rocmforge-test/fault-{fault.name}:{uuid.uuid4().hex[:12]}"
         own_images.append(ref)
         build_image(docker_client, f"FROM {base}\nRUN {fault.run}\n", tag=ref)
-    args = []
-    if fault.matrix_edit:
-        args = ["--matrix", str(_matrix_copy(tmp_path, fault.target, fault.matrix_edit))]
+    args = ["--matrix", str(_matrix_copy(tmp_path, fault.matrix_edit))] if fault.matrix_edit else []
     proc = run_cli(*args, "test", "--image", ref, "--target", fault.target, "--json")
     assert proc.stdout.strip(), proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -155,47 +202,16 @@ def test_fault_fails_the_right_suite(docker_client, built_targets, own_images, t
     print(f"\nFAULT {fault.name} -> {fault.suite}: {s['detail'][:400]}")
 
 
-def _torch_image(docker_client):
-    """An image on the engine of a matrix target that declares torch and installs
-    training_args.json (the current content tag if built, else the newest image labelled with that
-    target), or None. Nothing is built here: such images are large."""
+def test_table_is_well_formed():
+    """Every row names a target of the matrix, a suite that exists, and a unique id."""
+    from rocmforge.matrix import load_matrix
+    from rocmforge.suites import SUITES
+
     m = load_matrix(ROOT / "matrix.yaml")
-    plan = load_plan(ROOT / "matrix.yaml")
-
-    def ships_training_args(name):
-        t = m.targets[name]
-        return any(m.components[c].kind == "settings" and "training_args.json" in m.components[c].files
-                   for c in t.components) or \
-            bool(t.from_target and ships_training_args(t.from_target))
-
-    for name in sorted(m.targets):
-        if not m.torch_of(name)[0] or not ships_training_args(name):
-            continue
-        try:
-            return name, docker_client.images.get(plan.targets[name].content_tag).id
-        except Exception:
-            pass
-        images = docker_client.images.list(filters={"label": f"io.rocmforge.target={name}"})
-        if images:
-            return name, max(images, key=lambda i: i.attrs["Created"]).id
-    return None
-
-
-def test_workload_settings_with_unknown_key_fails(docker_client, own_images, tmp_path):
-    if not WORKLOAD_SUITE.is_file():
-        pytest.skip("workload suite not yet in the tree")
-    found = _torch_image(docker_client)
-    if found is None:
-        pytest.skip("workload suite not yet in the tree for this engine: no built image of a target with torch "
-                    "(build e.g. llama31-qlora-debian first)")
-    target, base = found
-    path = "/opt/rocmforge/config/training_args.json"
-    fault = Fault("workload-unknown-key", target,
-                  f"python3 -c \"import json; p='{path}'; d=json.load(open(p)); "
-                  f"d['rocmforge_fault_unknown_key'] = 1; json.dump(d, open(p, 'w'))\"",
-                  "workload", r"rocmforge_fault_unknown_key")
-    report = _run_fault(docker_client, own_images, tmp_path, fault, base)
-    s = report["suites"]["workload"]
-    assert report["exit"] == 1 and s["status"] == "failed", s
-    assert re.search(fault.message, s["detail"]), s["detail"]
-    print(f"\nFAULT {fault.name} -> workload: {s['detail'][:400]}")
+    names = [f.name for f in FAULTS]
+    assert len(names) == len(set(names)), "duplicate row ids"
+    for f in FAULTS:
+        assert f.target in m.targets, f"{f.name}: no target {f.target}"
+        assert f.suite in SUITES and set(f.also_failed) <= set(SUITES), f"{f.name}: unknown suite"
+        assert set(f.matrix_edit) <= set(m.targets), f"{f.name}: edits an unknown target"
+        assert f.run or f.matrix_edit, f"{f.name}: neither a mutation nor a matrix edit"
