@@ -659,6 +659,10 @@ def _is_tensile_member(r: FileArchs) -> bool:
         r.kind == "host-bundles" and os.path.basename(r.path).endswith(TENSILE_SUFFIXES))
 
 
+def _in_kernel_folder(path: str) -> bool:
+    return os.path.basename(os.path.dirname(path)) == "library" and path.endswith(TENSILE_SUFFIXES)
+
+
 def _gaps(declared: list[str], targets: list[str]) -> list[str]:
     """What a library with code for these target IDs lacks for the declared archs."""
     out = []
@@ -695,7 +699,8 @@ def library_coverage(results, declared_archs, must_carry=None) -> dict[str, list
             libraries.setdefault(os.path.dirname(r.path) or ".", []).extend(code_targets(r))
         elif r.kind == "host-bundles":
             libraries.setdefault(r.path, []).extend(code_targets(r))
-        elif r.path in must and not r.archs and not host_only_reason(r.path):
+        elif (r.path in must and not r.archs and not host_only_reason(r.path)
+              and not _in_kernel_folder(r.path)):      # a kernel folder is judged as a whole
             out[r.path] = [", ".join(declared) + ": it carries no GPU code at all (built without an offload "
                            "arch?); if it is host code by design, add it to HOST_ONLY with the reason"]
     for lib, targets in libraries.items():
