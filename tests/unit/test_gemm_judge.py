@@ -67,3 +67,17 @@ def test_a_figure_without_a_peak_beside_others_fails_as_unbounded():
     assert high and "cannot be bounded" in high[0]
     # a GPU with no figures at all is not judged (the suite reports "not applicable")
     assert _judge({"fp32": {"tflops": 1.0}}, GPUS["gfx1036"]) == ({}, [], [])
+
+
+def test_every_kernel_launch_in_the_smoke_program_is_checked():
+    """A launch reports its errors (no code object for this GPU) only through hipGetLastError: each
+    `<<<...>>>` in the program is followed by LAUNCH_OK on the same line, and dst is compared."""
+    src = (ROOT / "probes" / "rocblas_gemm_smoke.cpp").read_text()
+    launches = [ln for ln in src.splitlines() if "<<<" in ln and "__global__" not in ln]
+    assert len(launches) >= 3
+    for ln in launches:
+        for stmt in ln.split(";"):
+            if "<<<" in stmt:
+                assert "LAUNCH_OK" in ln[ln.index(stmt):], f"unchecked launch: {ln.strip()}"
+    assert "count_mismatches<<<" in src and '\\"copy_mismatches\\"' in src
+    assert "copy_mismatches == 0" in src          # a wrong copy makes the run a wrong result
