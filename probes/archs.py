@@ -637,6 +637,8 @@ HOST_ONLY = (
     (r"libamd_comgr\.so", "the code-object manager: a compiler and linker library, host code"),
     (r"libhiprtc(-builtins)?\.so", "HIP's run-time compiler: it makes GPU code, it carries none"),
     (r"libhipblas\.so", "hipBLAS: marshals calls to rocBLAS, whose GPU code is checked"),
+    (r"libhipblaslt\.so", "hipBLASLt (Debian's build): its kernels are the code objects of its library folder, "
+                           "checked as a folder"),
     (r"libhipsparse\.so", "hipSPARSE: marshals calls to rocSPARSE, whose GPU code is checked"),
     (r"libhiprand\.so", "hipRAND: marshals calls to rocRAND, whose GPU code is checked"),
     (r"libhipsolver\.so", "hipSOLVER: marshals calls to rocSOLVER, whose GPU code is checked"),

@@ -647,7 +647,7 @@ def test_a_library_that_must_carry_gpu_code_and_has_none_fails(tmp_path):
     ("libamdhip64.so.6.4.43484", True), ("libhsa-runtime64.so.1.15.0", True), ("libhipblas.so.2", True),
     ("libamd_comgr.so.3", True), ("libbitsandbytes_cpu.so", True),
     ("librocblas.so.4.4", False), ("libbitsandbytes_rocm64.so", False), ("rocblas-gemm-smoke", False),
-    ("libhipblaslt.so.1", False),
+    ("libhipblaslt.so.1", True), ("librocsolver.so.0.1", False),
 ])
 def test_host_only_list(name, host_only):
     assert bool(archs.host_only_reason(f"/usr/lib/x86_64-linux-gnu/{name}")) is host_only
