@@ -37,8 +37,14 @@ __all__ = [
     "EF_AMDGPU_MACH",
     "GENERIC_TARGETS",
     "FileArchs",
+    "HOST_ONLY",
     "arch_sort_key",
+    "code_targets",
+    "device_targets",
+    "host_only_reason",
     "library_coverage",
+    "parse_target_id",
+    "runs_on",
     "main",
     "scan_bytes",
     "scan_file",
@@ -555,36 +561,154 @@ def scan_paths(paths) -> list[FileArchs]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Target IDs: which code a device runs
+
+#: Processors with the xnack / sramecc target features (LLVM AMDGPUUsage, "AMDGPU Processors",
+#: column "Target Features"). A device of any other processor reports its bare name.
+XNACK_PROCESSORS = frozenset({
+    "gfx801", "gfx810", "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c",
+    "gfx940", "gfx941", "gfx942", "gfx950", "gfx1010", "gfx1011", "gfx1012", "gfx1013",
+    "gfx9-generic", "gfx9-4-generic", "gfx10-1-generic"})
+SRAMECC_PROCESSORS = frozenset({"gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
+                                "gfx9-4-generic"})
+
+
+def parse_target_id(target: str) -> tuple[str, dict[str, str]] | None:
+    """``hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`` or ``gfx90a:xnack-`` -> ("gfx90a",
+    {"sramecc": "+", "xnack": "-"}); a feature left out is absent ("any"). None: no gfx target."""
+    m = _ID_ARCH_RE.search(target.strip())
+    if not m:
+        return None
+    feats = {}
+    for f in m.group(2).split(":")[1:]:
+        if f[-1:] in "+-" and f[:-1] in ("xnack", "sramecc"):
+            feats[f[:-1]] = f[-1]
+    return m.group(1), feats
+
+
+def device_targets(declared: str) -> list[str]:
+    """The devices a declared arch stands for, as target IDs the runtime reports for them. A
+    feature the declaration leaves out takes the device's default: XNACK off (the driver turns
+    it on only for processes run with HSA_XNACK=1), SRAM ECC either way (a board setting:
+    MI210s ship with it on, Radeon Pro VIIs with it off). ``gfx90a`` -> gfx90a:sramecc+:xnack-
+    and gfx90a:sramecc-:xnack-; ``gfx1100`` -> gfx1100."""
+    parsed = parse_target_id(declared)
+    if parsed is None:
+        return [declared.strip()]
+    proc, feats = parsed
+    xnack = feats.get("xnack", "-") if proc in XNACK_PROCESSORS else None
+    eccs = [feats["sramecc"]] if "sramecc" in feats else ["+", "-"]
+    eccs = eccs if proc in SRAMECC_PROCESSORS else [None]
+    return [":".join([proc] + ([f"sramecc{e}"] if e else []) + ([f"xnack{xnack}"] if xnack else []))
+            for e in eccs]
+
+
+def runs_on(code_target: str, device_target: str) -> bool:
+    """Whether a device runs code built for code_target, by the HIP runtime's rule (ROCm/clr,
+    hipamd/src/hip_comgr_helper.cpp, isCodeObjectCompatibleWithDevice; hip_code_object.cpp in
+    older releases): the same processor (or a generic target that includes it), and every
+    feature the code names ('+' or '-') equal to the device's; a feature the code leaves out
+    runs either way. So code only for gfx90a:xnack+ runs on no default-mode (XNACK off) MI210."""
+    code, dev = parse_target_id(code_target), parse_target_id(device_target)
+    if code is None or dev is None:
+        return False
+    (cproc, cfeats), (dproc, dfeats) = code, dev
+    if cproc != dproc and dproc not in GENERIC_TARGETS.get(cproc, ()):
+        return False
+    return all(dfeats.get(k) == v for k, v in cfeats.items())
+
+
+def code_targets(r: FileArchs) -> list[str]:
+    """The target IDs a file carries code for (features kept); archs alone when no ID says more."""
+    ids = [e for e in r.entries if parse_target_id(e)]
+    return ids or list(r.archs)
+
+
+# ---------------------------------------------------------------------------------------------
 # Coverage
+
+#: Libraries of ROCm packages that carry no GPU code by design, and why: a file on this list
+#: that has none is fine; any other file of a GPU package, or a component's output, with no
+#: GPU code at all is a library built without an offload arch. Matched on the file name.
+HOST_ONLY = (
+    (r"libamdhip64\.so", "the HIP runtime: host code that loads the GPU code of its callers"),
+    (r"libhsa-runtime64\.so", "ROCr, the HSA runtime: host code"),
+    (r"libhsakmt\.so", "the amdgpu kernel-driver interface: host code"),
+    (r"libamd_comgr\.so", "the code-object manager: a compiler and linker library, host code"),
+    (r"libhiprtc(-builtins)?\.so", "HIP's run-time compiler: it makes GPU code, it carries none"),
+    (r"libhipblas\.so", "hipBLAS: marshals calls to rocBLAS, whose GPU code is checked"),
+    (r"libhipblaslt\.so", "hipBLASLt (Debian's build): its kernels are the code objects of its library folder, "
+                           "checked as a folder"),
+    (r"libhipsparse\.so", "hipSPARSE: marshals calls to rocSPARSE, whose GPU code is checked"),
+    (r"libhiprand\.so", "hipRAND: marshals calls to rocRAND, whose GPU code is checked"),
+    (r"libhipsolver\.so", "hipSOLVER: marshals calls to rocSOLVER, whose GPU code is checked"),
+    (r"libhipfft\.so", "hipFFT: marshals calls to rocFFT, whose GPU code is checked"),
+    (r"libroctx64\.so|libroctracer64\.so|librocprofiler[\w-]*\.so", "tracing and profiling: host code"),
+    (r"librocm_smi64\.so|libamd_smi\.so|librocm-core\.so|liboam\.so", "device management: host code"),
+    (r"libbitsandbytes_cpu\.so", "bitsandbytes' CPU library (the ROCm one is checked)"),
+)
+_HOST_ONLY_RE = [(re.compile(r"^(?:" + pat + r")(?:\.[0-9.]*)?$"), why) for pat, why in HOST_ONLY]
+
+
+def host_only_reason(path: str) -> str | None:
+    """Why the file at path carries no GPU code by design (HOST_ONLY), or None."""
+    base = os.path.basename(path)
+    return next((why for rx, why in _HOST_ONLY_RE if rx.match(base)), None)
+
 
 def _is_tensile_member(r: FileArchs) -> bool:
     return r.kind in ("code-object", "tensile-name") or (
         r.kind == "host-bundles" and os.path.basename(r.path).endswith(TENSILE_SUFFIXES))
 
 
-def _covers(have: set[str], arch: str) -> bool:
-    return arch in have or any(arch in GENERIC_TARGETS.get(g, ()) for g in have)
+def _in_kernel_folder(path: str) -> bool:
+    return os.path.basename(os.path.dirname(path)) == "library" and path.endswith(TENSILE_SUFFIXES)
 
 
-def library_coverage(results, declared_archs) -> dict[str, list[str]]:
-    """Declared archs that each GPU library does not cover.
+def _gaps(declared: list[str], targets: list[str]) -> list[str]:
+    """What a library with code for these target IDs lacks for the declared archs."""
+    out = []
+    for want in declared:
+        proc = strip_features(want)
+        unserved = [d for d in device_targets(want) if not any(runs_on(t, d) for t in targets)]
+        if not unserved:
+            continue
+        near = sorted({t.rsplit("--", 1)[-1] for t in targets if (parse_target_id(t) or ("",))[0] == proc})
+        if not near:
+            out.append(want)
+        else:
+            out.append(f"{want} for a {' or '.join(unserved)} device (XNACK off unless HSA_XNACK=1): "
+                       f"its code is only for {', '.join(near)}")
+    return out
+
+
+def library_coverage(results, declared_archs, must_carry=None) -> dict[str, list[str]]:
+    """Declared archs that each GPU library does not cover, judged on full target IDs.
 
     GPU libraries: every "host-bundles" file (key: its path) and every folder of code objects /
-    Tensile files taken as a whole (key: the folder; the union of its files' archs). Generic
-    targets cover their member processors. Only libraries with missing archs appear.
+    Tensile files taken as a whole (key: the folder; the union of its files' code). A declared
+    arch is covered when every device it stands for (device_targets) runs some of the code
+    (runs_on). must_carry: paths that must carry GPU code (a GPU package's files, a component's
+    output); one with none at all, and not on the HOST_ONLY list, misses every declared arch.
+    Only libraries with gaps appear.
     """
-    declared = list(dict.fromkeys(strip_features(a) for a in declared_archs if a.strip()))
-    libraries: dict[str, set[str]] = {}
+    declared = list(dict.fromkeys(a.strip() for a in declared_archs if a.strip()))
+    must = set(must_carry or ())
+    libraries: dict[str, list[str]] = {}
+    out: dict[str, list[str]] = {}
     for r in results:
         if _is_tensile_member(r):
-            libraries.setdefault(os.path.dirname(r.path) or ".", set()).update(r.archs)
+            libraries.setdefault(os.path.dirname(r.path) or ".", []).extend(code_targets(r))
         elif r.kind == "host-bundles":
-            libraries.setdefault(r.path, set()).update(r.archs)
-    out = {}
-    for lib, have in libraries.items():
-        missing = [a for a in declared if not _covers(have, a)]
-        if missing:
-            out[lib] = sorted(missing, key=arch_sort_key)
+            libraries.setdefault(r.path, []).extend(code_targets(r))
+        elif (r.path in must and not r.archs and not host_only_reason(r.path)
+              and not _in_kernel_folder(r.path)):      # a kernel folder is judged as a whole
+            out[r.path] = [", ".join(declared) + ": it carries no GPU code at all (built without an offload "
+                           "arch?); if it is host code by design, add it to HOST_ONLY with the reason"]
+    for lib, targets in libraries.items():
+        gaps = _gaps(declared, targets)
+        if gaps:
+            out[lib] = gaps
     return out
 
 

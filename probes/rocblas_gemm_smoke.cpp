@@ -1,5 +1,6 @@
 // GEMM smoke test on rocBLAS: FP32, FP16 and BF16 GEMMs checked against a float64 CPU reference,
 // TFLOPS per dtype, and device memory bandwidth from a copy kernel. Prints one JSON object.
+// The copy kernel's launches are checked (hipGetLastError) and its dst compared with src.
 // Exit codes: 0 all checks passed, 1 a check failed, 3 no usable GPU (not GPU-verified).
 #include <hip/hip_runtime.h>
 #include <rocblas/rocblas.h>
@@ -30,6 +31,33 @@ __global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ 
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (; i < n; i += stride) out[i] = in[i];
 }
+
+// A pattern no memset produces, so a copy that never ran cannot match it.
+__device__ __host__ inline float4 pattern(size_t i) {
+  return make_float4((float)(i & 0xffff), (float)(i >> 16), (float)(i % 7919), 1.0f);
+}
+
+__global__ void fill_kernel(float4* __restrict__ out, size_t n) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  for (size_t stride = (size_t)gridDim.x * blockDim.x; i < n; i += stride) out[i] = pattern(i);
+}
+
+__global__ void count_mismatches(const float4* __restrict__ a, const float4* __restrict__ b, size_t n,
+                                 unsigned long long* bad) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  unsigned long long mine = 0;
+  for (size_t stride = (size_t)gridDim.x * blockDim.x; i < n; i += stride) {
+    float4 x = a[i], y = b[i];
+    mine += (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
+  }
+  if (mine) atomicAdd(bad, mine);
+}
+
+// A kernel launch reports its errors (no code object for this GPU, bad configuration) only
+// through hipGetLastError: without the check a launch that never ran would time as "fast".
+#define LAUNCH_OK(kernel) do { hipError_t e_ = hipGetLastError(); if (e_ != hipSuccess) { \
+  std::printf("{\"status\": \"error\", \"call\": \"%s launch\", \"hip_error\": \"%s\"}\n", kernel, hipGetErrorString(e_)); \
+  std::exit(1); } } while (0)
 
 // Conversions by bit manipulation so the host side needs no half/bfloat headers.
 static uint16_t to_half(float f) {
@@ -98,19 +126,27 @@ int main(int argc, char** argv) {
   Result b16 = run_gemm<uint16_t>(h, n, iters, rocblas_datatype_bf16_r, from_bf16, to_bf16, 5e-2);
   size_t nvec = (size_t)1 << 26;  // 1 GiB per buffer
   float4 *src, *dst; HIP_OK(hipMalloc(&src, nvec * sizeof(float4))); HIP_OK(hipMalloc(&dst, nvec * sizeof(float4)));
-  HIP_OK(hipMemset(src, 0, nvec * sizeof(float4)));
-  copy_kernel<<<4096, 256>>>(src, dst, nvec); HIP_OK(hipDeviceSynchronize());
+  fill_kernel<<<4096, 256>>>(src, nvec); LAUNCH_OK("fill_kernel");
+  HIP_OK(hipMemset(dst, 0xff, nvec * sizeof(float4)));   // NaNs: unequal to everything, itself included
+  copy_kernel<<<4096, 256>>>(src, dst, nvec); LAUNCH_OK("copy_kernel"); HIP_OK(hipDeviceSynchronize());
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 20; ++i) copy_kernel<<<4096, 256>>>(src, dst, nvec);
+  for (int i = 0; i < 20; ++i) { copy_kernel<<<4096, 256>>>(src, dst, nvec); LAUNCH_OK("copy_kernel"); }
   HIP_OK(hipDeviceSynchronize());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double tbps = 2.0 * nvec * sizeof(float4) * 20 / secs / 1e12;
-  bool ok = f32.ok && f16.ok && b16.ok;
+  // dst must equal src: a copy that wrote nothing, or wrote garbage, reports no bandwidth.
+  unsigned long long* bad; unsigned long long copy_mismatches = 0;
+  HIP_OK(hipMalloc(&bad, sizeof(*bad))); HIP_OK(hipMemset(bad, 0, sizeof(*bad)));
+  count_mismatches<<<4096, 256>>>(src, dst, nvec, bad); LAUNCH_OK("count_mismatches");
+  HIP_OK(hipMemcpy(&copy_mismatches, bad, sizeof(*bad), hipMemcpyDeviceToHost));
+  HIP_OK(hipFree(bad)); HIP_OK(hipFree(src)); HIP_OK(hipFree(dst));
+  bool ok = f32.ok && f16.ok && b16.ok && copy_mismatches == 0;
   std::printf("{\"status\": \"%s\", \"device\": \"%s\", \"gfx\": \"%s\", \"n\": %d, "
               "\"fp32\": {\"tflops\": %.2f, \"max_rel_err\": %.3g}, \"fp16\": {\"tflops\": %.2f, \"max_rel_err\": %.3g}, "
-              "\"bf16\": {\"tflops\": %.2f, \"max_rel_err\": %.3g}, \"copy_tbps\": %.3f}\n",
+              "\"bf16\": {\"tflops\": %.2f, \"max_rel_err\": %.3g}, \"copy_tbps\": %.3f, "
+              "\"copy_mismatches\": %llu, \"copy_elements\": %zu}\n",
               ok ? "ok" : "wrong-result", prop.name, prop.gcnArchName, n, f32.tflops, f32.max_rel_err,
-              f16.tflops, f16.max_rel_err, b16.tflops, b16.max_rel_err, tbps);
+              f16.tflops, f16.max_rel_err, b16.tflops, b16.max_rel_err, tbps, copy_mismatches, nvec);
   rocblas_destroy_handle(h);
   return ok ? 0 : 1;
 }

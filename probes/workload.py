@@ -61,6 +61,7 @@ TRAIN_LR = 3e-3          # the seeds' 4e-5 / 6e-5 barely move a random tiny mode
 LORA_STEPS = 30
 LORA_LR = 1e-2           # LoRA adapts a briefly pre-trained tiny model to a new pattern (stride 3)
 LORA_TASK_STEP = 3
+COUNT_VOCAB = 64         # the inference model's vocabulary and hidden size (one direction per token)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,8 +126,11 @@ def config_declares_hip(cfg: dict) -> bool:
     return False
 
 
-def config_problems(cfg, hip: bool, filename: str = "config.yaml") -> list:
-    """Unknown keys and settings the HIP backend rejects in seed 004's config.yaml."""
+def config_problems(cfg, hip: bool, filename: str = "config.yaml", backend_answer=None) -> list:
+    """Unknown keys and settings the HIP backend rejects in seed 004's config.yaml.
+
+    backend_answer: (accepted, detail) from bitsandbytes itself quantizing with the file's
+    group_size on this GPU; when given it decides, not the list of block sizes known here."""
     if not isinstance(cfg, dict):
         return [f"{filename}: expected a mapping, got {type(cfg).__name__}"]
     out = []
@@ -145,7 +149,11 @@ def config_problems(cfg, hip: bool, filename: str = "config.yaml") -> list:
         if bits is not None and bits not in (4, 8, 16):
             out.append(f"{filename}: quantization.weight_bits {bits!r}: bitsandbytes quantizes to 4 or 8 bits")
         gs = q.get("group_size")
-        if gs is not None and bits in (4, None):
+        if gs is not None and bits in (4, None) and backend_answer is not None:
+            accepted, detail = backend_answer
+            if not accepted:
+                out.append(f"{filename}: quantization.group_size {gs} is rejected by bitsandbytes itself: {detail}")
+        elif gs is not None and bits in (4, None):
             allowed = BNB_4BIT_BLOCKSIZES_HIP if hip else BNB_4BIT_BLOCKSIZES_CUDA
             if gs not in allowed:
                 why = ("ROCm's bitsandbytes (HIP backend) asserts a 4-bit blocksize in "
@@ -560,7 +568,6 @@ def check_config_yaml(env, report):
     path = env.path("config.yaml")
     cfg = load_yaml(path)
     hip = config_is_hip(env, cfg)
-    problems = config_problems(cfg, hip, path)
     eng = (cfg or {}).get("engine") or {}
     q = (cfg or {}).get("quantization") or {}
     gen = {"batch_size": min(int(eng.get("max_batch_size", 1)), 8), "num_beams": int(eng.get("beam_width", 1)),
@@ -570,15 +577,23 @@ def check_config_yaml(env, report):
                "the file declares a HIP target" if config_declares_hip(cfg) else
                "bitsandbytes ships only ROCm libraries" if hip else "not HIP")
     figures = {"generation": gen, "hip": hip, "hip_because": why_hip, "group_size": q.get("group_size")}
+    answer = None
     if env.gpu and q.get("group_size") and importable("bitsandbytes"):
-        # Ask the real backend on this GPU too: its answer is authoritative for this device.
+        # Ask the real backend on this GPU: its answer decides for this device, not our list.
         try:
             import bitsandbytes.functional as F
             w = env.torch.randn(128, 128, device=env.device, dtype=env.torch.float16)
             F.quantize_4bit(w, blocksize=int(q["group_size"]), quant_type="nf4")
-            figures["bnb_quantize_4bit_on_gpu"] = "accepted"
+            answer = (True, "accepted")
         except BaseException as exc:  # noqa: BLE001 - AssertionError is what the fork raises
-            figures["bnb_quantize_4bit_on_gpu"] = f"rejected: {type(exc).__name__}: {exc}"[:300]
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            answer = (False, f"{type(exc).__name__}: {exc}"[:300])
+        figures["bnb_quantize_4bit_on_gpu"] = answer[1] if answer[0] else "rejected: " + answer[1]
+        figures["group_size_decided_by"] = "bitsandbytes on this GPU"
+    else:
+        figures["group_size_decided_by"] = "the block sizes known for the backend (no GPU to ask bitsandbytes on)"
+    problems = config_problems(cfg, hip, path, backend_answer=answer)
     real = figures.get("bnb_quantize_4bit_on_gpu")
     real = f"; bitsandbytes quantize_4bit(blocksize={q.get('group_size')}) on {env.device_desc}: {real}" if real else ""
     if problems:
@@ -852,6 +867,63 @@ def check_qlora(env, report):
     report.add(name, PASSED if ok else FAILED, f"{why} on {env.device_desc}", figures)
 
 
+def counting_model(device):
+    """A tiny LLaMA whose next token is known: fixed weights, no training. Token t embeds as the
+    t-th unit vector; every attention and MLP block writes nothing back (o_proj and down_proj are
+    zero, so their maths still runs, KV cache included), and the head maps direction t to token
+    t + 1 (mod the vocabulary). Greedy and beam search must both count on from the prompt."""
+    import torch
+    import transformers
+    # No bos/eos: LlamaConfig's default eos (2) would end a row that counts through 2.
+    kwargs = dict(TINY, vocab_size=COUNT_VOCAB, hidden_size=COUNT_VOCAB, tie_word_embeddings=False,
+                  bos_token_id=None, eos_token_id=None)
+    if "num_key_value_heads" not in accepted_keys(transformers.LlamaConfig):
+        kwargs.pop("num_key_value_heads")
+    cfg = transformers.LlamaConfig(**kwargs)
+    seed_everything(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    eye = torch.eye(COUNT_VOCAB)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.copy_(eye)
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        model.lm_head.weight.copy_(torch.roll(eye, shifts=1, dims=0))   # row t+1 reads direction t
+    model.config.use_cache = True
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.eos_token_id = None
+        model.generation_config.bos_token_id = None
+    return model.to(device).eval()
+
+
+def counting_prompts(batch, prompt_len, vocab=COUNT_VOCAB, seed=1):
+    """Counting sequences from different starts (the first rows wrap around the vocabulary)."""
+    import random
+    rng = random.Random(seed)
+    starts = [vocab - prompt_len // 2] + [rng.randrange(vocab) for _ in range(batch - 1)]
+    return [[(s + k) % vocab for k in range(prompt_len)] for s in starts[:batch]]
+
+
+def continuation_problems(prompts, outputs, max_new, vocab=COUNT_VOCAB) -> list:
+    """Why generated rows are not their prompts counted on by exactly max_new tokens (empty: they are)."""
+    out = []
+    if len(outputs) != len(prompts):
+        return [f"{len(outputs)} output rows for {len(prompts)} prompts"]
+    for i, (prompt, row) in enumerate(zip(prompts, outputs)):
+        new = list(row[len(prompt):])
+        if list(row[:len(prompt)]) != list(prompt):
+            out.append(f"row {i}: the output does not start with its prompt")
+        elif len(new) != max_new:
+            out.append(f"row {i}: {len(new)} new tokens, want exactly max_new_tokens={max_new}")
+        else:
+            want = [(prompt[-1] + 1 + k) % vocab for k in range(max_new)]
+            if new != want:
+                at = next(k for k in range(max_new) if new[k] != want[k])
+                out.append(f"row {i}: new token {at} is {new[at]}, the count says {want[at]} "
+                           f"(got {new[:at + 2]}..., want {want[:at + 2]}...)")
+    return out
+
+
 def check_inference(env, report):
     torch = env.torch
     cfg = load_yaml(env.path("config.yaml")) if env.exists("config.yaml") else None
@@ -869,10 +941,11 @@ def check_inference(env, report):
         report.override(f"engine.max_seq_length={seq} -> {positions} (tiny model's positions); "
                         f"max_new_tokens={max_new}")
     max_new = max(1, min(max_new, min(seq, positions) - prompt_len))
-    model = tiny_model().to(env.device).eval()
-    model.config.use_cache = True
-    ids = pattern_batch(batch, seq_len=prompt_len, seed=1).to(env.device)
+    model = counting_model(env.device)
+    prompts = counting_prompts(batch, prompt_len)
+    ids = torch.tensor(prompts, dtype=torch.long, device=env.device)
     mask = torch.ones_like(ids)
+    # eos None: nothing may end a row early, so every row must get exactly max_new_tokens
     kw = dict(max_new_tokens=max_new, num_beams=beams, do_sample=False, pad_token_id=0, eos_token_id=None)
     if beams > 1:
         kw["early_stopping"] = True
@@ -884,18 +957,22 @@ def check_inference(env, report):
         if env.gpu:
             torch.cuda.synchronize()
         ms.append(round((time.time() - t0) * 1000, 1))
-        outs.append(out.cpu())
-    same = bool(torch.equal(outs[0], outs[1]))
+        outs.append(getattr(out, "sequences", out).cpu())
     mode = f"beam search ({beams} beams)" if beams > 1 else "greedy"
     src = "config.yaml" if cfg is not None else "no config.yaml: greedy defaults"
     figures = {"batch": batch, "num_beams": beams, "max_new_tokens": max_new,
-               "generated": int(outs[0].shape[1]) - prompt_len,
-               "ms_per_generate": ms, "settings": src}
-    if not same:
+               "generated": int(outs[0].shape[1]) - prompt_len if outs[0].dim() == 2 else None,
+               "ms_per_generate": ms, "settings": src, "model": f"counting LLaMA (vocab {COUNT_VOCAB}, fixed weights)",
+               "first_row": outs[0][0].tolist() if outs[0].dim() == 2 else None}
+    problems = continuation_problems(prompts, outs[0].tolist(), max_new)
+    if problems:
+        return report.add("inference", FAILED, f"{mode}, batch {batch}: generate() did not count on from the "
+                          f"prompt: " + "; ".join(problems[:3]), figures)
+    if not bool(torch.equal(outs[0], outs[1])):
         diff = int((outs[0] != outs[1]).sum()) if outs[0].shape == outs[1].shape else "shape"
         return report.add("inference", FAILED, f"{mode} twice gave different tokens ({diff} differ)", figures)
-    gpu_note(env, report, "inference", PASSED, f"{mode}, batch {batch}, {max_new} new tokens, identical twice "
-             f"on {env.device_desc} ({src})", figures)
+    gpu_note(env, report, "inference", PASSED, f"{mode}, batch {batch}: exactly {max_new} new tokens per row, each "
+             f"the count's next, identical twice on {env.device_desc} ({src})", figures)
 
 
 CHECK_FUNCS = {

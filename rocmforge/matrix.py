@@ -26,6 +26,7 @@ class Gpu(Strict):
     name: str
     integrated: bool = False
     fp32_tflops: float | None = None
+    fp32_matrix_tflops: float | None = None   # FP32 on matrix cores (CDNA), where SGEMM can run
     fp16_tflops: float | None = None
     bf16_tflops: float | None = None
     hbm_tbps: float | None = None

@@ -21,6 +21,9 @@ def gpus(d: Diagnosis) -> Verdict:
     """fail: rocminfo lists no GPU agent (driver not loaded, ``/dev/kfd`` not accessible, ...).
     warn: ``/dev/kfd`` exists (or a saved output was given) but no rocminfo output could be had."""
     source = d.facts.rocminfo_source or "rocminfo"
+    if d.from_file and d.info is not None and d.info.stripped:
+        # A paste copied from a thread: say what was not rocminfo's, so nothing is dropped unseen.
+        source += f" (read as a paste, stripped: {', '.join(d.info.stripped)})"
     if d.info is None:
         if d.from_file or d.kfd.exists:
             return Verdict(WARN, f"could not list the GPUs: {source}; the integrated-GPU, override and coverage "

@@ -128,8 +128,21 @@ FAULTS = [
     Fault("declared-arch-missing", "hip-runtime", "",
           "archs", r"librocblas\.so\.0(\.1)?: missing gfx942",
           matrix_edit={"hip-runtime": {"archs": ["gfx90a", "gfx1100", "gfx942"]}}),
-    # (issue 25, helper 25b: a library whose code is only for gfx90a:xnack+; one declared arch's
-    # rocBLAS kernels removed.)
+    # A GPU library rebuilt with code only for gfx90a:xnack+ (and gfx1100): its arch list still says
+    # gfx90a, but a default MI210 runs with XNACK off and the runtime gives it nothing from it.
+    Fault("gpu-library-only-xnack-on", "hip-devel",
+          "printf '#include <hip/hip_runtime.h>\\n__global__ void k(float* x) { x[0] = 1; }\\n"
+          "extern \"C\" void launch(float* x) { k<<<1, 1>>>(x); }\\n' > /tmp/k.hip"
+          f" && hipcc -shared -fPIC --offload-arch=gfx90a:xnack+ --offload-arch=gfx1100 -o {LIB}/librocsolver.so.0.1"
+          " /tmp/k.hip && rm /tmp/k.hip",
+          "archs", re.escape(f"{LIB}/librocsolver.so.0") + r"(\.1)?: "
+          + re.escape("missing gfx90a for a gfx90a:sramecc+:xnack- or gfx90a:sramecc-:xnack- device")
+          + r".*its code is only for gfx90a:xnack\+"),
+    # One declared arch's rocBLAS kernels removed (every Tensile file for gfx90a): librocblas itself
+    # still has gfx90a code, its kernel folder does not.
+    Fault("rocblas-gfx90a-kernels-removed", "hip-runtime", f"rm {LIB}/rocblas/2.47.0/library/*gfx90a*",
+          "archs", re.escape(f"{LIB}/rocblas/2.47.0/library: missing gfx90a") + r"(\n|;|$)",
+          also_failed=("linkage",)),
 
     # -- workload ---------------------------------------------------------------------------------
     # A settings file with a key the image's transformers does not know.
@@ -137,7 +150,13 @@ FAULTS = [
           "python3 -c \"import json; p='/opt/rocmforge/config/training_args.json'; d=json.load(open(p)); "
           "d['rocmforge_fault_unknown_key'] = 1; json.dump(d, open(p, 'w'))\"",
           "workload", r"rocmforge_fault_unknown_key"),
-    # (issue 25, helper 25b: inference returning no new tokens.)
+    # generate() that returns the prompt: no new tokens (deterministic, so "twice identically" alone
+    # would pass it).
+    Fault("inference-no-new-tokens", SEED,
+          "printf '\\nGenerationMixin.generate = lambda self, *args, **kwargs: kwargs[\"input_ids\"]\\n'"
+          " >> /usr/lib/python3/dist-packages/transformers/generation/utils.py",
+          "workload", r"inference: .*generate\(\) did not count on from the prompt: row 0: 0 new tokens, "
+                      r"want exactly max_new_tokens=16"),
 ]
 
 

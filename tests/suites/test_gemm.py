@@ -1,5 +1,5 @@
 """GEMM smoke: FP32/FP16/BF16 results against a float64 reference, TFLOPS and copy bandwidth
-against each GPU's peak in the matrix. Backends: PyTorch when the image has it, else the rocBLAS
+against each GPU's peak in the matrix, bounded above by 1.1x that peak. Backends: PyTorch when the image has it, else the rocBLAS
 program.
 
 Both checks need a GPU (marked `gpu`): without one they are "not GPU-verified" (a CPU-only
@@ -18,6 +18,23 @@ GEMM_BIN = "/opt/rocmforge/bin/rocblas-gemm-smoke"
 # A working GPU reaches far more than this at n=8192; less means a wrong code path (e.g. a
 # fallback kernel, an emulated ISA through HSA_OVERRIDE_GFX_VERSION) or a throttled device.
 MIN_FRACTION_OF_PEAK = {"tflops": 0.25, "copy": 0.5}
+# No figure may beat the vendor's peak: more than this means the work did not run (a failed
+# launch returns at once) or the timing is wrong, and is a failure, never a fast GPU.
+MAX_FRACTION_OF_PEAK = 1.1
+
+
+def peak_for(peaks, figure: str) -> tuple[float | None, str]:
+    """The highest rate the GPU can reach for a figure, and where it comes from: the dtype's own
+    peak, the FP32 matrix-core peak where one is known (rocBLAS SGEMM uses MFMA on CDNA), and
+    for BF16 without a figure the FP16 one (no AMD GPU runs dense BF16 faster than FP16)."""
+    if figure == "copy":
+        return peaks.hbm_tbps, "HBM"
+    own = getattr(peaks, f"{figure}_tflops", None)
+    if figure == "fp32" and getattr(peaks, "fp32_matrix_tflops", None):
+        return max(own or 0, peaks.fp32_matrix_tflops), "FP32 matrix-core"
+    if figure == "bf16" and not own and peaks.fp16_tflops:
+        return peaks.fp16_tflops, "FP16 (no BF16 figure)"
+    return own, figure.upper()
 
 
 @pytest.fixture(scope="module")
@@ -62,23 +79,31 @@ def test_gemm_correctness(result, backend):
     assert data["status"] == "ok", f"GEMM results wrong: {data}"
 
 
-def _judge(data: dict, peaks) -> tuple[dict, list[str]]:
-    figures, low = {}, []
-    for dtype in ("fp32", "fp16", "bf16"):
-        peak = getattr(peaks, f"{dtype}_tflops")
-        if peak and dtype in data:
-            frac = data[dtype]["tflops"] / peak
-            figures[f"{dtype}_fraction_of_peak"] = round(frac, 3)
-            if frac < MIN_FRACTION_OF_PEAK["tflops"]:
-                low.append(f"{dtype} {data[dtype]['tflops']:.1f} TFLOPS is {frac:.0%} of the {peak} peak "
-                           f"(minimum {MIN_FRACTION_OF_PEAK['tflops']:.0%})")
-    if peaks.hbm_tbps and "copy_tbps" in data:
-        frac = data["copy_tbps"] / peaks.hbm_tbps
-        figures["copy_fraction_of_peak"] = round(frac, 3)
-        if frac < MIN_FRACTION_OF_PEAK["copy"]:
-            low.append(f"copy {data['copy_tbps']:.3f} TB/s is {frac:.0%} of the {peaks.hbm_tbps} TB/s peak "
-                       f"(minimum {MIN_FRACTION_OF_PEAK['copy']:.0%})")
-    return figures, low
+def _judge(data: dict, peaks) -> tuple[dict, list[str], list[str]]:
+    """(fractions of peak, figures too low, figures impossibly high)."""
+    figures, low, high = {}, [], []
+    if not any(peak_for(peaks, name)[0] for name in ("fp32", "fp16", "bf16", "copy")):
+        return figures, low, high        # nothing to judge by: the test reports "not applicable"
+    for name in ("fp32", "fp16", "bf16", "copy"):
+        value = data.get("copy_tbps") if name == "copy" else (data.get(name) or {}).get("tflops")
+        if value is None:
+            continue
+        unit, shown = ("TB/s", f"{value:.3f}") if name == "copy" else ("TFLOPS", f"{value:.1f}")
+        peak, which = peak_for(peaks, name)
+        if not peak:
+            high.append(f"{name} {shown} {unit} cannot be bounded: the matrix has no peak for it")
+            continue
+        frac = value / peak
+        figures[f"{name}_fraction_of_peak"] = round(frac, 3)
+        if frac > MAX_FRACTION_OF_PEAK:
+            high.append(f"{name} {shown} {unit} is {frac:.0%} of the {which} peak {peak} (more than "
+                        f"{MAX_FRACTION_OF_PEAK:.0%} of peak is impossible: the work did not run or the timing is wrong)")
+        floor = MIN_FRACTION_OF_PEAK["copy" if name == "copy" else "tflops"]
+        own = peaks.hbm_tbps if name == "copy" else getattr(peaks, f"{name}_tflops", None)
+        if own and value / own < floor:
+            label = f"{own} TB/s" if name == "copy" else f"{own}"
+            low.append(f"{name} {shown} {unit} is {value / own:.0%} of the {label} peak (minimum {floor:.0%})")
+    return figures, low, high
 
 
 @pytest.mark.gpu
@@ -90,11 +115,12 @@ def test_gemm_throughput(result, backend, matrix, record_property):
     arch = data.get("gfx", "").split(":")[0]
     figures = {k: data[k] for k in ("fp32", "fp16", "bf16", "copy_tbps", "gfx", "device") if k in data}
     gpu = matrix.gpus.get(arch)
-    low = []
+    low, high = [], []
     if gpu:
-        judged, low = _judge(data, gpu)
+        judged, low, high = _judge(data, gpu)
         figures.update(judged)
     record_property("figures", figures)
+    assert not high, f"impossible throughput on {arch} ({data.get('device')}): " + "; ".join(high)
     base = matrix.baselines
     if arch == base.gpu:
         low += [f"{k} {v:.2f} below the seed's baseline {t}" for k, v, t in (

@@ -3,8 +3,9 @@
 probes/workload.py runs once in the container, with the image's interpreter, against the settings
 the image ships in /opt/rocmforge/config: it loads seed 000's TrainingArguments and seed 004's
 amp.json / config.yaml against the installed classes, trains a tiny random LLaMA (full, LoRA and
-4-bit QLoRA with a paged optimizer) on synthetic tokens and generates twice with the seed's
-inference settings. Each of its checks is one test here: passed, failed (with the probe's
+4-bit QLoRA with a paged optimizer) on synthetic tokens, and generates twice with the seed's
+inference settings (batch size, beam width) from a fixed-weight model that counts: exactly
+max_new_tokens new tokens per row, each the count's next, the same both times. Each of its checks is one test here: passed, failed (with the probe's
 reason), not GPU-verified (a GPU-only check on a host without one) or not applicable."""
 
 from __future__ import annotations

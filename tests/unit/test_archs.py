@@ -446,7 +446,7 @@ def test_library_coverage_names_library_and_missing_arch(fake_prefix):
     results = archs.scan_paths([fake_prefix])
     cov = archs.library_coverage(results, ["gfx90a:xnack-", "gfx942", "gfx1100"])
     assert cov == {str(fake_prefix / "libfoo.so.1.2"): ["gfx942"],
-                   str(fake_prefix / "rocblas" / "library"): ["gfx90a"]}
+                   str(fake_prefix / "rocblas" / "library"): ["gfx90a:xnack-"]}
     assert archs.library_coverage(results, ["gfx1100"]) == {}    # covered libraries are left out
     assert archs.library_coverage(results, []) == {}
 
@@ -566,3 +566,88 @@ def test_text_and_empty_files_are_not_scannable(tmp_path):
     assert archs.not_scannable(tmp_path / "TensileLibrary_gfx90a.dat") is None
     (tmp_path / "libx.a").write_bytes(b"!<arch>\n")
     assert archs.not_scannable(tmp_path / "libx.a") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Full target IDs: coverage as the HIP runtime matches code to a device (issue 25 item 4)
+
+@pytest.mark.parametrize("code, device, runs", [
+    ("gfx90a", "gfx90a:sramecc+:xnack-", True),                    # no feature named: runs either way
+    ("gfx90a:xnack-", "gfx90a:sramecc+:xnack-", True),
+    ("gfx90a:xnack+", "gfx90a:sramecc+:xnack-", False),            # hipErrorNoBinaryForGpu on a default MI210
+    ("gfx90a:xnack+", "gfx90a:sramecc+:xnack+", True),             # the same MI210 under HSA_XNACK=1
+    ("gfx90a:sramecc-", "gfx90a:sramecc+:xnack-", False),
+    ("hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-", True),
+    ("gfx908:xnack-", "gfx90a:sramecc+:xnack-", False),            # another processor
+    ("gfx11-generic", "gfx1101", True), ("gfx11-generic", "gfx1201", False),
+    ("gfx1100:xnack+", "gfx1100", False),                          # a device without the feature
+])
+def test_runs_on_is_the_runtimes_rule(code, device, runs):
+    assert archs.runs_on(code, device) is runs
+
+
+def test_device_targets_take_the_default_modes():
+    assert archs.device_targets("gfx90a") == ["gfx90a:sramecc+:xnack-", "gfx90a:sramecc-:xnack-"]
+    assert archs.device_targets("gfx90a:xnack+") == ["gfx90a:sramecc+:xnack+", "gfx90a:sramecc-:xnack+"]
+    assert archs.device_targets("gfx90a:sramecc+:xnack-") == ["gfx90a:sramecc+:xnack-"]
+    assert archs.device_targets("gfx1100") == ["gfx1100"]
+    assert archs.device_targets("gfx900") == ["gfx900:xnack-"]
+
+
+def _xnack_on_only(tmp_path):
+    """multi_arch_exe (hipcc 5.7: gfx1100, gfx906, gfx90a:xnack-) with its gfx90a entry renamed
+    to xnack+ in place: the same bytes, a bundle the runtime gives a default MI210 nothing from."""
+    data = (FIX / "multi_arch_exe").read_bytes()
+    assert data.count(b"gfx90a:xnack-") == 2          # the bundle entry ID and the code object's own target
+    out = tmp_path / "libonly_xnack_on.so"
+    out.write_bytes(data.replace(b"gfx90a:xnack-", b"gfx90a:xnack+"))
+    return out
+
+
+def test_code_only_for_xnack_on_does_not_cover_a_default_gfx90a(tmp_path):
+    lib = _xnack_on_only(tmp_path)
+    (r,) = archs.scan_paths([lib])
+    assert r.archs == ("gfx906", "gfx90a", "gfx1100")                  # the arch list alone looks fine
+    cov = archs.library_coverage([r], ["gfx90a", "gfx1100"])
+    assert list(cov) == [str(lib)] and len(cov[str(lib)]) == 1
+    gap = cov[str(lib)][0]
+    assert gap.startswith("gfx90a for a gfx90a:sramecc+:xnack- or gfx90a:sramecc-:xnack- device")
+    assert "only for gfx90a:xnack+" in gap
+    assert archs.library_coverage([r], ["gfx90a:xnack+", "gfx1100"]) == {}   # a declared XNACK-on device is served
+    real = archs.scan_paths([FIX / "multi_arch_exe"])
+    assert archs.library_coverage(real, ["gfx90a", "gfx1100"]) == {}      # the unmodified build covers both
+
+
+def test_a_tensile_folder_is_judged_on_target_ids(tmp_path):
+    lib = tmp_path / "rocblas" / "library"
+    lib.mkdir(parents=True)
+    for name in ("Kernels.so-000-gfx90a-xnack+.hsaco", "TensileLibrary_lazy_gfx90a-xnack+.dat",
+                 "TensileLibrary_lazy_gfx1100.dat"):
+        (lib / name).write_bytes(b"\0")
+    results = archs.scan_paths([lib])
+    cov = archs.library_coverage(results, ["gfx90a", "gfx1100"])
+    assert list(cov) == [str(lib)] and "only for gfx90a:xnack+" in cov[str(lib)][0]
+    (lib / "Kernels.so-000-gfx90a-xnack-.hsaco").write_bytes(b"\0")
+    assert archs.library_coverage(archs.scan_paths([lib]), ["gfx90a", "gfx1100"]) == {}
+
+
+def test_a_library_that_must_carry_gpu_code_and_has_none_fails(tmp_path):
+    host = tmp_path / "libbitsandbytes_rocm64.so"
+    host.write_bytes((FIX / "multi_arch_exe").read_bytes()[:64] + b"\0" * 64)   # an ELF, no bundle
+    hip = tmp_path / "libamdhip64.so.6"
+    hip.write_bytes(host.read_bytes())
+    results = [archs.FileArchs(str(host), "host", (), ()), archs.FileArchs(str(hip), "host", (), ())]
+    cov = archs.library_coverage(results, ["gfx90a", "gfx1100"], must_carry=[str(host), str(hip)])
+    assert list(cov) == [str(host)]                      # the HIP runtime is host code by design
+    assert cov[str(host)][0].startswith("gfx90a, gfx1100: it carries no GPU code at all")
+    assert archs.library_coverage(results, ["gfx90a"]) == {}    # not expected to carry any: not judged
+
+
+@pytest.mark.parametrize("name, host_only", [
+    ("libamdhip64.so.6.4.43484", True), ("libhsa-runtime64.so.1.15.0", True), ("libhipblas.so.2", True),
+    ("libamd_comgr.so.3", True), ("libbitsandbytes_cpu.so", True),
+    ("librocblas.so.4.4", False), ("libbitsandbytes_rocm64.so", False), ("rocblas-gemm-smoke", False),
+    ("libhipblaslt.so.1", True), ("librocsolver.so.0.1", False),
+])
+def test_host_only_list(name, host_only):
+    assert bool(archs.host_only_reason(f"/usr/lib/x86_64-linux-gnu/{name}")) is host_only

@@ -28,10 +28,11 @@ from rocmforge.readers.rocminfo import (
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rocminfo"
 CAPTURED = {p.name for p in (FIXTURES / "captured").glob("*.txt")}
+PASTED = {p.name for p in (FIXTURES / "pasted").glob("*.txt")}
 
 
 def path(name: str) -> Path:
-    return FIXTURES / ("captured" if name in CAPTURED else "handwritten") / name
+    return FIXTURES / ("captured" if name in CAPTURED else "pasted" if name in PASTED else "handwritten") / name
 
 
 def load(name: str) -> str:
@@ -123,14 +124,34 @@ CASES = {
     "wsl-no-gpu.txt": no_gpu(False, "WSL environment detected", "hsa_init Failed", "No WDDM adapters"),
     # Driver loaded but /dev/kfd not accessible (user outside the render group).
     "kfd-permission-denied.txt": no_gpu(True, "Unable to open /dev/kfd", 'not member of "render" group'),
+    # pasted/: whole outputs as bug reports deliver them (sources in tests/fixtures/README.md).
+    # ROCm/aiter#179: one MI250X/MI250 GCD of many, the others elided as "...", in a "``` " fence.
+    "mi250-aiter-179.txt": dict(
+        driver_loaded=True, runtime="1.14", gpus=["gfx90a"], visible=None,
+        agents=[(16, "GPU", "gfx90a", 104, False, "GPU-124d13ccd7b050e5")],
+        isas={16: isa("gfx90a:sramecc+:xnack-")}, marketing={16: "AMD Instinct MI250X/MI250"},
+        stripped=["markdown fences (2 lines)"]),
+    # lamikr/rocm_sdk_builder#180: MI60 inside <details> and a fence, the command on its own line, CRLF.
+    "mi60-rocm-sdk-builder-180.txt": dict(
+        cpu_and_gpu("1.1", ("AMD Ryzen 9 5950X 16-Core Processor", 32), ("gfx906", 64, "GPU-XX"),
+                    "AMD Radeon Graphics", isa("gfx906:sramecc+:xnack-")),
+        stripped=["markdown fences (2 lines)", "shell prompt lines (1 line)", "CRLF line ends (194 lines)"]),
+    # ollama/ollama#3158: two RX 7900 XTX, a coloured bash prompt, the closing fence glued to "*** Done ***".
+    "rx7900xtx-x2-ollama-3158.txt": dict(
+        driver_loaded=True, runtime="1.14", gpus=["gfx1100", "gfx1100"], visible=None,
+        agents=[(1, "CPU", "AMD Ryzen 9 7950X 16-Core Processor", 32, False, "CPU-XX"),
+                (2, "GPU", "gfx1100", 96, False, "GPU-0aac02dbebd629ee"),
+                (3, "GPU", "gfx1100", 96, False, "GPU-398a3f843a146602")],
+        isas={2: isa("gfx1100"), 3: isa("gfx1100")}, marketing={2: "Radeon RX 7900 XTX"},
+        stripped=["stray backticks (1 line)", "shell prompt lines (1 line)", "ANSI colour codes (1 line)"]),
 }
 
 
 def test_every_fixture_has_a_case():
     on_disk = [p.name for p in FIXTURES.glob("*/*.txt")]
     assert sorted(on_disk) == sorted(CASES), set(on_disk) ^ set(CASES)
-    assert {p.parent.name for p in FIXTURES.glob("*/*.txt")} <= {"captured", "handwritten"}
-    assert not list(FIXTURES.glob("*.txt")), "every fixture says what it is: captured/ or handwritten/"
+    assert {p.parent.name for p in FIXTURES.glob("*/*.txt")} <= {"captured", "handwritten", "pasted"}
+    assert not list(FIXTURES.glob("*.txt")), "every fixture says what it is: captured/, handwritten/ or pasted/"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -156,6 +177,8 @@ def test_fixture(name):
     if not case.get("problems_contain"):
         assert info.problems == ()
     assert discrete_only_visible_devices(info) == case["visible"]
+    if name in PASTED:
+        assert list(info.stripped) == case["stripped"]
 
 
 def test_captured_no_gpu():
@@ -284,7 +307,7 @@ def test_non_str_input():
 def test_to_json_shape():
     info = parse(load("wsl.txt"))
     data = info.to_json()
-    assert set(data) == {"driver_loaded", "runtime_version", "agents", "gpus", "problems"}
+    assert set(data) == {"driver_loaded", "runtime_version", "agents", "gpus", "problems", "stripped"}
     assert data["gpus"] == ["gfx1100"]
     assert data["agents"][1] == {
         "index": 2, "name": "gfx1100", "marketing_name": "AMD Radeon RX 7900 XTX",
@@ -386,3 +409,75 @@ def test_an_endless_file_is_refused_not_read_forever():
 
     with pytest.raises(UserError, match="larger than 16 MiB"):
         read_saved("/dev/zero")
+
+
+# ---------------------------------------------------------------------------------------------
+# Paste residue: a whole output copied from a thread is read whole, what was removed is said
+
+BODY = "mi210.txt"
+
+
+def _residue_variants() -> dict[str, tuple[str, str]]:
+    body = load(BODY)
+    done_at_end = body.rstrip("\n")
+    return {
+        "fenced": ("```\n" + body + "```\n", "markdown fences (2 lines)"),
+        "fenced-with-info-string": ("```console\n" + body + "```\n\nthanks", "markdown fences (2 lines)"),
+        "tilde-fence": ("~~~\n" + body + "~~~\n", "markdown fences (2 lines)"),
+        "backtick-after-done": (done_at_end + "`\n", "stray backticks (1 line)"),
+        "fence-glued-to-done": (done_at_end + " ```\n", "stray backticks (1 line)"),
+        "prompt-with-pipe": ("user@host:~$ rocminfo | tee out.txt\n" + body + "user@host:~$ \n",
+                             "shell prompt lines (1 line)"),
+        "crlf": (body.replace("\n", "\r\n"), "CRLF line ends (185 lines)"),
+        "ansi-everywhere": ("".join(f"\x1b[32m{line}\x1b[0m\n" for line in body.splitlines()),
+                            "ANSI colour codes (184 lines)"),
+    }
+
+
+@pytest.mark.parametrize("variant", sorted(_residue_variants()))
+def test_a_whole_paste_with_residue_reads_like_the_clean_output(variant):
+    text, said = _residue_variants()[variant]
+    info = recognise(text)                      # not refused as truncated
+    assert info == parse(load(BODY)) and info.gpus == ["gfx90a"]
+    assert said in info.stripped and info.to_json()["stripped"] == list(info.stripped)
+
+
+def test_rocminfos_own_colour_on_its_driver_line_is_not_residue():
+    assert parse(load(BODY)).stripped == ()
+    assert parse(load("debian-rocm5.7-no-gpu.txt")).stripped == ()
+
+
+@pytest.mark.parametrize("wrap", ["```\n{}```\n", "$ rocminfo\r\n{}", "{}`"], ids=["fenced", "crlf-prompt", "tick"])
+def test_a_cut_paste_is_still_refused_naming_its_last_line(wrap):
+    cut = "".join(load("mi300x-multi.txt").splitlines(keepends=True)[:400])
+    text = wrap.format(cut)
+    if "\r\n" in wrap:
+        text = text.replace("\n", "\r\n").replace("\r\r", "\r")
+    with pytest.raises(NotRocminfo) as exc:
+        recognise(text)
+    shift = 1 if wrap.startswith(("```", "$")) else 0
+    assert exc.value.line == 400 + shift and "inside Agent" in exc.value.message
+
+
+def test_cli_json_says_what_was_stripped(tmp_path):
+    import subprocess
+    import sys
+
+    f = tmp_path / "paste.txt"
+    f.write_text(_residue_variants()["fenced"][0])
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "build.py"), "rocminfo", str(f), "--json"],
+                         capture_output=True, text=True, cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["stripped"] == ["markdown fences (2 lines)"]
+
+
+def test_doctor_json_says_what_was_stripped_from_a_saved_paste():
+    from rocmforge.doctor.checks import diagnose
+    from rocmforge.doctor.facts import HostFacts
+
+    text = load("rx7900xtx-x2-ollama-3158.txt")
+    report = diagnose(HostFacts(rocminfo_text=text, rocminfo_source="paste.txt"), from_file=True).to_json()
+    gpus = next(c for c in report["checks"] if c["name"] == "gpus")
+    assert gpus["status"] == "ok" and "2 GPU(s)" in gpus["detail"]
+    assert "stripped: stray backticks (1 line), shell prompt lines (1 line), ANSI colour codes (1 line)" in gpus["detail"]

@@ -186,3 +186,62 @@ def test_no_torch_still_prints_one_json_line(tmp_path):
         "train", "lora", "qlora-4bit", "inference"]
     assert all(c["status"] == "failed" and "torch does not import" in c["detail"] for c in data["checks"])
     assert data["gpu"] is False and data["device"] == "cpu"
+
+
+# -- inference: a model whose next tokens are known (issue 25 item 6) -------------------------------
+
+def test_counting_prompts_count_and_wrap(probe):
+    prompts = probe.counting_prompts(8, 8)
+    assert len(prompts) == 8 and all(len(p) == 8 for p in prompts)
+    assert prompts[0] == [60, 61, 62, 63, 0, 1, 2, 3]          # the first row wraps around the vocabulary
+    for p in prompts:
+        assert all(b == (a + 1) % probe.COUNT_VOCAB for a, b in zip(p, p[1:]))
+    assert probe.counting_prompts(8, 8) == prompts              # the same prompts every run
+
+
+def _counted(prompt, n, vocab=64):
+    return prompt + [(prompt[-1] + 1 + k) % vocab for k in range(n)]
+
+
+def test_the_count_continued_exactly_passes(probe):
+    prompts = probe.counting_prompts(3, 8)
+    assert probe.continuation_problems(prompts, [_counted(p, 16) for p in prompts], 16) == []
+
+
+def test_no_new_tokens_fails_naming_the_count(probe):
+    prompts = probe.counting_prompts(2, 8)
+    msgs = probe.continuation_problems(prompts, prompts, 16)
+    assert msgs == ["row 0: 0 new tokens, want exactly max_new_tokens=16",
+                    "row 1: 0 new tokens, want exactly max_new_tokens=16"]
+
+
+def test_too_few_or_too_many_new_tokens_fail(probe):
+    p = probe.counting_prompts(1, 8)
+    assert "15 new tokens" in probe.continuation_problems(p, [_counted(p[0], 15)], 16)[0]
+    assert "17 new tokens" in probe.continuation_problems(p, [_counted(p[0], 17)], 16)[0]
+
+
+def test_a_wrong_token_is_named_with_its_position(probe):
+    p = probe.counting_prompts(1, 8)
+    row = _counted(p[0], 16)
+    row[8 + 5] = 0 if row[8 + 5] else 1          # the 6th new token is off
+    msg = probe.continuation_problems(p, [row], 16)[0]
+    assert msg.startswith("row 0: new token 5 is ") and "the count says" in msg
+
+
+def test_output_that_lost_its_prompt_or_rows_fails(probe):
+    p = probe.counting_prompts(2, 8)
+    assert "does not start with its prompt" in probe.continuation_problems(p, [_counted(p[1], 16)] * 2, 16)[0]
+    assert probe.continuation_problems(p, [_counted(p[0], 16)], 16) == ["1 output rows for 2 prompts"]
+
+
+# -- group_size: on a GPU host the backend's own answer decides ---------------------------------------
+
+def test_backend_answer_decides_group_size(probe):
+    seed = SEED004_CONFIG                                                 # group_size 64
+    assert probe.config_problems(seed, hip=True, backend_answer=(True, "accepted")) == []
+    msgs = probe.config_problems(dict(seed, quantization=dict(seed["quantization"], group_size=128)), hip=True,
+                                 backend_answer=(False, "AssertionError: blocksize 128 not supported"))
+    assert len(msgs) == 1 and "group_size 128 is rejected by bitsandbytes itself: AssertionError" in msgs[0]
+    # without an answer (no GPU) the known block sizes still judge it
+    assert probe.config_problems(seed, hip=True, backend_answer=None)

@@ -9,6 +9,7 @@ content (labels, words), never by column.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]"  # CSI (colours, cursor)
@@ -33,9 +34,62 @@ def clean(line: str) -> str:
     return line
 
 
+# What a paste of a whole output carries around it (markdown, a shell session), removed before
+# the text is read: a fence line, a prompt line, a backtick at a line's edge. Such lines become
+# blank so that positions stay line numbers of the file.
+_FENCE = re.compile(r"^(?:`{3,}|~{3,})\s*[\w.+-]*\s*(?:`{3,}|~{3,})?$")
+_EDGE_TICKS = re.compile(r"^`+\s*|\s*`+$")
+# A shell prompt (`$`, `#`, `%`, `>` after an optional user@host:dir, `[user@host dir]`, a
+# `(venv)`, PowerShell's `PS C:\>`, zsh themes' `❯`/`➜`), then a command or nothing. rocminfo
+# itself never prints a line that starts like this.
+_PROMPT_LINE = re.compile(
+    r"^(?:\([\w.-]+\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#%>]*)?|\[[^\]]{1,200}\]|PS\s+[^>\s]{1,200})?"
+    r"\s?[$#%>❯➜»](?:\s+\S.*)?$")
+
+
+@dataclass(frozen=True)
+class Paste:
+    """A text's lines, cleaned and stripped (one per line of the text, blank where a line was
+    markdown or shell residue), and what was removed, for the user to see (``--json``)."""
+    lines: list[str]
+    stripped: tuple[str, ...]
+
+
+def _count(what: str, n: int) -> str:
+    return f"{what} ({n} line{'s' if n != 1 else ''})"
+
+
+def read_paste(text: str) -> Paste:
+    raw = text.splitlines()
+    crlf = text.count("\r\n")
+    ansi = fences = prompts = ticks = 0
+    out = []
+    for line in raw:
+        coloured = bool(_ANSI.search(line[:MAX_LINE]))
+        line = clean(line).strip()
+        # rocminfo colours its driver line itself, even into a file: that is its output, not residue
+        if coloured and not (DRIVER_LOADED.search(line) or DRIVER_NOT_LOADED.search(line)):
+            ansi += 1
+        if _FENCE.match(line):
+            fences += 1
+            line = ""
+        elif _PROMPT_LINE.match(line) or ("rocminfo" in line and PROMPT.search(line)):
+            prompts += 1
+            line = ""
+        elif line.startswith("`") or line.endswith("`"):
+            ticks += 1
+            line = _EDGE_TICKS.sub("", line)
+        out.append(line)
+    stripped = tuple(_count(what, n) for what, n in (
+        ("markdown fences", fences), ("stray backticks", ticks), ("shell prompt lines", prompts),
+        ("CRLF line ends", crlf), ("ANSI colour codes", ansi)) if n)
+    return Paste(out, stripped)
+
+
 def cleaned_lines(text: str) -> list[str]:
-    """Every line of text, cleaned and stripped; blank lines stay, so positions are line numbers."""
-    return [clean(raw).strip() for raw in text.splitlines()]
+    """Every line of text, cleaned and stripped, with paste residue blanked (see read_paste);
+    blank lines stay, so positions are line numbers."""
+    return read_paste(text).lines
 
 
 def norm(label: str) -> str:

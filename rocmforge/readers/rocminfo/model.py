@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # GPU processors that only exist as integrated GPUs (APUs). A gfx name that is also used by a
 # discrete part (gfx900 Vega 10, gfx940/gfx942 which MI300A shares with MI300X, ...) is left out:
@@ -61,6 +61,10 @@ class RocmInfo:
     runtime_version: str | None
     agents: tuple[Agent, ...]
     problems: tuple[str, ...]
+    # Paste residue removed before reading (markdown fences, prompt lines, CRLF, colour codes):
+    # how the text was delivered, not what rocminfo said, so two outputs that differ only in it
+    # compare equal.
+    stripped: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def gpus(self) -> list[str]:
@@ -74,6 +78,7 @@ class RocmInfo:
             "agents": [a.to_json() for a in self.agents],
             "gpus": self.gpus,
             "problems": list(self.problems),
+            "stripped": list(self.stripped),
         }
 
 

@@ -9,6 +9,7 @@ mid-way) still splits into agents at each agent ``Name:`` line.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from . import lines as ln
@@ -211,7 +212,8 @@ def parse(text: str) -> RocmInfo:
     elif not isinstance(text, str):
         text = str(text or "")
     parser = _Parser()
-    for line in ln.cleaned_lines(text):
+    paste = ln.read_paste(text)
+    for line in paste.lines:
         if line:
             parser.feed(line)
-    return parser.result()
+    return dataclasses.replace(parser.result(), stripped=paste.stripped)

@@ -52,6 +52,9 @@ def cases() -> dict[str, bytes]:
         "rocminfo/truncated-second-run.txt": (ROCMINFO / "no-padding.txt").read_bytes() + b"$ rocminfo\n"
                                              + lines(ROCMINFO / "no-padding.txt", 60),
         "rocminfo/utf16-without-agents.txt": "HSA is fine\nnothing else here\n".encode("utf-16"),
+        # a paste from a bug report (fence, CRLF) cut inside its agent, the fence closed after the cut
+        "rocminfo/truncated-fenced-crlf-paste.txt": b"\r\n".join(
+            (FIXTURES / "rocminfo" / "pasted" / "mi250-aiter-179.txt").read_bytes().splitlines()[:60] + [b"```", b""]),
         # archs: real code objects, a standalone bundle and an executable (hipcc/clang output), cut.
         "archs/random-bytes.bin": noise(2),
         "archs/co-gfx942-100-bytes.hsaco": (ARCHS / "co_gfx942.hsaco").read_bytes()[:100],
