@@ -126,7 +126,7 @@ class PythonEnvLock:
         try:
             res = pylock.resolve(run.client, image, python_bin=run.matrix.stacks[stack_name].python_bin,
                                  requirements=self.spec.requirements, apt_pins=[f"{n}={v}" for n, v in pins],
-                                 ca_bundle=run.ca_bundle, log=run.log)
+                                 ca_bundle=run.ca_bundle, log=run.log, stack_name=stack_name)
         except pylock.PythonLockError as exc:
             run.out.failed.append(f"python {name}: {exc}; entry left as it was")
             return
