@@ -4,6 +4,7 @@ target's archs in a builder stage; only its wheel leaves that stage (templates/k
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
@@ -12,6 +13,7 @@ from .base import ComponentKind, ComponentPlan, LockEntry, TargetUse
 from .git_source import GitSource, GitSourceFetch, GitSourceLock
 
 if TYPE_CHECKING:
+    from ..lock import LockRun
     from ..yamlsrc import SourceMap
 
 HIP_SHORT_RE = re.compile(r"^([0-9]+)\.([0-9]+)")
@@ -66,4 +68,49 @@ class CmakeWheel(ComponentKind):
                              fetches=(GitSourceFetch(name, self.source.url, commit),))
 
     def lock_entries(self, name: str) -> tuple[LockEntry, ...]:
-        return (GitSourceLock(name, self.source),)
+        return (GitSourceLock(name, self.source),) + ((CmakeToolLock(name, self),) if self.cmake_minimum else ())
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"[0-9]+", v)[:3])
+
+
+@dataclass(frozen=True, eq=False)
+class CmakeToolLock:
+    """At lock time, the CMake of a registry base whose builder stage brings none of its own: the
+    fork's CMakeLists needs cmake_minimum, and finding out only when a build reaches its cmake step
+    would be late. (Bootstrapped stacks pin cmake in their apt list; a builder target is an image
+    built here, checked in its own build.)"""
+    component: str
+    spec: CmakeWheel
+
+    def resolve(self, run: LockRun) -> None:
+        from ..container import TrackedContainer
+
+        minimum = self.spec.cmake_minimum
+        if not minimum or "cmake" in self.spec.builder_apt:
+            return
+        for tname in run.names:
+            t = run.matrix.targets[tname]
+            stack = run.matrix.stacks[t.stack]
+            if self.component not in t.components or t.builder or t.from_target or not stack.base.registry:
+                continue
+            try:
+                image = run.base_image(t.stack)
+            except RuntimeError:
+                return   # the base's own failure is reported by its entry
+            with TrackedContainer(run.client, image) as tc:
+                r = tc.exec(["sh", "-c", "p=$(command -v cmake) && echo \"$p\" && cmake --version"])
+            lines = r.stdout.split("\n") if r.rc == 0 else []
+            found = next((ln.split()[-1] for ln in lines if ln.startswith("cmake version")), None)
+            if found and _version_tuple(found) >= _version_tuple(minimum):
+                continue
+            have = f"CMake {found} at {lines[0]}" if found else "no cmake on PATH"
+            run.out.failed.append(
+                f"cmake {self.component}: stack {t.stack} (target {tname}): the base {image} has {have}; "
+                f"the fork needs CMake >= {minimum}: pin a cmake >= {minimum} under stacks.{t.stack}.apt and add it "
+                f"to components.{self.component}.builder_apt")
+            return
+
+    def check(self, run: LockRun) -> None:
+        """Nothing pinned to compare: `lock` looks at the base itself."""

@@ -94,7 +94,11 @@ def standin(docker_client, local_registry, tmp_path_factory):
                 pass
 
 
-def _write_project(tmp, standin, apt_sources: dict, python_bin: str = CONDA_PY):
+SEED_COMPONENTS = ["llama31-qlora-debian-env", "llama31-qlora-debian-settings", "llama7b-train-settings",
+                   "llama7b-infer-settings"]
+
+
+def _write_project(tmp, standin, apt_sources: dict, python_bin: str = CONDA_PY, components=tuple(SEED_COMPONENTS)):
     matrix = copy_project(tmp)
     data = yaml.safe_load(matrix.read_text())
     sid = data["stacks"]["debian-sid-rocm6.4"]
@@ -112,8 +116,7 @@ def _write_project(tmp, standin, apt_sources: dict, python_bin: str = CONDA_PY):
         "description": "seed 000's QLoRA environment and the seeds' settings on an AMD-shaped registry base",
         "stack": STACK, "version": "1.0.0", "archs": ["gfx90a", "gfx1100"], "source_date_epoch": 1793318400,
         "apt": ["python3-sentencepiece"],
-        "components": ["llama31-qlora-debian-env", "llama31-qlora-debian-settings", "llama7b-train-settings",
-                       "llama7b-infer-settings"],
+        "components": list(components),
     }
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     return matrix, tmp / "state"
@@ -154,6 +157,15 @@ def test_lock_names_a_python_bin_the_base_lacks(tmp_path, standin, mirror_env):
     assert proc.returncode == 1, out
     assert f"stacks.{STACK}.python_bin" in proc.stderr and "/opt/conda/envs/py_3.9/bin/python" in proc.stderr, out
     assert CONDA_PY in proc.stderr, out   # what the base does have
+
+
+def test_lock_names_a_base_without_cmake_for_the_fork(tmp_path, standin, mirror_env):
+    # The stand-in has no CMake (AMD's focal images have had only focal's 3.16): the fork needs 3.22.1.
+    matrix, state = _write_project(tmp_path, standin, {"drop": ["rocm.list"]}, components=["bitsandbytes-hip"])
+    proc, out = _lock_refused(matrix, state, mirror_env)
+    assert proc.returncode == 1, out
+    assert f"cmake bitsandbytes-hip: stack {STACK} (target {TARGET})" in proc.stderr and "no cmake on PATH" in proc.stderr, out
+    assert "needs CMake >= 3.22.1" in proc.stderr and "components.bitsandbytes-hip.builder_apt" in proc.stderr, out
 
 
 @pytest.fixture(scope="module")
