@@ -133,18 +133,19 @@ def project(tmp_path_factory, standin):
 
 
 def _lock_refused(matrix, state, mirror_env):
-    before = matrix.with_suffix(".lock").read_bytes()
+    """Runs lock; returns (process, output, lock before, lock after)."""
+    before = lockfile.load(matrix.with_suffix(".lock"))
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "lock", "--target", TARGET, env=mirror_env)
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, out
-    assert matrix.with_suffix(".lock").read_bytes() == before, "a refused lock changed matrix.lock"
-    return proc, out
+    return proc, out, before, lockfile.load(matrix.with_suffix(".lock"))
 
 
 def test_lock_names_the_dead_vendor_list_and_its_host(tmp_path, standin, mirror_env):
     matrix, state = _write_project(tmp_path, standin, {"keep": True})
-    proc, out = _lock_refused(matrix, state, mirror_env)
+    proc, out, before, after = _lock_refused(matrix, state, mirror_env)
     assert proc.returncode == 1, out
+    assert after == before, "a lock stopped by a dead source changed matrix.lock"
     assert "/etc/apt/sources.list.d/rocm.list" in proc.stderr and f"host {DEAD_HOST}" in proc.stderr, out
     assert f"stacks.{STACK}.apt_sources" in proc.stderr and "drop: [rocm.list]" in proc.stderr, out
     # The Debian archive answered: neither it nor the Debian mirror setting is blamed.
@@ -153,8 +154,10 @@ def test_lock_names_the_dead_vendor_list_and_its_host(tmp_path, standin, mirror_
 
 def test_lock_names_a_python_bin_the_base_lacks(tmp_path, standin, mirror_env):
     matrix, state = _write_project(tmp_path, standin, {"drop": ["rocm.list"]}, python_bin="/opt/conda/envs/py_3.9/bin/python")
-    proc, out = _lock_refused(matrix, state, mirror_env)
+    proc, out, before, after = _lock_refused(matrix, state, mirror_env)
     assert proc.returncode == 1, out
+    env = "llama31-qlora-debian-env"   # its entries are left as they were
+    assert (after["python"].get(env), after["held"].get(env)) == (before["python"].get(env), before["held"].get(env))
     assert f"stacks.{STACK}.python_bin" in proc.stderr and "/opt/conda/envs/py_3.9/bin/python" in proc.stderr, out
     assert CONDA_PY in proc.stderr, out   # what the base does have
 
@@ -162,8 +165,9 @@ def test_lock_names_a_python_bin_the_base_lacks(tmp_path, standin, mirror_env):
 def test_lock_names_a_base_without_cmake_for_the_fork(tmp_path, standin, mirror_env):
     # The stand-in has no CMake (AMD's focal images have had only focal's 3.16): the fork needs 3.22.1.
     matrix, state = _write_project(tmp_path, standin, {"drop": ["rocm.list"]}, components=["bitsandbytes-hip"])
-    proc, out = _lock_refused(matrix, state, mirror_env)
+    proc, out, before, after = _lock_refused(matrix, state, mirror_env)
     assert proc.returncode == 1, out
+    assert after["git"] == before["git"] or "git bitsandbytes-hip" in proc.stdout, out
     assert f"cmake bitsandbytes-hip: stack {STACK} (target {TARGET})" in proc.stderr and "no cmake on PATH" in proc.stderr, out
     assert "needs CMake >= 3.22.1" in proc.stderr and "components.bitsandbytes-hip.builder_apt" in proc.stderr, out
 
