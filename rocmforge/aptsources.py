@@ -44,7 +44,9 @@ def checked_update_lines(policy) -> list[str]:
     on any failed source, with each source line and its file printed (marked) when one failed."""
     script = policy_script(policy)
     return ([script] if script else []) + [
-        f"{{ apt-get update -o Acquire::Retries={aptmirror.RETRIES} 2>&1 | tee {UPDATE_LOG}; }}",
+        # `|| true`: apt-get update's own exit code (100 on some failures) must not stop the chain
+        # before the lines below name the lists.
+        f"{{ apt-get update -o Acquire::Retries={aptmirror.RETRIES} 2>&1 | tee {UPDATE_LOG} || true; }}",
         f"if grep -qE '^(Err:[0-9]|E: |W: Failed to fetch|W: Some index files failed)' {UPDATE_LOG}; then"
         f" grep -sH '^[[:space:]]*deb' /etc/apt/sources.list {LISTS_DIR}/*.list | sed 's/^/{SOURCE_MARK}/';"
         f" rm -f {UPDATE_LOG}; exit 100; fi",

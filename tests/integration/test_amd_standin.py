@@ -51,8 +51,9 @@ RUN mkdir -p /opt/rocm-6.4.3/bin /opt/rocm-6.4.3/lib /opt/rocm-6.4.3/.info \
 # and, like AMD's wheels, declares torchrun, whose script lives in the env's bin
 RUN python3 -m venv --without-pip /opt/conda && mkdir -p /opt/conda/envs/py_3.14/bin \
  && ln -s /usr/bin/python3 {CONDA_PY} \
- && d=$(ls -d /usr/lib/python3/dist-packages/torch-*-info | head -n 1) && v=$(sed -n 's/^Version: //p' $d/METADATA) \
- && sed -i "s/^Version: .*/Version: $v{TORCH_LOCAL}/" $d/METADATA \
+ && d=$(ls -d /usr/lib/python3/dist-packages/torch-*-info | head -n 1) && m=$d/METADATA && {{ [ -f $m ] || m=$d/PKG-INFO; }} \
+ && v=$(sed -n 's/^Version: //p' $m) && v=${{v%%+*}} \
+ && sed -i "s/^Version: .*/Version: $v{TORCH_LOCAL}/" $m \
  && sed -i "s/^__version__ = .*/__version__ = '$v{TORCH_LOCAL}'/" /usr/lib/python3/dist-packages/torch/version.py \
  && {{ grep -q '^torchrun' $d/entry_points.txt 2>/dev/null \
        || printf '[console_scripts]\\ntorchrun = torch.distributed.run:main\\n' >> $d/entry_points.txt; }} \
