@@ -54,7 +54,8 @@ RUN python3 -m venv --without-pip /opt/conda && mkdir -p /opt/conda/envs/py_3.14
  && d=$(ls -d /usr/lib/python3/dist-packages/torch-*-info | head -n 1) && m=$d/METADATA && {{ [ -f $m ] || m=$d/PKG-INFO; }} \
  && v=$(sed -n 's/^Version: //p' $m) && v=${{v%%+*}} \
  && sed -i "s/^Version: .*/Version: $v{TORCH_LOCAL}/" $m \
- && sed -i "s/^__version__ = .*/__version__ = '$v{TORCH_LOCAL}'/" /usr/lib/python3/dist-packages/torch/version.py \
+ && sed -i "s/^__version__\\(: *str\\)\\? *= .*/__version__ = '$v{TORCH_LOCAL}'/" /usr/lib/python3/dist-packages/torch/version.py \
+ && {CONDA_PY} -c "import importlib.metadata as m, torch; assert torch.__version__ == m.version('torch') == '$v{TORCH_LOCAL}'" \
  && {{ grep -q '^torchrun' $d/entry_points.txt 2>/dev/null \
        || printf '[console_scripts]\\ntorchrun = torch.distributed.run:main\\n' >> $d/entry_points.txt; }} \
  && printf '#!{CONDA_PY}\\nimport sys\\nfrom torch.distributed.run import main\\nsys.exit(main())\\n' \
