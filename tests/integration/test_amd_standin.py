@@ -211,6 +211,23 @@ def test_rendered_dockerfile_names_the_upstream_by_digest_and_its_apt_sources(pr
     assert f"{CONDA_PY} -m venv --system-site-packages /opt/rocmforge/venv" in text
 
 
+def test_build_names_the_dead_vendor_list_and_its_host(docker_client, tmp_path, locked, standin, mirror_env):
+    """A lock made where the list answered, a build where it does not (here: the stack keeps the
+    list): the build stops at its apt step naming the list and the host, and tags nothing."""
+    matrix, state = _write_project(tmp_path, standin, {"keep": True})
+    lock = dict(locked[1], bases=dict(locked[1]["bases"]))
+    lock["bases"][STACK] = dict(lock["bases"][STACK], apt_sources={"keep": True})
+    matrix.with_suffix(".lock").write_text(lockfile.dump(lock))
+    tp = load_plan(matrix).targets[TARGET]
+    assert not tp.unresolved, tp.unresolved
+    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", TARGET, env=mirror_env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out, out
+    assert "/etc/apt/sources.list.d/rocm.list" in proc.stderr and f"host {DEAD_HOST}" in proc.stderr, out
+    assert f"stacks.{STACK}.apt_sources" in proc.stderr and "ROCMFORGE_DEBIAN_MIRROR" not in proc.stderr, out
+    assert not docker_client.images.list(name=tp.content_tag.split(":")[0]), "a failed build left a tag"
+
+
 def test_build_through_the_mirror_and_suites_pass(docker_client, project, locked, mirror_env, standin,
                                                   local_registry):
     matrix, state = project
