@@ -132,9 +132,13 @@ def resolve(client, image: str, *, python_bin: str, requirements: dict[str, str]
                     f"--report {WORK}/report.json -r {WORK}/requirements.txt -c {WORK}/constraints.txt",
                     timeout=1800)
         if r.rc != 0:
-            errors = [ln for ln in r.output.splitlines() if "ERROR" in ln or "error" in ln.lower()]
+            lines = r.output.splitlines()
+            errors = [ln for ln in lines if "ERROR" in ln or "error" in ln.lower()]
+            # pip names the requirements that clash after this line: they are the useful part.
+            cause = next((i for i, ln in enumerate(lines) if "conflict is caused by" in ln), None)
+            clash = [ln.strip() for ln in lines[cause + 1:cause + 8] if ln.strip()] if cause is not None else []
             raise PythonLockError("pip could not resolve the environment against the image's packages: "
-                                  + ("; ".join(errors[-3:]) or r.output.strip()[-400:]))
+                                  + ("; ".join(errors[-3:] + clash) or r.output.strip()[-400:]))
         report = json.loads(tc.exec(["cat", f"{WORK}/report.json"]).stdout)
     wheels = report_to_wheels(report)
     moved = sorted(set(wheels) & set(held["packages"]))
