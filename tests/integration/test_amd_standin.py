@@ -49,8 +49,9 @@ RUN mkdir -p /opt/rocm-6.4.3/bin /opt/rocm-6.4.3/lib /opt/rocm-6.4.3/.info \
  && ln -s rocm-6.4.3 /opt/rocm
 # torch's Python in a conda env, a Python without torch at /opt/conda/bin; torch reports +git<sha>
 # and, like AMD's wheels, declares torchrun, whose script lives in the env's bin
-RUN python3 -m venv --without-pip /opt/conda && mkdir -p /opt/conda/envs/py_3.14/bin \
- && ln -s /usr/bin/python3 {CONDA_PY} \
+# (the env is a venv over Debian's Python, so that its prefix is a real one, as a conda env's is)
+RUN python3 -m venv --without-pip /opt/conda \
+ && python3 -m venv --without-pip --system-site-packages /opt/conda/envs/py_3.14 \
  && d=$(ls -d /usr/lib/python3/dist-packages/torch-*-info | head -n 1) && m=$d/METADATA && {{ [ -f $m ] || m=$d/PKG-INFO; }} \
  && v=$(sed -n 's/^Version: //p' $m) && v=${{v%%+*}} \
  && sed -i "s/^Version: .*/Version: $v{TORCH_LOCAL}/" $m \
