@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from . import aptmirror, enginelock
+from . import aptmirror, aptsources, enginelock
 from .errors import BuildError
 from .plan import TargetPlan
 from .render import CA_PLACEHOLDER
@@ -142,7 +142,11 @@ def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files
     if error or not new_id:
         discard(client, [m for m in made if m not in reused])
         why = (error or 'no image produced').strip()
-        if aptmirror.unreachable_hint(_tail(log_path)):
+        tail = _tail(log_path)
+        sources = aptsources.failure_message(tp.stack, tail, mirror=mirror) if aptsources.update_failed(tail) else None
+        if sources:   # names the list file and host that failed (the Debian mirror only when it was that)
+            why = sources
+        elif aptmirror.unreachable_hint(tail):
             why = aptmirror.unreachable_message(mirror)
         raise BuildError(f"build of {tp.name} failed at {step}\n  {why}\n  full log: {log_path}")
     return new_id

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import aptmirror, bases, lockfile
+from . import aptmirror, aptsources, bases, lockfile
 from .errors import BuildError
 from .kinds import LockEntry
 from .matrix import Matrix
@@ -46,18 +46,30 @@ class LockRun:
 
 
 class AptProbe:
-    """One container of a stack's base with fresh apt lists, reused for every query."""
+    """One container of a stack's base with fresh apt lists, reused for every query. A registry
+    base first gets the stack's apt_sources applied, as every apt step of its build does."""
 
-    def __init__(self, client, image: str) -> None:
+    def __init__(self, client, image: str, stack_name: str, stack) -> None:
         from .container import TrackedContainer
 
-        setup_env, self.env = aptmirror.container_env()
         self.tc = TrackedContainer(client, image).start()
-        r = self.tc.exec(f"{aptmirror.SETUP} && {aptmirror.UPDATE} -qq", timeout=600, env=setup_env)
+        self.lists: list[str] = []
+        if stack.base.bootstrap:
+            setup_env, self.env = aptmirror.container_env()
+            r = self.tc.exec(f"{aptmirror.SETUP} && {aptmirror.UPDATE} -qq", timeout=600, env=setup_env)
+        else:
+            self.env = {}
+            found = self.tc.exec(["sh", "-c", f"ls -1 {aptsources.LISTS_DIR} 2>/dev/null"])
+            self.lists = sorted(n for n in found.stdout.split() if n.endswith(".list"))
+            r = self.tc.exec(["sh", "-c", aptsources.checked_update(stack.apt_sources)], timeout=600)
         if r.rc != 0:
             self.close()
-            if aptmirror.unreachable_hint(r.output):   # every entry would fail alike: stop with one message
-                raise BuildError(f"lock: {aptmirror.unreachable_message(aptmirror.from_env())}")
+            why = aptsources.failure_message(stack_name, r.output, mirror=aptmirror.from_env()
+                                             if stack.base.bootstrap else None)
+            if why is None and stack.base.bootstrap and aptmirror.unreachable_hint(r.output):
+                why = aptmirror.unreachable_message(aptmirror.from_env())
+            if why:   # every entry of the stack would fail alike: stop with one message
+                raise BuildError(f"lock: {why}")
             raise RuntimeError(f"apt-get update failed in {image}: {r.output[-500:]}")
 
     def simulate(self, pins: list[str]) -> dict[str, str]:
@@ -116,16 +128,19 @@ def _stack_probe(client, m: Matrix, stack_name: str, probes: dict, work, log, lo
     """An apt probe in the stack's base, or the reason there is none (a string)."""
     if stack_name not in probes:
         try:
-            probes[stack_name] = AptProbe(client, base_image(client, m, stack_name, lock, work, log))
+            probes[stack_name] = AptProbe(client, base_image(client, m, stack_name, lock, work, log), stack_name,
+                                          m.stacks[stack_name])
         except RuntimeError as exc:
             probes[stack_name] = str(exc)
     return probes[stack_name]
 
 
-def _resolve_digest(stack_name: str, reg, lock: dict, out: "Outcome") -> None:
+def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> None:
     from . import registry
 
-    entry = {"kind": "registry", "image": f"{reg.image}:{reg.tag}", "digest": reg.digest}
+    reg = stack.base.registry
+    entry = {"kind": "registry", "image": f"{reg.image}:{reg.tag}", "digest": reg.digest,
+             "apt_sources": aptsources.record(stack.apt_sources)}
     if reg.digest:
         lock["bases"][stack_name] = entry
         out.resolved.append(f"base {stack_name}: {reg.digest} (from matrix.yaml)")
@@ -161,7 +176,7 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
         for sname in stacks:
             stack = m.stacks[sname]
             if stack.base.registry:
-                _resolve_digest(sname, stack.base.registry, lock, out)
+                _resolve_digest(sname, stack, lock, out)
                 continue
             probe = _stack_probe(client, m, sname, probes, work, log, lock)
             if _probe_failed(probe):
@@ -178,6 +193,8 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
             if _probe_failed(probe):
                 out.failed.append(f"apt {step.key}: {probe}; entry left as it was")
                 continue
+            if probe.lists and step.stack in lock["bases"]:   # what the base shipped, beside what is done to it
+                lock["bases"][step.stack]["apt_lists_found"] = probe.lists
             pins = m.stacks[step.stack].apt
             try:
                 before = probe.simulate([f"{n}={pins[n]}" for n in step.before])
@@ -242,6 +259,9 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
         if stack.base.registry:
             if not (stack.base.registry.digest or (entry or {}).get("digest")):
                 out.problems.append(f"base {sname}: no digest for {stack.base.registry.image}:{stack.base.registry.tag}")
+            stale = lockfile.apt_sources_stale(lock, m, sname)
+            if stale:
+                out.problems.append(stale)
         elif not entry or entry.get("recipe") != bases.recipe_hash(stack):
             out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")
         elif base_packages.get(sname) is not None:

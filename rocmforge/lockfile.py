@@ -138,6 +138,25 @@ def _check_base(base):
         return ("recipe",), "must be 64 hex digits or null"
     if "packages" in base and not _str_map(base["packages"]):
         return ("packages",), "must map package names to version strings"
+    if "apt_sources" in base and not isinstance(base["apt_sources"], dict):
+        return ("apt_sources",), "must be a mapping (keep, drop, replace) as the stack states it"
+    found = base.get("apt_lists_found", [])
+    if not (isinstance(found, list) and all(isinstance(n, str) for n in found)):
+        return ("apt_lists_found",), "must be a list of file names"
+    return None
+
+
+def apt_sources_stale(lock: dict, m: Matrix, stack_name: str) -> str | None:
+    """Why a registry stack's locked apt_sources differ from the matrix's (None when they agree)."""
+    from . import aptsources
+
+    stack = m.stacks[stack_name]
+    entry = lock["bases"].get(stack_name)
+    if not stack.base.registry or not entry:
+        return None
+    if entry.get("apt_sources", {}) != aptsources.record(stack.apt_sources):
+        return (f"base {stack_name}: apt_sources changed since the lock (matrix: "
+                f"{aptsources.describe(stack.apt_sources)}; run `python build.py lock`)")
     return None
 
 

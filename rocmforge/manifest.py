@@ -48,7 +48,10 @@ def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: 
         "created": tp.labels["org.opencontainers.image.created"],
         "base": {"name": tp.labels["org.opencontainers.image.base.name"],
                  "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.get("digest"),
-                 "image_id": base.get("image_id"), "recipe": base.get("recipe")},
+                 "image_id": base.get("image_id"), "recipe": base.get("recipe"),
+                 # a registry base's own apt lists: what the stack did to them, and which it shipped
+                 **({"apt_sources": base["apt_sources"], "apt_lists_found": base.get("apt_lists_found", [])}
+                    if "apt_sources" in base else {})},
         "dpkg": inv["dpkg"], "python": inv["python"], "git": git, "suites": suites,
         "apt_mirror": apt_mirror or aptmirror.effective(),
     }

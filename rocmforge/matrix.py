@@ -76,6 +76,38 @@ class Base(Strict):
         return self
 
 
+LIST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.list$")
+# One one-line source: deb [options] URL SUITE COMPONENT...; no quotes (it is written by printf '...').
+SOURCE_LINE_RE = re.compile(r"^deb (\[[^\]'\"]*\] )?https?://[^\s'\"]+ [^\s'\"]+( [^\s'\"]+)+$")
+
+
+class AptSources(Strict):
+    """What happens to the apt lists a registry base ships in /etc/apt/sources.list.d before any
+    apt step: kept as they are, named lists dropped, or named lists replaced by one pinned line."""
+    keep: bool = False
+    drop: list[str] = Field(default_factory=list)
+    replace: dict[str, str] = Field(default_factory=dict)   # list file -> its one source line
+
+    @model_validator(mode="after")
+    def _one_choice(self) -> "AptSources":
+        if self.keep == bool(self.drop or self.replace):
+            raise ValueError("say either 'keep: true' or which lists to 'drop' and/or 'replace'")
+        for name in [*self.drop, *self.replace]:
+            if not LIST_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not a file name in /etc/apt/sources.list.d (e.g. rocm.list)")
+        both = sorted(set(self.drop) & set(self.replace))
+        if both:
+            raise ValueError(f"{both[0]} is both dropped and replaced")
+        for name, line in self.replace.items():
+            if not SOURCE_LINE_RE.match(line):
+                raise ValueError(f"replace {name}: {line!r} is not one source line "
+                                 "('deb [options] https://HOST/PATH SUITE COMPONENT', no quotes)")
+            if re.search(r"/latest(/|\s|$)", line):
+                raise ValueError(f"replace {name}: {line!r} names a moving 'latest' path; pin the version "
+                                 "(e.g. https://repo.radeon.com/rocm/apt/5.7)")
+        return self
+
+
 class Runner(Strict):
     """Where CI builds a stack's targets: runner labels, and the free disk a build needs (GB)."""
     labels: list[str] = Field(default_factory=lambda: ["ubuntu-24.04"], min_length=1)
@@ -97,6 +129,9 @@ class Stack(Strict):
     # The interpreter every Python step calls by path: images with several Pythons on PATH (a conda
     # env with torch beside a newer one without it) must not depend on PATH order.
     python_bin: str = "/usr/bin/python3"
+    # A registry base's own apt lists (AMD's images ship vendor lists whose hosts may be dead):
+    # every registry stack states what happens to them; a bootstrapped base has only ours.
+    apt_sources: AptSources | None = None
     # Extra -D options for CMake builds of HIP code on this stack's layout (e.g. Debian's).
     cmake_args: dict[str, str] = Field(default_factory=dict)
     runner: Runner = Field(default_factory=Runner)
@@ -204,10 +239,18 @@ def _check_refs(m: Matrix, src: yamlsrc.SourceMap) -> None:
     for tname in m.targets:
         _check_target(m, tname, src)
     _check_cycles(m, src)
+    for sname, st in m.stacks.items():
+        if st.base.registry and st.apt_sources is None:
+            raise src.error(("stacks", sname, "base"), "a registry base needs 'apt_sources' beside it: what happens to "
+                            "the apt lists the image ships (keep: true, drop: [LIST], or replace: {LIST: 'deb URL SUITE "
+                            "COMPONENT'}); AMD's images have shipped lists whose hosts do not answer")
 
 
 def _check_stack_pins(m: Matrix, src: yamlsrc.SourceMap) -> None:
     for sname, st in m.stacks.items():
+        if st.base.bootstrap and st.apt_sources is not None:
+            raise src.error(("stacks", sname, "apt_sources"), "a bootstrapped base has only the sources rocmforge "
+                            "writes: apt_sources is for registry bases")
         for pkg, ver in st.apt.items():
             if not APT_NAME_RE.match(pkg):
                 raise src.error(("stacks", sname, "apt", pkg), f"{pkg!r} is not a Debian package name")

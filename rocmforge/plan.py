@@ -138,6 +138,9 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
     if not ok:
         return _Base(from_ref, base_name, base_digest, (f"base image {reg.image}:{reg.tag} has no digest "
                                                         "(run `build.py lock` where the registry is reachable)",))
+    stale = lockfile.apt_sources_stale(lock, m, t.stack)
+    if stale:
+        return _Base(from_ref, base_name, base_digest, (stale,))
     # FROM names the base through a build argument whose default is the upstream reference:
     # a build through a registry mirror passes the mirror's reference for the same digest.
     return _Base("${" + bases.BASE_ARG + "}", base_name, base_digest,

@@ -76,8 +76,23 @@ def report_to_wheels(report: dict) -> dict[str, dict]:
     return dict(sorted(out.items()))
 
 
+# Where registry images keep their Pythons, listed when python_bin names none of them.
+PYTHON_PLACES = ("/opt/conda/envs/*/bin/python", "/opt/conda/bin/python", "/usr/bin/python3", "/usr/local/bin/python3")
+# PEP 440 (public version plus an optional local part such as AMD's +git53da8f8 or +rocm5.7).
+PEP440_RE = re.compile(r"^([0-9]+!)?[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?"
+                       r"(\+[a-z0-9]+(\.[a-z0-9]+)*)?$", re.I)
+
+
+def torch_version_problem(version, dist_version) -> str | None:
+    """Why the torch an image reports cannot be held by a pip constraint (None when it can)."""
+    for what, v in (("torch.__version__", version), ("the torch distribution's version", dist_version)):
+        if v is not None and not PEP440_RE.match(str(v)):
+            return f"{what} is {v!r}, not a version pip can hold (PEP 440)"
+    return None
+
+
 def resolve(client, image: str, *, python_bin: str, requirements: dict[str, str], apt_pins: list[str],
-            ca_bundle: Path | None, log) -> Resolved:
+            ca_bundle: Path | None, log, stack_name: str | None = None) -> Resolved:
     from .container import TrackedContainer
 
     with TrackedContainer(client, image) as tc:
@@ -89,12 +104,21 @@ def resolve(client, image: str, *, python_bin: str, requirements: dict[str, str]
                         timeout=1800, env=setup_env)
             if r.rc != 0:
                 raise PythonLockError(f"installing the locked apt closure failed: {r.output.strip()[-400:]}")
+        setting = f"stacks.{stack_name}.python_bin" if stack_name else "the stack's python_bin"
+        if tc.exec(["test", "-x", python_bin]).rc != 0:
+            have = tc.exec(["sh", "-c", "ls -1d " + " ".join(PYTHON_PLACES) + " 2>/dev/null"]).stdout.split()
+            raise PythonLockError(f"{python_bin} does not exist in {image}; set {setting} in matrix.yaml to the "
+                                  f"interpreter that has torch (the image has: {', '.join(have) or 'none of ' + ' '.join(PYTHON_PLACES)})")
         r = tc.exec([python_bin, "-c", _INSPECT], timeout=300)
         if r.rc != 0:
-            raise PythonLockError(f"{python_bin} does not run in {image}: {r.output.strip()[-300:]}")
+            raise PythonLockError(f"{python_bin} ({setting}) does not run in {image}: {r.output.strip()[-300:]}")
         found = json.loads(r.stdout.strip().splitlines()[-1])
         if "torch_error" in found:
-            raise PythonLockError(f"the image's torch does not import with {python_bin}: {found['torch_error']}")
+            raise PythonLockError(f"the image's torch does not import with {python_bin} ({setting}): {found['torch_error']}")
+        problem = torch_version_problem(found.get("torch_version"), found.get("family", {}).get("torch"))
+        if problem:
+            raise PythonLockError(f"{problem} ({python_bin}, {setting}); pin a base whose torch reports a PEP 440 "
+                                  "version (stacks.*.base.registry.tag / digest)")
         held = {"packages": dict(sorted(found["family"].items())), "torch_version": found["torch_version"],
                 "torch_hip": found["torch_hip"]}
         files = {"requirements.txt": "".join(f"{k}=={v}\n" for k, v in sorted(requirements.items())).encode(),
@@ -108,9 +132,13 @@ def resolve(client, image: str, *, python_bin: str, requirements: dict[str, str]
                     f"--report {WORK}/report.json -r {WORK}/requirements.txt -c {WORK}/constraints.txt",
                     timeout=1800)
         if r.rc != 0:
-            errors = [ln for ln in r.output.splitlines() if "ERROR" in ln or "error" in ln.lower()]
+            lines = r.output.splitlines()
+            errors = [ln for ln in lines if "ERROR" in ln or "error" in ln.lower()]
+            # pip names the requirements that clash after this line: they are the useful part.
+            cause = next((i for i, ln in enumerate(lines) if "conflict is caused by" in ln), None)
+            clash = [ln.strip() for ln in lines[cause + 1:cause + 8] if ln.strip()] if cause is not None else []
             raise PythonLockError("pip could not resolve the environment against the image's packages: "
-                                  + ("; ".join(errors[-3:]) or r.output.strip()[-400:]))
+                                  + ("; ".join(errors[-3:] + clash) or r.output.strip()[-400:]))
         report = json.loads(tc.exec(["cat", f"{WORK}/report.json"]).stdout)
     wheels = report_to_wheels(report)
     moved = sorted(set(wheels) & set(held["packages"]))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import aptmirror
+from . import aptmirror, aptsources
 from .errors import UserError
 from .files import atomic_write
 from .kinds import ComponentPlan
@@ -43,6 +43,7 @@ class Renderer:
             trim_blocks=True, lstrip_blocks=True, autoescape=False)
         self.env.filters["pin"] = lambda name, pins: (name, pins[name])
         self.env.globals["apt_mirror"] = aptmirror   # its ARG, SETUP, UPDATE and SCRATCH
+        self.env.globals["apt_sources"] = aptsources   # a registry base's own lists: checked_update, describe
 
     def _template_error(self, exc: Exception, target: str) -> UserError:
         name = getattr(exc, "filename", None) or getattr(exc, "name", None)

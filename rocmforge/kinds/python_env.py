@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..lock import LockRun
     from ..yamlsrc import SourceMap
 
+ENTRY_POINTS_SCRIPT = Path(__file__).with_name("venv_entry_points.py")
 PIP_VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 
 
@@ -54,9 +55,15 @@ class PythonEnv(ComponentKind):
         files = {requirements: self._requirements_text(locked).encode()}
         if held:
             files[constraints] = "".join(f"{k}=={v}\n" for k, v in sorted(held["packages"].items())).encode()
+        # On a torch image the base's console scripts (torchrun, ...) get venv twins: see venv_entry_points.py.
+        entry_points = None
+        if use.has_torch:
+            entry_points = "tools/venv_entry_points.py"
+            files[entry_points] = ENTRY_POINTS_SCRIPT.read_bytes()
         template_vars = {
             "locked": bool(locked), "requirements": requirements, "constraints": constraints if held else None,
             "torch_check": {"version": held["torch_version"], "hip": held["torch_hip"]} if held else None,
+            "entry_points": entry_points,
         }
         return ComponentPlan(template_vars=template_vars, files=files, fetches=fetches, unresolved=tuple(unresolved))
 
@@ -119,7 +126,7 @@ class PythonEnvLock:
         try:
             res = pylock.resolve(run.client, image, python_bin=run.matrix.stacks[stack_name].python_bin,
                                  requirements=self.spec.requirements, apt_pins=[f"{n}={v}" for n, v in pins],
-                                 ca_bundle=run.ca_bundle, log=run.log)
+                                 ca_bundle=run.ca_bundle, log=run.log, stack_name=stack_name)
         except pylock.PythonLockError as exc:
             run.out.failed.append(f"python {name}: {exc}; entry left as it was")
             return

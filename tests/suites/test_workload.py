@@ -127,3 +127,31 @@ def test_workload(workload, check, record_property):
     if status == "not applicable":
         pytest.skip(f"not applicable: {detail}")
     pytest.fail(f"{check}: unknown status {status!r}: {detail}", pytrace=False)
+
+
+TORCHRUN_LIBS = ("transformers", "peft")
+
+
+def test_torchrun_job_runs_in_the_venv(container, target_name):
+    """`torchrun` as a user types it (the console script found on the image's PATH, not `python -m
+    torch.distributed.run`) starts a one-process job in the image's venv, which imports transformers
+    and peft from exactly where the venv's python does. A base's torchrun would run the base's
+    interpreter, which does not see the venv's packages."""
+    if container.exec(["test", "-x", VENV_PYTHON]).rc != 0:
+        pytest.skip(f"not applicable: {target_name} has no Python environment ({VENV_PYTHON})")
+    direct = container.exec([VENV_PYTHON, "-c", "import json, transformers, peft; "
+                             "print(json.dumps({m.__name__: m.__file__ for m in (transformers, peft)}))"], timeout=300)
+    if direct.rc != 0:
+        pytest.skip(f"not applicable: the venv of {target_name} has no {' and '.join(TORCHRUN_LIBS)}: "
+                    f"{(direct.stderr.strip().splitlines() or ['?'])[-1]}")
+    which = container.exec(["sh", "-c", "command -v torchrun && head -n 1 \"$(command -v torchrun)\""])
+    assert which.rc == 0, f"no torchrun on the image's PATH: {which.output[-500:]}"
+    r = container.exec(["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=1",
+                        f"{PROBES_IN_CONTAINER}/torchrun_where.py"], timeout=600)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert r.rc == 0 and lines, f"torchrun ({which.stdout.split()[0]}) failed, exit {r.rc}: {r.output[-3000:]}"
+    job = json.loads(lines[-1])
+    assert (job["rank"], job["world_size"]) == ("0", "1"), job
+    assert job["prefix"] == "/opt/rocmforge/venv", (
+        f"torchrun at {which.stdout.strip()} started {job['executable']} (prefix {job['prefix']}), not the venv's python")
+    assert job["modules"] == json.loads(direct.stdout.strip().splitlines()[-1]), job["modules"]
