@@ -132,11 +132,19 @@ def test_workload(workload, check, record_property):
 TORCHRUN_LIBS = ("transformers", "peft")
 
 
-def test_torchrun_job_runs_in_the_venv(container, target_name):
+NO_LIBUV = "built without libuv support"
+
+
+def test_torchrun_job_runs_in_the_venv(container, target_name, record_property):
     """`torchrun` as a user types it (the console script found on the image's PATH, not `python -m
     torch.distributed.run`) starts a one-process job in the image's venv, which imports transformers
     and peft from exactly where the venv's python does. A base's torchrun would run the base's
-    interpreter, which does not see the venv's packages."""
+    interpreter, which does not see the venv's packages.
+
+    A torch built without libuv (Debian's) cannot start any torchrun rendezvous: its c10d and static
+    rendezvous stores ask for libuv whatever USE_LIBUV says. There the job is started the way the
+    script itself starts: by the interpreter its first line names, with torchrun's rank variables;
+    the figures say so."""
     if container.exec(["test", "-x", VENV_PYTHON]).rc != 0:
         pytest.skip(f"not applicable: {target_name} has no Python environment ({VENV_PYTHON})")
     direct = container.exec([VENV_PYTHON, "-c", "import json, transformers, peft; "
@@ -146,12 +154,22 @@ def test_torchrun_job_runs_in_the_venv(container, target_name):
                     f"{(direct.stderr.strip().splitlines() or ['?'])[-1]}")
     which = container.exec(["sh", "-c", "command -v torchrun && head -n 1 \"$(command -v torchrun)\""])
     assert which.rc == 0, f"no torchrun on the image's PATH: {which.output[-500:]}"
+    script, shebang = which.stdout.split("\n")[:2]
+    interpreter = shebang.removeprefix("#!").split()[0] if shebang.startswith("#!") else ""
+    helped = container.exec(["torchrun", "--help"], timeout=300)
+    assert helped.rc == 0, f"torchrun ({script}) cannot start: {helped.output[-2000:]}"
     r = container.exec(["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=1",
                         f"{PROBES_IN_CONTAINER}/torchrun_where.py"], timeout=600)
+    how = "torchrun --standalone, one process"
+    if r.rc != 0 and NO_LIBUV in r.output:
+        how = f"{interpreter} (torchrun's own interpreter) with RANK=0 WORLD_SIZE=1: this torch is {NO_LIBUV}"
+        r = container.exec(["env", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", interpreter,
+                            f"{PROBES_IN_CONTAINER}/torchrun_where.py"], timeout=600)
+    record_property("figures", {"torchrun": script, "torchrun_interpreter": interpreter, "torchrun_job": how})
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    assert r.rc == 0 and lines, f"torchrun ({which.stdout.split()[0]}) failed, exit {r.rc}: {r.output[-3000:]}"
+    assert r.rc == 0 and lines, f"torchrun ({script}) failed, exit {r.rc}: {r.output[-3000:]}"
     job = json.loads(lines[-1])
     assert (job["rank"], job["world_size"]) == ("0", "1"), job
     assert job["prefix"] == "/opt/rocmforge/venv", (
-        f"torchrun at {which.stdout.strip()} started {job['executable']} (prefix {job['prefix']}), not the venv's python")
+        f"torchrun at {script} started {job['executable']} (prefix {job['prefix']}), not the venv's python")
     assert job["modules"] == json.loads(direct.stdout.strip().splitlines()[-1]), job["modules"]
