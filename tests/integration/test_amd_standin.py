@@ -59,6 +59,7 @@ RUN python3 -m venv --without-pip /opt/conda \
  && {CONDA_PY} -c "import importlib.metadata as m, torch; assert torch.__version__ == m.version('torch') == '$v{TORCH_LOCAL}'" \
  && {{ grep -q '^torchrun' $d/entry_points.txt 2>/dev/null \
        || printf '[console_scripts]\\ntorchrun = torch.distributed.run:main\\n' >> $d/entry_points.txt; }} \
+ && {{ [ "$d" = "${{d%/*}}/torch-$v{TORCH_LOCAL}.${{d##*.}}" ] || mv "$d" "${{d%/*}}/torch-$v{TORCH_LOCAL}.${{d##*.}}"; }} \\
  && printf '#!{CONDA_PY}\\nimport sys\\nfrom torch.distributed.run import main\\nsys.exit(main())\\n' \
       > /opt/conda/envs/py_3.14/bin/torchrun && chmod 755 /opt/conda/envs/py_3.14/bin/torchrun
 # a vendor list whose host does not answer
