@@ -125,7 +125,7 @@ COPY --from=b /g /opt/rocmforge/bin/rocblas-gemm-smoke
 """, f"rocmforge-test/broken-archs:{uuid.uuid4().hex[:12]}")
     s = failing_suites(ref, own_images)
     assert s["archs"]["status"] == "failed"
-    assert "/opt/rocmforge/bin/rocblas-gemm-smoke: missing gfx90a, gfx1100" in s["archs"]["detail"]
+    assert "/opt/rocmforge/bin/rocblas-gemm-smoke: missing gfx90a; gfx1100" in s["archs"]["detail"]
     assert s["linkage"]["status"] == "passed"
 
 
