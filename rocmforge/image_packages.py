@@ -5,9 +5,10 @@ and compare it here, so a package removed from the image is still expected.
 What the lock holds per target:
 - a bootstrapped base (Debian): `bases.<stack>.packages`, every package debootstrap installed
   (the base is built here, so its whole set is known and locked);
-- a registry base (AMD's rocm/pytorch): only its digest. Its own packages are not in the lock:
-  for such images the installed set must contain the locked closure, and what else the base
-  brings cannot be judged (reported, not failed);
+- a registry base (AMD's rocm/pytorch): `bases.<stack>.packages` too, read by `build.py lock` from
+  the image pulled by its digest (a digest's contents never change, so what it holds is known);
+  a lock written before that holds only the digest, and then the installed set must contain the
+  locked closure while what else the base brings cannot be judged (reported, not failed);
 - `apt.<target>`: what that target's `apt-get install` adds on top of the image it starts from
   (the closure `build.py lock` resolved, at exact versions). An image carries the steps of its
   own target and of every target it is built on (from_target); builder stages (`<target>/<c>-build`
@@ -23,7 +24,7 @@ from .matrix import Matrix
 @dataclass(frozen=True)
 class ExpectedPackages:
     packages: dict[str, str]          # name -> exact version the image must have installed
-    base_locked: bool                 # False for a registry base: its own packages are not in the lock
+    base_locked: bool                 # False when the lock holds no package list for the base
     unlocked_steps: tuple[str, ...]   # apt steps of the chain the lock has no closure for
     sources: dict[str, str]           # name -> where the expectation comes from ("base x", "apt y")
 
@@ -37,7 +38,7 @@ def expected_packages(lock: dict, m: Matrix, target: str) -> ExpectedPackages:
     chain.reverse()                                # base first: later steps override earlier versions
     stack = m.targets[target].stack
     base = lock.get("bases", {}).get(stack) or {}
-    base_pkgs = base.get("packages") if m.stacks[stack].base.bootstrap else None
+    base_pkgs = base.get("packages")
     packages = dict(base_pkgs or {})
     sources = {n: f"base {stack}" for n in packages}
     unlocked = []
@@ -76,6 +77,10 @@ def compare(expected: ExpectedPackages, installed: dict[str, str]) -> PackageDif
     extra = [f"{n}={v}" for n, v in sorted(installed.items())
              if expected.base_locked and n not in expected.packages]
     return PackageDiff(missing, wrong, extra)
+
+
+# What dpkg holds, with each package's state: parse_dpkg_status reads its output.
+DPKG_STATUS = ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
 
 
 def parse_dpkg_status(text: str) -> dict[str, str]:

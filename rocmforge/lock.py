@@ -135,7 +135,8 @@ def _stack_probe(client, m: Matrix, stack_name: str, probes: dict, work, log, lo
     return probes[stack_name]
 
 
-def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> None:
+def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> bool:
+    """The base's digest into the lock; False when it could not be resolved (reported)."""
     from . import registry
 
     reg = stack.base.registry
@@ -144,20 +145,46 @@ def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> None:
     if reg.digest:
         lock["bases"][stack_name] = entry
         out.resolved.append(f"base {stack_name}: {reg.digest} (from matrix.yaml)")
-        return
+        return True
     mirror = registry.mirror_from_env()
     try:
         found = registry.resolve(reg.image, reg.tag, mirror=mirror)
     except registry.RegistryError as exc:
         lock["bases"].setdefault(stack_name, entry)
         out.failed.append(f"base {stack_name}: {reg.image}:{reg.tag}: {exc}; entry left as it was")
-        return
+        return False
     entry["digest"] = found.digest
     if found.index_digest:
         entry["index_digest"] = found.index_digest
     lock["bases"][stack_name] = entry
     via = f" through {found.host_tried}" if mirror else ""
     out.resolved.append(f"base {stack_name}: {reg.image}:{reg.tag} -> {found.digest}{via}")
+    return True
+
+
+def _record_base_packages(client, m: Matrix, stack_name: str, lock: dict, out: "Outcome", work, log) -> None:
+    """The dpkg set of a registry base pulled by its digest, into bases.<stack>.packages: the suites
+    expect exactly it plus the locked apt steps (rocmforge.image_packages). Read before any apt
+    update, so a dead vendor list does not stand in the way."""
+    from .container import TrackedContainer
+    from .image_packages import DPKG_STATUS, parse_dpkg_status
+
+    entry = lock["bases"][stack_name]
+    try:
+        image = base_image(client, m, stack_name, lock, work, log)
+    except RuntimeError as exc:
+        out.failed.append(f"base {stack_name}: packages: {exc}")
+        return
+    tc = TrackedContainer(client, image).start()
+    try:
+        r = tc.exec(DPKG_STATUS, timeout=300)
+    finally:
+        tc.remove()
+    if r.rc != 0:
+        out.failed.append(f"base {stack_name}: packages: dpkg-query failed in {image}: {r.output.strip()[-300:]}")
+        return
+    entry["packages"] = parse_dpkg_status(r.stdout)
+    out.resolved.append(f"base {stack_name}: {len(entry['packages'])} dpkg packages")
 
 
 def _probe_failed(probe) -> str | None:
@@ -176,7 +203,8 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
         for sname in stacks:
             stack = m.stacks[sname]
             if stack.base.registry:
-                _resolve_digest(sname, stack, lock, out)
+                if _resolve_digest(sname, stack, lock, out):
+                    _record_base_packages(client, m, sname, lock, out, work, log)
                 continue
             probe = _stack_probe(client, m, sname, probes, work, log, lock)
             if _probe_failed(probe):

@@ -190,8 +190,13 @@ def test_lock_resolves_the_registry_stack_completely(locked, standin, local_regi
     assert f"resolved: base {STACK}: rocm/pytorch:{tag} -> {digest} through {local_registry}" in proc.stdout
     # The lock keeps the upstream name (the mirror is how it was reached, not what it is) and
     # records what was done to the base's own apt lists and which lists it shipped.
-    assert lock["bases"][STACK] == {"kind": "registry", "image": f"rocm/pytorch:{tag}", "digest": digest,
-                                    "apt_sources": {"drop": ["rocm.list"]}, "apt_lists_found": ["rocm.list"]}
+    # and the base's own dpkg set, which the suites expect the image to hold.
+    base = dict(lock["bases"][STACK])
+    packages = base.pop("packages")
+    assert base == {"kind": "registry", "image": f"rocm/pytorch:{tag}", "digest": digest,
+                    "apt_sources": {"drop": ["rocm.list"]}, "apt_lists_found": ["rocm.list"]}
+    assert set(STANDIN_PACKAGES) <= set(packages) and "python3-sentencepiece" not in packages, sorted(packages)
+    assert f"base {STACK}: {len(packages)} dpkg packages" in proc.stdout
     assert lock["apt"][TARGET]["python3-sentencepiece"] == "0.2.2-1+b2"
     assert lock["python"]["llama31-qlora-debian-env"]["peft"]["version"] == "0.21.2"
     held = lock["held"]["llama31-qlora-debian-env"]

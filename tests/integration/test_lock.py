@@ -92,10 +92,11 @@ def _head(repo):
 def test_git_branch_to_commit_moved_branch_and_missing_commit(docker_client, tmp_path, upstream):
     matrix = copy_project(tmp_path)
     data = yaml.safe_load(matrix.read_text())
-    data["components"]["bitsandbytes-hip"]["source"]["url"] = f"file://{upstream}"
+    # llama7b-infer's bitsandbytes is the ROCm 5.7 build of the fork.
+    data["components"]["bitsandbytes-hip-rocm5.7"]["source"]["url"] = f"file://{upstream}"
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     run_cli("--matrix", str(matrix), "lock", "--target", "llama7b-infer")
-    locked = lockfile.load(tmp_path / "matrix.lock")["git"]["bitsandbytes-hip"]
+    locked = lockfile.load(tmp_path / "matrix.lock")["git"]["bitsandbytes-hip-rocm5.7"]
     assert locked["commit"] == _head(upstream) and locked["ref"] == "rocm_enabled_multi_backend"
 
     (upstream / "new.txt").write_text("moved\n")

@@ -13,12 +13,11 @@ import re
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from rocmforge.image_packages import compare, parse_dpkg_status
+from rocmforge.image_packages import DPKG_STATUS, compare, parse_dpkg_status
 from tests.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, target_chain
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"
 HIP_PACKAGES = ("libamdhip64-*", "hip-runtime-amd")
-DPKG_STATUS = ["dpkg-query", "-W", "-f", "${db:Status-Abbrev}\t${Package}\t${Version}\n"]
 # For each distribution: installed version and whether its top-level modules import.
 DIST_PROBE = r"""
 import importlib, importlib.metadata as md, json, sys
@@ -220,7 +219,7 @@ def test_pinned_packages_installed_exactly(container, matrix, target, target_nam
 
 def test_installed_packages_equal_locked_closure(container, locked_packages, target_name, record_property):
     """The installed dpkg set is the lock's closure for this image at exact versions: its base's
-    packages (a bootstrapped base) plus the locked apt closure of every step of its chain. A
+    packages (bootstrapped here, or read from a registry base at lock time) plus the locked apt closure of every step of its chain. A
     package removed, added or at another version is named."""
     if locked_packages is None:
         pytest.skip("not applicable: image not from a matrix target, so no lock to compare with")

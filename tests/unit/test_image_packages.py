@@ -30,10 +30,23 @@ def test_builder_stages_do_not_reach_the_image():
     assert python.packages == runtime.packages                # hip-python's own step adds nothing (python3 is there)
 
 
-def test_registry_base_is_not_judged_for_extras():
+def test_registry_base_locked_before_its_packages_is_not_judged_for_extras():
     e = expected_packages(LOCK, MATRIX, "llama7b-train")
     assert not e.base_locked and e.unlocked_steps == ("llama7b-train",)
     assert not compare(e, {"anything": "1"})
+
+
+def test_registry_base_with_its_packages_locked_is_judged_whole():
+    stack = MATRIX.targets["llama7b-train"].stack
+    lock = {**LOCK, "bases": {**LOCK["bases"], stack: {"kind": "registry", "digest": "sha256:" + "0" * 64,
+                                                        "packages": {"rocblas": "3.1.0.50701-98~20.04", "bash": "5.0"}}},
+            "apt": {**LOCK["apt"], "llama7b-train": {"rccl": "2.17.1.50701-98~20.04"}}}
+    e = expected_packages(lock, MATRIX, "llama7b-train")
+    assert e.base_locked and e.unlocked_steps == ()
+    assert e.sources == {"bash": f"base {stack}", "rccl": "apt llama7b-train", "rocblas": f"base {stack}"}
+    diff = compare(e, {"bash": "5.0", "rocblas": "3.1.0.50701-98~20.04", "vim": "2"})
+    assert diff.lines() == ["missing (in the lock's closure, not installed): rccl=2.17.1.50701-98~20.04 (apt llama7b-train)",
+                            "extra (installed, not in the lock's closure): vim=2"]
 
 
 def test_compare_names_missing_wrong_and_extra():
