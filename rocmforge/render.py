@@ -134,9 +134,10 @@ class Renderer:
         return ("\n".join(lines).rstrip() + "\n").encode()
 
 
-# Every target's context holds the same probes/ (the plan's files, hashed into the content tag);
-# the repository keeps them once, in probes/, and `build.py context` writes a whole context.
-SHARED_PREFIXES = ("probes/",)
+# Every target's context holds the same probes/ and tools/ (the plan's files, hashed into the
+# content tag); the repository keeps them once (probes/, rocmforge/kinds/venv_entry_points.py),
+# and `build.py context` writes a whole context.
+SHARED_PREFIXES = ("probes/", "tools/")
 
 
 def expected_tree(plan) -> dict[str, bytes]:
