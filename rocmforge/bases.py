@@ -10,7 +10,7 @@ from .matrix import Stack
 IMAGE_NAMESPACE = "rocmforge"
 BASE_ARG = "ROCMFORGE_BASE"   # the build argument through which a registry base is named in FROM
 # Bump when the normalisation in bootstrap.py changes: it is part of every recipe hash.
-NORMALISATION_VERSION = 2
+NORMALISATION_VERSION = 3
 
 
 def canonical_json(obj) -> bytes:

@@ -29,6 +29,16 @@ SCRUB = ["var/cache/ldconfig/aux-cache", "var/log/bootstrap.log", "var/log/dpkg.
          "var/lib/dpkg/diversions-old", "debootstrap"]
 EMPTY_DIRS = ["var/lib/apt/lists", "var/cache/apt/archives"]
 BLANK = ["etc/resolv.conf", "etc/hostname", "etc/machine-id"]
+BLANK_MODE = 0o644
+# What debootstrap itself writes differs between its versions (1.0.128 in Debian 12, 1.0.141 in
+# 13, 1.0.145 in sid): the placeholder fstab's wording, the modes of the files it copies from the
+# host (hostname, resolv.conf), and an empty run/mount that only older ones leave. These are
+# written one way here, so a recipe gives one base whichever debootstrap the host has.
+FSTAB = "etc/fstab"
+CANONICAL_FSTAB = ("# UNCONFIGURED FSTAB FOR BASE SYSTEM\n#\n"
+                   "# <file system> <mount point>   <type>  <options>       <dump>  <pass>\n")
+RUN = "run"
+RUN_KEEP = {"lock"}
 EPOCH0 = "1970-01-01T00:00:00Z"
 SNAPSHOT_CONF = "etc/apt/apt.conf.d/99rocmforge-snapshot"
 
@@ -83,6 +93,19 @@ def normalise(rootfs: Path, suite: str) -> None:
             p.unlink()
         if p.parent.is_dir():
             p.write_bytes(b"")
+            p.chmod(BLANK_MODE)
+    _canonical_debootstrap_files(rootfs)
+
+
+def _canonical_debootstrap_files(rootfs: Path) -> None:
+    fstab = rootfs / FSTAB
+    if fstab.is_file() and not fstab.is_symlink():
+        fstab.write_text(CANONICAL_FSTAB)
+    run = rootfs / RUN
+    if run.is_dir() and not run.is_symlink():
+        for child in run.iterdir():   # only empty directories: a package's file there is content
+            if child.name not in RUN_KEEP and child.is_dir() and not child.is_symlink() and not any(child.iterdir()):
+                child.rmdir()
 
 
 def layer_tar(rootfs: Path, out: Path) -> str:
@@ -217,21 +240,29 @@ def ensure_base(client, stack_name: str, stack: Stack, workdir: Path, log) -> st
                          f"bootstrapped base of stack {stack_name!r}")
     if os.geteuid() != 0:
         raise BuildError(f"bootstrapping the base of stack {stack_name!r} needs root (debootstrap creates device nodes)")
-    boot = stack.base.bootstrap
     workdir.mkdir(parents=True, exist_ok=True)
     with _scratch_dir(workdir, log) as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        _debootstrap(boot, rootfs, ref, log)
-        if boot.snapshot:
-            (rootfs / SNAPSHOT_CONF).write_text('Acquire::Check-Valid-Until "false";\n')
-        normalise(rootfs, boot.suite)
-        layer = Path(tmp) / "layer.tar"
-        diff_id = layer_tar(rootfs, layer)
-        shutil.rmtree(rootfs)
-        config = image_config(diff_id, stack_name, stack)
-        archive = Path(tmp) / "image.tar"
-        image_id = write_archive(layer, diff_id, config, ref, archive)
+        archive, image_id, diff_id = bootstrap_archive(stack_name, stack, Path(tmp), log)
         with open(archive, "rb") as f:
             client.api.load_image(f)
         log(f"base {ref}: loaded {image_id} (layer {diff_id})")
     return ref
+
+
+def bootstrap_archive(stack_name: str, stack: Stack, tmp: Path, log) -> tuple[Path, str, str]:
+    """Bootstraps the stack's base into tmp: (its docker-archive, image ID, diff ID)."""
+    boot = stack.base.bootstrap
+    ref = bases.bootstrap_ref(stack_name, stack)
+    rootfs = tmp / "rootfs"
+    _debootstrap(boot, rootfs, ref, log)
+    if boot.snapshot:
+        (rootfs / SNAPSHOT_CONF).write_text('Acquire::Check-Valid-Until "false";\n')
+    normalise(rootfs, boot.suite)
+    layer = tmp / "layer.tar"
+    diff_id = layer_tar(rootfs, layer)
+    shutil.rmtree(rootfs)
+    config = image_config(diff_id, stack_name, stack)
+    archive = tmp / "image.tar"
+    image_id = write_archive(layer, diff_id, config, ref, archive)
+    layer.unlink()
+    return archive, image_id, diff_id

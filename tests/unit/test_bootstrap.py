@@ -47,6 +47,41 @@ def test_normalised_layers_are_identical_and_scrubbed(tmp_path):
         assert {(m.uid, m.gid) for m in t.getmembers()} == {(0, 0)}
 
 
+
+def _debootstrap_as(root, version):
+    """What each debootstrap version writes differently (seen with 1.0.128, 1.0.141, 1.0.145
+    bootstrapping trixie minbase on Debian 12 and in a sid container)."""
+    _fake_rootfs(root, b"run-one")
+    fstab = {"1.0.128": "# UNCONFIGURED FSTAB FOR BASE SYSTEM\n"}.get(
+        version, "# UNCONFIGURED FSTAB FOR BASE SYSTEM\n#\n# <file system> <mount point>   <type>  <options>       <dump>  <pass>\n")
+    (root / "etc/fstab").write_text(fstab)
+    (root / "run/lock").mkdir(parents=True)
+    if version == "1.0.128":
+        (root / "run/mount").mkdir()
+    for rel in ("etc/hostname", "etc/resolv.conf"):   # copied from the host, with the host's mode
+        (root / rel).chmod(0o755 if version == "1.0.128" else 0o644)
+
+
+def test_the_base_does_not_depend_on_the_host_s_debootstrap(tmp_path):
+    ids = set()
+    for version in ("1.0.128", "1.0.141", "1.0.145"):
+        root = tmp_path / version
+        _debootstrap_as(root, version)
+        bootstrap.normalise(root, "trixie")
+        assert (root / "run/lock").is_dir() and not (root / "run/mount").exists()
+        assert (root / "etc/hostname").stat().st_mode & 0o777 == 0o644
+        ids.add(bootstrap.layer_tar(root, tmp_path / f"{version}.tar"))
+    assert len(ids) == 1
+
+
+def test_a_file_a_package_puts_under_run_is_kept(tmp_path):
+    root = tmp_path / "r"
+    _debootstrap_as(root, "1.0.145")
+    (root / "run/pkg").mkdir()
+    (root / "run/pkg/state").write_text("x")
+    bootstrap.normalise(root, "trixie")
+    assert (root / "run/pkg/state").read_text() == "x"
+
 ARCHIVE_SCRIPT = """
 import sys
 from pathlib import Path
