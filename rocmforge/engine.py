@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from . import aptmirror, aptsources, enginelock
+from . import aptmirror, aptsources, engineinfo, enginelock
 from .errors import BuildError
 from .plan import TargetPlan
 from .render import CA_PLACEHOLDER
@@ -26,9 +26,10 @@ def connect():
     try:
         client = docker.from_env(timeout=600)
         client.ping()
-        return client
     except (docker.errors.DockerException, OSError) as exc:
         raise BuildError(f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST") from None
+    engineinfo.require(client)   # before anything is built or tagged
+    return client
 
 
 def image_id(client, ref: str) -> str | None:

@@ -45,6 +45,8 @@ class HostFacts:
     nodes, nothing measured."""
     engine_version: str | None = None
     engine_error: str | None = None  # why the engine could not be reached
+    engine_description: str | None = None  # engine, version, API and image store (engineinfo)
+    engine_problem: str | None = None  # what rocmforge lacks on this engine, when something
     kfd: NodeFacts | None = None  # None: same as absent
     render_nodes: tuple[NodeFacts, ...] = ()
     amdgpu_module: bool | None = None  # None: could not tell
@@ -61,6 +63,8 @@ class EngineFacts:
     version: str | None = None
     error: str | None = None  # why it could not be reached; None when it was
     data_root: str | None = None  # DockerRootDir
+    description: str | None = None
+    problem: str | None = None
     built_targets: dict[str, tuple[str, ...]] | None = None  # None: not known
 
 
@@ -169,14 +173,19 @@ def _read_engine(client, built_targets: dict[str, tuple[str, ...]] | None) -> En
         return EngineFacts(error=_error_text(exc), built_targets=built_targets)
     try:
         data_root = client.info().get("DockerRootDir")
+        from .. import engineinfo
+
+        described = engineinfo.of(client)
+        description, problem = described.describe(), engineinfo.problem(described)
     except Exception:  # info is a nicety
-        data_root = None
+        data_root = description = problem = None
     if built_targets is None:
         try:
             built_targets = built_targets_from_labels(client)
         except Exception:  # listing images failed: coverage is then skipped
             built_targets = None
-    return EngineFacts(version=version, data_root=data_root, built_targets=built_targets)
+    return EngineFacts(version=version, data_root=data_root, description=description, problem=problem,
+                       built_targets=built_targets)
 
 
 def _host_rocminfo(exe: str) -> tuple[str | None, str]:
@@ -229,7 +238,8 @@ def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_
                                   host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
     renders = tuple(_node(p) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
     disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
-    return HostFacts(engine_version=engine.version, engine_error=engine.error, kfd=kfd, render_nodes=renders,
+    return HostFacts(engine_version=engine.version, engine_error=engine.error,
+                     engine_description=engine.description, engine_problem=engine.problem, kfd=kfd, render_nodes=renders,
                      amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
                      rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
                      built_targets=dict(engine.built_targets or {}))

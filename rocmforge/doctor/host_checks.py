@@ -37,8 +37,10 @@ def _gb(n: int) -> str:
 
 def engine(d: Diagnosis) -> Verdict:
     """fail: the Docker engine is unreachable (nothing can be built, tested or run)."""
+    if d.facts.engine_version and d.facts.engine_problem:
+        return Verdict(FAIL, d.facts.engine_problem)
     if d.facts.engine_version:
-        return Verdict(OK, f"Docker Engine {d.facts.engine_version} reachable")
+        return Verdict(OK, f"{d.facts.engine_description or 'Docker Engine ' + d.facts.engine_version} reachable")
     why = f" ({d.facts.engine_error})" if d.facts.engine_error else ""
     return Verdict(FAIL, f"Docker engine not reachable{why}: nothing can be built or run; start dockerd or set "
                          f"DOCKER_HOST")
