@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from tests.local_registry import free_port
+
 PREFIX = "rocmforge-enginetest"
 SUITE = "sid"
 MIRROR = "http://deb.debian.org/debian"
@@ -285,14 +287,6 @@ def _tail(path: Path, lines: int) -> str:
         return f"(no log: {exc})"
 
 
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def _start_script(spec: EngineSpec, gateway: str, port: int) -> str:
     """Run in the engine container: make /sys and the cgroup mounts writable (the host uses cgroup
     v1 and Docker mounts them read-only), write the engine's configuration, run the daemon with
@@ -392,7 +386,7 @@ def running(client, name: str, *, workdir: Path | None = None, timeout: float = 
         if not gateway:
             raise EngineUnavailable(f"{container_name} has no gateway on the host's network: "
                                     f"{container.attrs['NetworkSettings']}")
-        port = _free_port(gateway)
+        port = free_port(gateway)    # chosen now: podman reads its insecure registries once
         (run_dir / "start.sh").write_text(_start_script(spec, gateway, port))
         container.exec_run(["sh", f"{RUN_DIR}/start.sh"], detach=True)
 
