@@ -1,11 +1,14 @@
 """Fixtures shared by the integration tests: a private Docker registry (Debian's docker-registry) on
-a free 127.0.0.1 port."""
+a free 127.0.0.1 port; other Docker engines (tests/engine_host.py), each in a container on the host
+engine."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+from tests import engine_host
 
 
 def _need(message: str):
@@ -33,3 +36,18 @@ def local_registry():
             yield address
     except registry.RegistryUnavailable as exc:
         _need(str(exc))
+
+
+@pytest.fixture(scope="session", params=sorted(engine_host.ENGINES))
+def other_engine(request, docker_client, tmp_path_factory):
+    """A RunningEngine (tests/engine_host.py) for each engine in engine_host.ENGINES, one at a time:
+    its DOCKER_HOST URL (`.docker_host`, `.env()`, `.client()`), server version, storage driver, the
+    containerd snapshotter flag, the installed package versions and the host's registry address as
+    the engine reaches it (`.registry_address`). Narrow it with
+    `@pytest.mark.parametrize("other_engine", ["podman5"], indirect=True)`."""
+    try:
+        with engine_host.running(docker_client, request.param,
+                                 workdir=tmp_path_factory.mktemp("engine-bootstrap")) as engine:
+            yield engine
+    except engine_host.EngineUnavailable as exc:
+        _need(f"engine {request.param} unavailable: {exc}")
