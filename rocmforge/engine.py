@@ -33,12 +33,11 @@ def connect():
 
 
 def image_id(client, ref: str) -> str | None:
-    import docker.errors
+    """The image's identity (its config digest) on any store; None when ref names no image. Use
+    ref, not this, to name the image to the engine: the containerd store knows it by manifest."""
+    from . import imageid
 
-    try:
-        return client.images.get(ref).id
-    except docker.errors.ImageNotFound:
-        return None
+    return imageid.image_id(client, ref)
 
 
 def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:

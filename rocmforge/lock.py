@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import aptmirror, aptsources, bases, lockfile
+from . import aptmirror, aptsources, bases, engine, lockfile
 from .errors import BuildError
 from .kinds import LockEntry
 from .matrix import Matrix
@@ -210,7 +210,7 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
             if _probe_failed(probe):
                 out.failed.append(f"base {sname}: {probe}")
                 continue
-            image_id = client.images.get(bases.bootstrap_ref(sname, stack)).id
+            image_id = engine.image_id(client, bases.bootstrap_ref(sname, stack))
             lock["bases"][sname] = {"kind": "bootstrap", "recipe": bases.recipe_hash(stack), "image_id": image_id,
                                     "packages": dict(sorted(probe.installed().items()))}
             out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")

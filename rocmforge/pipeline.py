@@ -109,7 +109,7 @@ class Pipeline:
         return results
 
     def build_one(self, client, name: str, cache=None) -> BuiltTarget:
-        from . import buildcache, engine, regcache
+        from . import buildcache, engine, imageid, regcache
 
         tp = self.plan.targets[name]
         if self.options.check_disk:
@@ -125,9 +125,11 @@ class Pipeline:
                                       engine.raw_tag(tp), built.made)
                 self.write_manifest(client, name)
                 kept = settled.result()
-        if cache and regcache.store(client, cache, tp, built.image_id, self.progress.warn):
+        if cache and regcache.store(client, cache, tp, self.progress.warn):
             self.progress.line(f"  stored {name} in the cache {cache.where.repository(name)}")
-        self.progress.line(f"[green]built[/green] {name}: {built.image_id[7:19]} tags {tp.content_tag}, "
+        shown = imageid.manifest_digest(client, tp.content_tag)
+        also = f" (the engine's containerd store shows it as {shown[7:19]}, its manifest digest)" if shown else ""
+        self.progress.line(f"[green]built[/green] {name}: {built.image_id[7:19]}{also} tags {tp.content_tag}, "
                            f"{tp.readable_tag}; manifest and SBOM in {self.project.state / 'artifacts' / name}"
                            + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else ""))
         return BuiltTarget(name, "built", built.image_id)
@@ -229,10 +231,10 @@ class Pipeline:
         engine.discard(client, made)
 
     def write_manifest(self, client, name: str) -> Path:
-        from . import manifest, suites
+        from . import engine, manifest, suites
 
         tp = self.project.target(name)
-        image_id = client.images.get(tp.content_tag).id
+        image_id = engine.image_id(client, tp.content_tag)
         rec = suites.recorded(self.project.state, image_id)
         data = manifest.make_manifest(tp, image_id, manifest.inventory(client, tp.content_tag), self.project.lock(),
                                       rec.statuses() if rec else None)

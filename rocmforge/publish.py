@@ -35,7 +35,7 @@ def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir
                         f"`python build.py build --target {tp.name}`, then {test_cmd}", field="--target")
     result = _require_passed(Path(state_dir), tp, image_id, test_cmd)
     # The pull side trusts these labels, so refuse an image that was tagged by hand with other content.
-    labels = client.images.get(image_id).labels or {}
+    labels = client.images.get(tp.content_tag).labels or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
         raise UserError(f"image {image_id} under {tp.content_tag} has labels {LABEL_TARGET}="
                         f"{labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}, not this target's "
@@ -45,7 +45,7 @@ def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir
     tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
     digests = {}
     for tag in tags:
-        with temporary_tag(client, image_id, repository, tag):
+        with temporary_tag(client, tp.content_tag, repository, tag):
             digests[tag] = push_one(client, repository, tag)
     if len(set(digests.values())) != 1:
         raise BuildError(f"registry {where.host} gave one image different digests per tag: {digests}")
@@ -95,18 +95,23 @@ def _other_tested(state: Path, target: str, image_id: str) -> str | None:
 
 
 @contextlib.contextmanager
-def temporary_tag(client, image_id: str, repository: str, tag: str):
-    """The engine pushes only by name, so the image needs the registry's name for the push alone;
-    whatever that name pointed to before is put back afterwards."""
+def temporary_tag(client, source: str, repository: str, tag: str):
+    """The engine pushes only by name, so the image (named by source) needs the registry's name for
+    the push alone; whatever that name pointed to before is put back afterwards."""
+    import docker.errors
+
     ref = f"{repository}:{tag}"
-    previous = engine.image_id(client, ref)
-    client.api.tag(image_id, repository, tag)
+    try:
+        previous = client.api.inspect_image(ref)["Id"]   # the engine's own ID: what it can tag again
+    except docker.errors.ImageNotFound:
+        previous = None
+    client.api.tag(source, repository, tag)
     try:
         yield
     finally:
         if previous is None:
             client.api.remove_image(ref)        # only untags: the image keeps its rocmforge/ tags
-        elif previous != image_id:
+        elif previous != client.api.inspect_image(source)["Id"]:
             client.api.tag(previous, repository, tag)
 
 
@@ -156,8 +161,9 @@ def pull(client, target_name: str, *, record_dir) -> dict:
     pulled = client.images.get(ref)
     labels = pulled.labels or {}
     problems = []
-    if pulled.id != record["image_id"]:
-        problems.append(f"image ID {pulled.id}, recorded {record['image_id']}")
+    pulled_id = engine.image_id(client, ref)
+    if pulled_id != record["image_id"]:
+        problems.append(f"image ID {pulled_id}, recorded {record['image_id']}")
     for label, want in ((LABEL_TARGET, record["target"]), (LABEL_HASH, record["content_hash"])):
         if labels.get(label) != want:
             problems.append(f"label {label}={labels.get(label)!r}, recorded {want!r}")

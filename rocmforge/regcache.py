@@ -83,7 +83,7 @@ def fetch(client, cache: Cache, tp, base_ref: str | None, epoch_iso: str, warn) 
             client.api.remove_image(ref)    # only the digest reference: the image keeps our tags
         except Exception:  # noqa: BLE001 - a reference left behind is harmless
             pass
-    return pulled.id
+    return engine.image_id(client, tp.content_tag)
 
 
 def _refusal(client, attrs: dict, tp, base_ref: str | None, epoch_iso: str) -> str | None:
@@ -100,7 +100,7 @@ def _refusal(client, attrs: dict, tp, base_ref: str | None, epoch_iso: str) -> s
     return None
 
 
-def store(client, cache: Cache, tp, image_id: str, warn) -> str | None:
+def store(client, cache: Cache, tp, warn) -> str | None:
     """Pushes the built image under its cache tag; returns the digest, or None (read-only, or a
     warning when the registry refused)."""
     from . import publish
@@ -109,7 +109,7 @@ def store(client, cache: Cache, tp, image_id: str, warn) -> str | None:
         return None
     repository, tag = cache.ref(tp)
     try:
-        with publish.temporary_tag(client, image_id, repository, tag):
+        with publish.temporary_tag(client, tp.content_tag, repository, tag):
             return publish.push_one(client, repository, tag)
     except BuildError as exc:
         warn(f"could not store {tp.name} in the cache: {exc}")

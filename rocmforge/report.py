@@ -143,7 +143,7 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
         tp, t = plan.targets[name], plan.matrix.targets[name]
         stack = plan.matrix.stacks[t.stack]
         image = engine.image_id(client, tp.content_tag) if client is not None and not tp.unresolved else None
-        size = client.api.inspect_image(image).get("Size") if image else None
+        size = client.api.inspect_image(tp.content_tag).get("Size") if image else None
         state_name = "unresolved" if tp.unresolved else ("built" if image else "not built")
         rec = recorded(state, image) if image else None
         cells = {}

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import engine
 from .container import remove_session_leftovers
 from .files import atomic_write
 
@@ -115,7 +116,7 @@ def run_suites(client, image_ref: str, target: str | None, matrix: Path,
             remove_session_leftovers(client, session)
         results = json.loads(results_json.read_text()) if results_json.exists() else []
     summary = judge(summarise(results), results, proc.returncode, proc.stdout)
-    return SuitesReport(image=image_ref, image_id=client.images.get(image_ref).id, target=target,
+    return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=target,
                         pytest_exit=proc.returncode, suites=summary, tests=results, log=proc.stdout,
                         ok=proc.returncode == 0 and not any(s.status == "failed" for s in summary.values()))
 

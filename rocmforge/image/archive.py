@@ -25,6 +25,9 @@ class RewrittenImage:
     layers: list[tuple[str, Path | None, int]]   # (diff ID, file or None for the base's, size) in image order
     results: list[LayerResult]                   # in image order
     source_config: dict
+    # The source manifest's layer descriptors when the archive was an OCI layout (the containerd
+    # store's export): how that store's content names the base's layers.
+    source_layers: list[dict] | None = None
 
 
 def _member_dir(name: str) -> str:

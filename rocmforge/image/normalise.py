@@ -16,6 +16,8 @@ from .archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
 from .config import normalise_config
 from .layers import LayerResult, rewrite_layer
 from .layerstore import LayerStore
+from . import ociload
+from .. import engineinfo, imageid
 from .streams import ChunkStream, HashingWindow
 from ..files import iso_utc
 
@@ -60,7 +62,7 @@ def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Pat
 
 
 def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], None] = print,
-                    inherited: int = 0) -> RewrittenImage:
+                    inherited: int = 0, keep_inherited: bool = False) -> RewrittenImage:
     """Reads a docker-archive (`docker save` output, as chunks or a file) once, front to back,
     and writes its normalised layers into workdir. The first `inherited` layers (the base's) are
     kept as they are; the archive gives no way to know which member they are before reading it."""
@@ -88,7 +90,14 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
         if i >= inherited:
             results.append(res)
             files.append((res.diff_id, path, res.size))
-    return _finish(config, results, files, epoch)
+        elif keep_inherited:   # the base's layer travels as it is; its rewrite is that only when unchanged
+            if not res.unchanged:
+                raise ImageArchiveError(f"this engine loads only archives holding every layer, and layer {i} of the "
+                                        f"base ({old_ids[i][7:19]}) is not in canonical form: its bytes cannot be kept")
+            files[i] = (res.diff_id, path, res.size)
+    rw = _finish(config, results, files, epoch)
+    rw.source_layers = oci_layers(small)
+    return rw
 
 
 def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch: int, inherited: int,
@@ -155,31 +164,41 @@ def inherited_layers(client, image_ref: str, base_ref: str | None) -> int:
 def _rewrite(client, image_ref: str, info: dict, tmp: Path, *, epoch: int, inherited: int,
              log: Callable[[str], None], meter: ReadMeter) -> tuple[RewrittenImage, str]:
     """The rewritten image and where its layers were read from: the engine's store when this
-    process can read it, else `docker save`."""
-    store = LayerStore.of(client)
+    process can read it, else `docker save`. podman loads only archives that hold every layer, so
+    there the base's layers are kept from the export too."""
+    kind = engineinfo.of(client).store
+    store = LayerStore.of(client) if kind == engineinfo.GRAPHDRIVER else None
     rw = store and rewrite_from_store(store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter)
     if rw:
         return rw, "engine store"
     meter.total, meter.done = int(info.get("Size") or 0), 0
-    rw = rewrite_archive(meter.wrap(client.api.get_image(image_ref)), tmp, epoch=epoch, log=log, inherited=inherited)
+    rw = rewrite_archive(meter.wrap(client.api.get_image(image_ref)), tmp, epoch=epoch, log=log, inherited=inherited,
+                         keep_inherited=kind == engineinfo.PODMAN)
     return rw, "docker save"
 
 
 def _load(client, rw: RewrittenImage, image_ref: str, tags: list[str],
           progress: Callable[[str], None] | None) -> str:
-    """Puts rw on the engine under tags; says how (an identical image may be there already)."""
-    if _exists(client, rw.image_id):
-        _tag(client, rw.image_id, tags)
+    """Puts rw on the engine under tags; says how (an identical image may be there already). The
+    containerd store knows an image by its manifest, which is written here (ociload)."""
+    engine_id, chunks = rw.image_id, None
+    if engineinfo.of(client).store == engineinfo.CONTAINERD:
+        manifest = ociload.manifest(rw, rw.source_layers or [])
+        engine_id = imageid.remember(manifest)
+        chunks = ociload.layout_chunks(rw, manifest, engine_id, tags[0] if tags else None)
+    if _exists(client, engine_id):
+        _tag(client, engine_id, tags)
         return "already present, tagged"
     if progress:
         progress(f"loading the normalised image ({sum(size for _, _, size in rw.layers) / 1e6:,.0f} MB)")
-    for msg in client.api.load_image(archive_chunks(rw, tags)):
+    for msg in client.api.load_image(chunks or archive_chunks(rw, tags)):
         if isinstance(msg, dict) and (msg.get("error") or msg.get("errorDetail")):
             raise ImageArchiveError(f"docker load of the normalised {image_ref} failed: "
                                     f"{msg.get('error') or msg['errorDetail']}")
-    if not _exists(client, rw.image_id):
-        raise ImageArchiveError(f"docker load did not create {rw.image_id} for {image_ref}")
-    return "loaded"
+    if not _exists(client, engine_id):
+        raise ImageArchiveError(f"docker load did not create {engine_id} for {image_ref}")
+    _tag(client, engine_id, tags)
+    return "loaded" if engine_id == rw.image_id else f"loaded (the containerd store shows it as {engine_id[7:19]})"
 
 
 def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
