@@ -61,16 +61,17 @@ def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Pat
 
 def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], None] = print,
                     inherited: int = 0) -> RewrittenImage:
-    """Reads a docker-archive (`docker save` output, as chunks or a file) once, front to back,
-    and writes its normalised layers into workdir. The first `inherited` layers (the base's) are
-    kept as they are; the archive gives no way to know which member they are before reading it."""
+    """Reads an image archive (`docker save` output, as chunks or a file: a docker-archive or an
+    OCI image layout) once, front to back, and writes its normalised layers into workdir. The
+    first `inherited` layers (the base's) are kept as they are; the archive gives no way to know
+    which member they are before reading it."""
     counter = iter(range(1 << 30))
 
     def on_layer(name: str, win: HashingWindow) -> tuple[LayerResult, Path]:
         t = time.monotonic()
         path = workdir / f"layer-{next(counter)}.tar"
         res = rewrite_layer(win, path, epoch, log)
-        log(_layer_note(res, win.size, time.monotonic() - t))
+        log(_layer_note(res, win.passed, time.monotonic() - t))
         return res, path
 
     small, links, layers = walk_archive(source, on_layer)
@@ -81,6 +82,9 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
     results, files = _passed_through(old_ids[:inherited]), [(d, None, 0) for d in old_ids[:inherited]]
     for i, name in enumerate(layer_names):
         if name not in layers:
+            if name in small:
+                raise ImageArchiveError(f"layer {name} of the image archive is not a tar, nor a gzip- or "
+                                        "zstd-compressed one")
             raise ImageArchiveError(f"the image archive lacks layer {name}")
         res, path = layers[name]
         if res.source_diff_id != old_ids[i]:
