@@ -7,16 +7,12 @@ checked against their digest on every read), else from the image's export."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tarfile
 import tempfile
 from pathlib import Path
 
 from . import engineinfo
-
-INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
-
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -43,41 +39,21 @@ def remember(blob: bytes) -> str:
     return digest
 
 
-def _cached(digest: str) -> bytes | None:
+def _from_cache(digest: str) -> str | None:
+    """The config digest a manifest rocmforge wrote names (its bytes checked against the digest)."""
+    from .image.oci import blob_name, config_digest
+
     try:
         blob = (cache_dir() / digest[7:]).read_bytes()
     except (OSError, ValueError):
         return None
-    return blob if digest_of(blob) == digest else None
-
-
-def _platform_manifest(index: dict) -> str | None:
-    entries = [m for m in index.get("manifests") or []
-               if (m.get("platform") or {}).get("os", "linux") == "linux"
-               and (m.get("platform") or {}).get("architecture", "amd64") == "amd64"
-               and not (m.get("annotations") or {}).get("vnd.docker.reference.type")]   # attestations
-    return entries[0]["digest"] if entries else None
-
-
-def _config_digest(digest: str, blobs) -> str | None:
-    """The config a manifest (or an index's linux/amd64 manifest) names; blobs(digest) -> bytes|None."""
-    for _ in range(3):   # an index, its manifest
-        blob = blobs(digest)
-        if blob is None:
-            return None
-        doc = json.loads(blob)
-        if doc.get("mediaType") in INDEX_TYPES or ("manifests" in doc and "config" not in doc):
-            digest = _platform_manifest(doc)
-            if digest is None:
-                return None
-            continue
-        return (doc.get("config") or {}).get("digest")
-    return None
+    return config_digest({blob_name(digest): blob}, digest) if digest_of(blob) == digest else None
 
 
 def _from_export(client, ref: str, digest: str) -> str | None:
     """Reads the image's export only as far as its manifest, which names the config (the blobs
     come in digest order, so on average half of the export is read)."""
+    from .image.oci import config_digest
     from .image.streams import ChunkStream
 
     small: dict[str, bytes] = {}
@@ -87,8 +63,8 @@ def _from_export(client, ref: str, digest: str) -> str | None:
         for member in stream:
             name = member.name.removeprefix("./")
             if member.isfile() and name.startswith("blobs/sha256/") and member.size < (4 << 20):
-                small["sha256:" + name.rsplit("/", 1)[1]] = stream.extractfile(member).read()
-                found = _config_digest(digest, small.get)
+                small[name] = stream.extractfile(member).read()
+                found = config_digest(small, digest)
                 if found:
                     return found
         return None
@@ -108,7 +84,7 @@ def image_id(client, ref: str) -> str | None:
         return None
     if engineinfo.of(client).store != engineinfo.CONTAINERD:
         return shown
-    return _config_digest(shown, _cached) or _from_export(client, ref, shown) or shown
+    return _from_cache(shown) or _from_export(client, ref, shown) or shown
 
 
 def manifest_digest(client, ref: str) -> str | None:

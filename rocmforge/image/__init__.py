@@ -18,6 +18,8 @@ ImageArchiveError (a BuildError). The modules, lowest first:
   tarcodec    the tar reader and the GNU tar writer (why not the stdlib's: its docstring)
   layers      which layer entries are dropped or blanked, and the canonical rewrite of one layer
   config      the canonical image config
+  blobs       layer members known by their first bytes: tars, gzip- or zstd-compressed tars
+  oci         the OCI image layout (`docker save` with the containerd image store): index.json
   archive     the docker-archive format: reading `docker save`, writing what `docker load` takes
   layerstore  layers read straight from the engine's overlay2 store
   normalise   the whole image: from the engine, rewritten, loaded back

@@ -1,6 +1,8 @@
 """The docker-archive format: what `docker save` writes and `docker load` reads. A tar of the
 image config, a manifest.json naming it and the layer tars, and (Engine 20.10) v1 directories
-where a layer repeated in the image is a symlink to its first copy."""
+where a layer repeated in the image is a symlink to its first copy. With the containerd image
+store (Docker 29's default) `docker save` writes an OCI image layout instead (oci), which is read
+here too; what is written for `docker load` is always a docker-archive."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ from typing import Callable, Iterator
 
 from .errors import ImageArchiveError
 from .layers import LayerResult
-from .streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
-from .tarcodec import BLOCK, EMPTY_TAR, REG, SYM, TarEntry, TarReader, encode_header, looks_like_tar_header, padding
+from .blobs import layer_window
+from .oci import read_index
+from .streams import CHUNK_SIZE, ChunkStream, HashingWindow
+from .tarcodec import EMPTY_TAR, REG, SYM, TarEntry, TarReader, encode_header, padding
 
 # Members that are never layers, whatever their first block looks like.
 META_SUFFIXES = (".json", "/json", "VERSION", "repositories", "oci-layout")
@@ -28,6 +32,13 @@ class RewrittenImage:
     # The source manifest's layer descriptors when the archive was an OCI layout (the containerd
     # store's export): how that store's content names the base's layers.
     source_layers: list[dict] | None = None
+
+
+def _member_name(name: str) -> str:
+    """A member's name as manifests spell it (some writers prefix every name with "./")."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name
 
 
 def _member_dir(name: str) -> str:
@@ -53,16 +64,18 @@ def _resolve_link(name: str, links: dict[str, str]) -> str:
 
 
 def walk_archive(source, on_layer: Callable[[str, HashingWindow], object], small_limit: int = 64 << 20):
-    """Reads a docker-archive (chunks or a file) front to back. on_layer(member name, window)
-    consumes each layer tar and returns what to remember of it. Returns (small members' bytes,
-    symlinks, what on_layer returned by member name). A layer is known by its first block, since
-    an OCI-style archive names layers by digest alone."""
+    """Reads an image archive (chunks or a file) front to back: a docker-archive or an OCI image
+    layout. on_layer(member name, window) consumes each layer tar (decompressed, when its blob
+    is) and returns what to remember of it. Returns (small members' bytes, symlinks, what
+    on_layer returned by member name). A layer is known by its first bytes, since an OCI layout
+    names layers by digest alone and its members may come in any order (the config after the
+    layers), so which name is which layer is settled only after the walk (read_manifest)."""
     outer = TarReader(ChunkStream(source))
     small: dict[str, bytes] = {}
     links: dict[str, str] = {}
     layers: dict[str, object] = {}
     for m in outer:
-        name = m.name.decode()
+        name = _member_name(m.name.decode())
         if m.type == SYM:
             links[name] = m.linkname.decode()
             continue
@@ -70,10 +83,10 @@ def walk_archive(source, on_layer: Callable[[str, HashingWindow], object], small
             continue
         member = outer.member_stream()
         head = b""
-        if not name.endswith(META_SUFFIXES) and m.size >= 2 * BLOCK:
-            head = member.read(BLOCK)
-            if name.endswith("layer.tar") or looks_like_tar_header(head):
-                layers[name] = on_layer(name, HashingWindow(PrefixedStream(head, member), m.size))
+        if not name.endswith(META_SUFFIXES):
+            head, window = layer_window(name, member, m.size)
+            if window is not None:
+                layers[name] = on_layer(name, window)
                 continue
         if m.size <= small_limit:
             small[name] = head + member.read(m.size)
@@ -81,9 +94,13 @@ def walk_archive(source, on_layer: Callable[[str, HashingWindow], object], small
 
 
 def read_manifest(small: dict[str, bytes], links: dict[str, str]) -> tuple[dict, str, list[str]]:
-    """(image config, its member name, layer member names in image order) of a walked archive."""
+    """(image config, its member name, layer member names in image order) of a walked archive.
+    An OCI layout's manifest.json (which `docker save` adds) names the same blobs as its
+    index.json, and is read like a docker-archive's; a pure OCI export has only the index."""
     if "manifest.json" not in small:
-        raise ImageArchiveError("the image archive has no manifest.json")
+        if "index.json" in small:
+            return read_index(small)
+        raise ImageArchiveError("the image archive has neither a manifest.json nor an OCI index.json")
     manifest = json.loads(small["manifest.json"])
     if len(manifest) != 1:
         raise ImageArchiveError(f"the image archive holds {len(manifest)} images, expected one")

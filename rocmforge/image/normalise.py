@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Iterator
 
 from .errors import ImageArchiveError
 from .archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
+from .oci import manifest_layers
 from .config import normalise_config
 from .layers import LayerResult, rewrite_layer
 from .layerstore import LayerStore
@@ -63,16 +64,18 @@ def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Pat
 
 def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], None] = print,
                     inherited: int = 0, keep_inherited: bool = False) -> RewrittenImage:
-    """Reads a docker-archive (`docker save` output, as chunks or a file) once, front to back,
-    and writes its normalised layers into workdir. The first `inherited` layers (the base's) are
-    kept as they are; the archive gives no way to know which member they are before reading it."""
+    """Reads an image archive (`docker save` output, as chunks or a file: a docker-archive or an
+    OCI image layout) once, front to back, and writes its normalised layers into workdir. The
+    first `inherited` layers (the base's) are kept as they are (with keep_inherited, their bytes
+    too, for an engine that loads only whole archives); the archive gives no way to know which
+    member they are before reading it."""
     counter = iter(range(1 << 30))
 
     def on_layer(name: str, win: HashingWindow) -> tuple[LayerResult, Path]:
         t = time.monotonic()
         path = workdir / f"layer-{next(counter)}.tar"
         res = rewrite_layer(win, path, epoch, log)
-        log(_layer_note(res, win.size, time.monotonic() - t))
+        log(_layer_note(res, win.passed, time.monotonic() - t))
         return res, path
 
     small, links, layers = walk_archive(source, on_layer)
@@ -83,6 +86,9 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
     results, files = _passed_through(old_ids[:inherited]), [(d, None, 0) for d in old_ids[:inherited]]
     for i, name in enumerate(layer_names):
         if name not in layers:
+            if name in small:
+                raise ImageArchiveError(f"layer {name} of the image archive is not a tar, nor a gzip- or "
+                                        "zstd-compressed one")
             raise ImageArchiveError(f"the image archive lacks layer {name}")
         res, path = layers[name]
         if res.source_diff_id != old_ids[i]:
@@ -96,7 +102,7 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
                                         f"base ({old_ids[i][7:19]}) is not in canonical form: its bytes cannot be kept")
             files[i] = (res.diff_id, path, res.size)
     rw = _finish(config, results, files, epoch)
-    rw.source_layers = oci_layers(small)
+    rw.source_layers = manifest_layers(small)
     return rw
 
 

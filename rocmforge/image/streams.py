@@ -56,28 +56,38 @@ class ChunkStream:
 
 class HashingWindow:
     """The next `size` bytes of a stream (one layer tar), hashed as they pass: the hash is the
-    layer's diff ID, checked against what the image config claims."""
+    layer's diff ID, checked against what the image config claims. size None: the rest of the
+    stream, for a layer decompressed from its blob, whose length is known only at its end."""
 
-    def __init__(self, src, size: int):
+    def __init__(self, src, size: int | None):
         self.src, self.size, self.remaining, self.hash = src, size, size, hashlib.sha256()
+        self.passed = 0
+
+    def _count(self, data) -> None:
+        self.passed += len(data)
+        if self.remaining is not None:
+            self.remaining -= len(data)
+        self.hash.update(data)
 
     def read(self, n: int) -> bytes:
-        data = self.src.read(min(n, self.remaining))
-        self.remaining -= len(data)
-        self.hash.update(data)
+        data = self.src.read(n if self.remaining is None else min(n, self.remaining))
+        self._count(data)
         return data
 
     def pieces(self, n: int) -> Iterator[memoryview]:
-        if n > self.remaining:
+        if self.remaining is not None and n > self.remaining:
             raise ImageArchiveError("a tar member runs past the end of its layer")
         for p in self.src.pieces(n):
-            self.remaining -= len(p)
-            self.hash.update(p)
+            self._count(p)
             yield p
 
     def drain(self) -> None:
-        for _ in self.pieces(self.remaining):
-            pass
+        if self.remaining is not None:
+            for _ in self.pieces(self.remaining):
+                pass
+        else:
+            while self.read(CHUNK_SIZE):
+                pass
 
     def digest(self) -> str:
         return "sha256:" + self.hash.hexdigest()

@@ -117,3 +117,17 @@ def save_archive(layers: list[bytes], stamp: str, *, tag="x:1") -> bytes:
             items.append((ti(name), data))
     items.sort(key=lambda x: x[0].name)
     return tar_bytes(items)
+
+
+def image_ids_read_in_chunks(archive: bytes, tmp_path) -> set[str]:
+    """The image IDs rewrite_archive gives for archive read in chunks of several sizes (one, when
+    the reader keeps its place across chunk bounds)."""
+    from rocmforge.image.normalise import rewrite_archive
+
+    ids = set()
+    for size in (1, 7, 512, 1 << 20):
+        work = tmp_path / str(size)
+        work.mkdir()
+        chunks = (archive[i:i + size] for i in range(0, len(archive), size))
+        ids.add(rewrite_archive(chunks, work, epoch=EPOCH, log=lambda m: None).image_id)
+    return ids

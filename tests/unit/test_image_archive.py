@@ -13,7 +13,8 @@ import pytest
 from rocmforge.image import ImageArchiveError
 from rocmforge.image.archive import archive_chunks
 from rocmforge.image.normalise import rewrite_archive
-from tests.unit.image_samples import EMPTY_LAYER, EPOCH, build_layer, save_archive, tar_bytes, ti
+from tests.unit.image_samples import (EMPTY_LAYER, EPOCH, build_layer, image_ids_read_in_chunks, save_archive,
+                                      tar_bytes, ti)
 
 
 def read_archive(chunks) -> dict[str, bytes]:
@@ -47,14 +48,7 @@ def test_archives_of_two_builds_normalise_to_the_same_image(tmp_path):
 
 
 def test_archive_read_from_chunks_of_any_size(tmp_path):
-    arch = save_archive([tar_bytes([(ti("a"), b"a" * 3000)])], "cc")
-    ids = set()
-    for size in (1, 7, 512, 1 << 20):
-        work = tmp_path / str(size)
-        work.mkdir()
-        chunks = (arch[i:i + size] for i in range(0, len(arch), size))
-        ids.add(rewrite_archive(chunks, work, epoch=EPOCH, log=lambda m: None).image_id)
-    assert len(ids) == 1
+    assert len(image_ids_read_in_chunks(save_archive([tar_bytes([(ti("a"), b"a" * 3000)])], "cc"), tmp_path)) == 1
 
 
 def test_corrupt_archive_is_refused(tmp_path):
