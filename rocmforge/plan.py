@@ -50,7 +50,7 @@ class BuildPlan:
 
 # Bump when the way an image is made from its context changes (builder flags, labels added at build
 # time, normalisation): images built the old way are then no longer up to date.
-BUILD_FORMAT = 3
+BUILD_FORMAT = 4
 
 
 def content_hash(files: dict[str, bytes]) -> str:

@@ -34,6 +34,7 @@ SUITE = "sid"
 MIRROR = "http://deb.debian.org/debian"
 # The sid mirror here is a frozen snapshot past its Valid-Until (WORLD.md).
 APT = "apt-get -o Acquire::Check-Valid-Until=false"
+SNAPSHOT_CONF = "/etc/apt/apt.conf.d/99frozen-snapshot"
 LABEL_PACKAGES = "io.rocmforge.enginetest.packages"
 LABEL_RECIPE = "io.rocmforge.enginetest.recipe"
 DIR_ENV = "ROCMFORGE_ENGINETEST_DIR"        # where data roots go (default: the temp directory)
@@ -49,6 +50,8 @@ IMAGE_PACKAGES = {
     "docker28": ("docker.io", "docker-cli", "containerd", "iptables", "ca-certificates"),
     # netavark 1.17 drives nftables (`nft`), not iptables
     "podman5": ("podman", "crun", "conmon", "netavark", "aardvark-dns", "nftables", "ca-certificates"),
+    # what the README's set-up starts from on a fresh Debian sid host
+    "stock-sid": ("python3", "git", "ca-certificates"),
 }
 
 # podman without systemd or a session bus inside a container. For root, podman and buildah raise
@@ -109,8 +112,11 @@ def dockerfile(image: str) -> str:
     return (f"FROM {base_tag()}\n"
             f"RUN export DEBIAN_FRONTEND=noninteractive && {APT} update"
             f" && {APT} install -y --no-install-recommends {packages}"
-            " && apt-get clean && rm -rf /var/lib/apt/lists/*\n"
-            'CMD ["sleep", "infinity"]\n')
+            " && apt-get clean && rm -rf /var/lib/apt/lists/*"
+            # a host on this frozen sid says so once, as any snapshot user does; what runs there
+            # (with-engine's apt-get) then works unchanged
+            + (f" && echo 'Acquire::Check-Valid-Until \"false\";' > {SNAPSHOT_CONF}" if image == "stock-sid" else "")
+            + '\nCMD ["sleep", "infinity"]\n')
 
 
 def image_tag(image: str) -> str:
@@ -287,21 +293,23 @@ def _tail(path: Path, lines: int) -> str:
         return f"(no log: {exc})"
 
 
+# Makes /sys and the cgroup mounts writable (the host uses cgroup v1 and Docker mounts them
+# read-only), which an engine inside needs to run containers.
+WRITABLE_SYS = [
+    "mount -o remount,rw /sys || echo 'enginetest: cannot remount /sys rw' >&2",
+    "awk '$3 == \"cgroup\" || $3 == \"cgroup2\" || ($3 == \"tmpfs\" && $2 == \"/sys/fs/cgroup\")"
+    " {print $2}' /proc/self/mounts | while read -r m; do",
+    # cgroup v1 refuses a superblock remount (EBUSY): a bind remount flips only this mount
+    "  mount -o remount,bind,rw \"$m\" 2>/dev/null || mount -o remount,rw \"$m\""
+    " || echo \"enginetest: cannot remount $m rw\" >&2",
+    "done"]
+
+
 def _start_script(spec: EngineSpec, gateway: str, port: int) -> str:
-    """Run in the engine container: make /sys and the cgroup mounts writable (the host uses cgroup
-    v1 and Docker mounts them read-only), write the engine's configuration, run the daemon with
-    its log in RUN_DIR, and leave its exit status there."""
+    """Run in the engine container: make /sys and the cgroups writable, write the engine's
+    configuration, run the daemon with its log in RUN_DIR, and leave its exit status there."""
     sock = f"{RUN_DIR}/{SOCKET}"
-    lines = ["set -u",
-             f"exec >>{RUN_DIR}/{LOG} 2>&1",
-             "mount -o remount,rw /sys || echo 'enginetest: cannot remount /sys rw' >&2",
-             "awk '$3 == \"cgroup\" || $3 == \"cgroup2\" || ($3 == \"tmpfs\" && $2 == \"/sys/fs/cgroup\")"
-             " {print $2}' /proc/self/mounts | while read -r m; do",
-             # cgroup v1 refuses a superblock remount (EBUSY): a bind remount flips only this mount
-             "  mount -o remount,bind,rw \"$m\" 2>/dev/null || mount -o remount,rw \"$m\""
-             " || echo \"enginetest: cannot remount $m rw\" >&2",
-             "done",
-             f"rm -f {sock}"]
+    lines = ["set -u", f"exec >>{RUN_DIR}/{LOG} 2>&1", *WRITABLE_SYS, f"rm -f {sock}"]
     if spec.kind == "docker":
         # A CIDR entry covers every port of the gateway (dockerd matches it against the host's IP).
         config = {**spec.daemon_json, "insecure-registries": [f"{gateway}/32"]}
@@ -349,6 +357,49 @@ def _remove_tree(client, path: Path, image: str, log: Callable[[str], None]) -> 
         log(f"left {path} behind: {list(path.rglob('*'))[:5]}")
 
 
+def _engine_capable_container(client, image: str, container_name: str, label: str, binds: dict,
+                              environment: dict | None = None):
+    """A started container in which an engine can run (WORLD.md's recipe)."""
+    # `systempaths=unconfined` is the docker CLI's word for empty MaskedPaths/ReadonlyPaths (the
+    # daemon refuses it as a security option), so the host config is written out here.
+    host_config = client.api.create_host_config(
+        init=True, cap_add=["ALL"], cap_drop=["SYS_RESOURCE"],
+        security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+        device_cgroup_rules=["a *:* rwm"], nano_cpus=2_000_000_000, binds=binds)
+    host_config.update(MaskedPaths=[], ReadonlyPaths=[])
+    created = client.api.create_container(image, ["sleep", "infinity"], name=container_name, environment=environment,
+                                          labels={"io.rocmforge.enginetest": label}, host_config=host_config)
+    container = client.containers.get(created["Id"])
+    container.start()
+    container.reload()
+    return container
+
+
+@contextlib.contextmanager
+def stock_host(client, binds: dict, environment: dict | None = None, *, workdir: Path | None = None,
+               log: Callable[[str], None] = _default_log):
+    """A container of a stock Debian sid (python3, git, ca-certificates) in which an engine can be
+    installed and started, its /var/lib/docker on a fresh host directory; removed afterwards."""
+    image, _ = ensure_image(client, "stock-sid", workdir, log)
+    host_dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-stock-", dir=data_parent()))
+    (host_dir / "data").mkdir()
+    container = None
+    try:
+        container = _engine_capable_container(
+            client, image, f"{PREFIX}-stock-{uuid.uuid4().hex[:8]}", "stock-sid",
+            {**binds, str(host_dir / "data"): {"bind": "/var/lib/docker", "mode": "rw"}}, environment)
+        rc, out = container.exec_run(["sh", "-c", "\n".join(WRITABLE_SYS)])
+        log(f"stock sid host {container.name}: {out.decode(errors='replace').strip() or 'ready'}")
+        yield container
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except Exception as exc:  # noqa: BLE001 - say what stays
+                log(f"could not remove {container.name}: {exc}")
+        _remove_tree(client, host_dir, image, log)
+
+
 @contextlib.contextmanager
 def running(client, name: str, *, workdir: Path | None = None, timeout: float = 120,
             log: Callable[[str], None] = _default_log) -> Iterator[RunningEngine]:
@@ -365,20 +416,9 @@ def running(client, name: str, *, workdir: Path | None = None, timeout: float = 
     container_name = f"{PREFIX}-{name}-{uuid.uuid4().hex[:8]}"
     container = None
     try:
-        # `systempaths=unconfined` is the docker CLI's word for empty MaskedPaths/ReadonlyPaths (the
-        # daemon refuses it as a security option), so the host config is written out here.
-        host_config = client.api.create_host_config(
-            init=True, cap_add=["ALL"], cap_drop=["SYS_RESOURCE"],
-            security_opt=["seccomp=unconfined", "apparmor=unconfined"],
-            device_cgroup_rules=["a *:* rwm"], nano_cpus=2_000_000_000,
-            binds={str(data_dir): {"bind": spec.data_root, "mode": "rw"},
-                   str(run_dir): {"bind": RUN_DIR, "mode": "rw"}})
-        host_config.update(MaskedPaths=[], ReadonlyPaths=[])
-        created = client.api.create_container(image, ["sleep", "infinity"], name=container_name,
-                                              labels={"io.rocmforge.enginetest": name}, host_config=host_config)
-        container = client.containers.get(created["Id"])
-        container.start()
-        container.reload()
+        container = _engine_capable_container(
+            client, image, container_name, name, {str(data_dir): {"bind": spec.data_root, "mode": "rw"},
+                                                  str(run_dir): {"bind": RUN_DIR, "mode": "rw"}})
         gateway = container.attrs["NetworkSettings"].get("Gateway") or ""
         if not gateway:
             networks = container.attrs["NetworkSettings"].get("Networks") or {}

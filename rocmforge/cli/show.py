@@ -33,8 +33,9 @@ def build_table(out, client, plan, results) -> None:
     for col in ("status", "image", "size"):
         table.add_column(col, no_wrap=True)
     for r in results:
-        img = client.images.get(r.image_id)
-        table.add_row(r.target, r.status, r.image_id[7:19], f"{img.attrs['Size'] / 1e9:.2f} GB")
+        img = client.images.get(plan.targets[r.target].content_tag)
+        shown = "" if img.id == r.image_id else f" (engine: {img.id[7:19]})"   # the containerd store's manifest digest
+        table.add_row(r.target, r.status, r.image_id[7:19] + shown, f"{img.attrs['Size'] / 1e9:.2f} GB")
     out.print(table)
     for r in results:      # whole references, one per line, to copy
         tp = plan.targets[r.target]

@@ -5,7 +5,8 @@ The classic builder stamps wall-clock time into the image config (`created`, his
 caches, apt lists) differ between two runs whatever their times. Normalisation streams `docker
 save` of an image (or the engine's own store), rewrites every layer as a canonical tar and the
 config as canonical JSON, and `docker load`s the result, so the same Dockerfile on the same base
-gives the same image ID on every build. A diff names the first thing that still differs.
+gives the same image ID on every build, and on every engine (Docker's graph-driver and
+containerd stores, podman). A diff names the first thing that still differs.
 
 The canonical layer is what GNU tar writes with `--format=gnu --sort=name --numeric-owner`
 (bootstrap.layer_tar): a layer already in that form (the bootstrapped base) comes out byte for
@@ -22,6 +23,10 @@ ImageArchiveError (a BuildError). The modules, lowest first:
   oci         the OCI image layout (`docker save` with the containerd image store): index.json
   archive     the docker-archive format: reading `docker save`, writing what `docker load` takes
   layerstore  layers read straight from the engine's overlay2 store
+  lowerindex  the merged filesystem below a layer (per chain ID, cached on disk)
+  lowerrules  a layer's canonical form against what lies below it: one form whichever engine's
+              differ wrote it (opaque markers, unchanged copy-ups, whiteout metadata)
+  ociload     what the containerd image store loads: an OCI layout with rocmforge's own manifest
   normalise   the whole image: from the engine, rewritten, loaded back
   diff        the first difference between two images, in one line
 """

@@ -17,9 +17,11 @@ from .oci import manifest_layers
 from .config import normalise_config
 from .layers import LayerResult, rewrite_layer
 from .layerstore import LayerStore
+from . import lowerindex
+from .lowerrules import CanonicalResult, canonicalise
 from . import ociload
 from .. import engineinfo, imageid
-from .streams import ChunkStream, HashingWindow
+from .streams import CHUNK_SIZE, ChunkStream, HashingWindow
 from ..files import iso_utc
 
 
@@ -48,6 +50,13 @@ def _layer_note(res: LayerResult, size: int, seconds: float) -> str:
         notes.append(f"{res.pycs_clamped} pyc headers clamped")
     if res.resorted:
         notes.append("re-sorted")
+    if isinstance(res, CanonicalResult):
+        for count, what in ((res.whiteouts_fixed, "whiteouts fixed"), (res.opaque_dropped, "opaque markers dropped"),
+                            (res.whiteouts_added, "whiteouts added"), (res.copyups_dropped, "copy-ups dropped"),
+                            (res.targets_kept, "equal hard link targets kept"),
+                            (res.whiteouts_dropped, "whiteouts of nothing dropped")):
+            if count:
+                notes.append(f"{count} {what}")
     return (f"  layer {res.source_diff_id[7:19]} -> {res.diff_id[7:19]}{' (unchanged)' if res.unchanged else ''}: "
             f"{', '.join(notes)}; {size / 1e6:.0f} MB in {seconds:.1f}s")
 
@@ -56,27 +65,107 @@ def _passed_through(diff_ids: list[str]) -> list[LayerResult]:
     return [LayerResult(d, 0, d, inherited=True) for d in diff_ids]
 
 
+def _against_lower(results: list[LayerResult], files: list[tuple[str, Path | None, int]], inherited: int,
+                   base: Callable[[int], lowerindex.LayerSource | None], workdir: Path, index_dir: Path | None,
+                   log: Callable[[str], None]) -> dict[int, float]:
+    """The second pass (lowerrules), in image order: each rewritten layer made canonical against
+    everything below it, in results and files. base(i) gives the tar of the base's layer i, read
+    only when no index of the base is cached in index_dir. Returns the seconds each layer took."""
+    seconds: dict[int, float] = {}
+    if len(results) <= inherited:
+        return seconds
+    seen: set[Path] = set()
+    for i in range(inherited, len(files)):      # a layer the image holds twice: each canonical on its own
+        diff_id, path, size = files[i]
+        if path in seen:
+            files[i] = (diff_id, path.with_name(f"{path.stem}.{i}.tar"), size)
+            shutil.copyfile(path, files[i][1])
+        seen.add(path)
+    t = time.monotonic()
+    lower = lowerindex.open_lower(workdir / "lower.sqlite", [r.source_diff_id for r in results[:inherited]], base,
+                                  cache=index_dir, log=log)
+    try:
+        for i in range(inherited, len(results)):
+            path = files[i][1]
+            res = results[i] = canonicalise(path, lower if i else None, results[i])
+            files[i] = (res.diff_id, path, res.size)
+            if i + 1 < len(results):
+                lower.apply(path)
+            seconds[i], t = time.monotonic() - t, time.monotonic()
+    finally:
+        lower.close()
+        (workdir / "lower.sqlite").unlink(missing_ok=True)
+    return seconds
+
+
 def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Path | None, int]],
             epoch: int) -> RewrittenImage:
     cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch)
     return RewrittenImage(cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config)
 
 
+class _Tee:
+    """A layer window whose bytes are also written to a file: the base's layer as the engine has
+    it, for the lower index, when its rewrite differs from it."""
+
+    def __init__(self, win: HashingWindow, out):
+        self.win, self.out = win, out
+
+    @property
+    def passed(self) -> int:
+        return self.win.passed
+
+    def read(self, n: int) -> bytes:
+        data = self.win.read(n)
+        self.out.write(data)
+        return data
+
+    def pieces(self, n: int):
+        for p in self.win.pieces(n):
+            self.out.write(p)
+            yield p
+
+    def drain(self) -> None:
+        if self.win.remaining is not None:
+            for _ in self.pieces(self.win.remaining):
+                pass
+        else:
+            while self.read(CHUNK_SIZE):
+                pass
+
+    def digest(self) -> str:
+        return self.win.digest()
+
+
 def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], None] = print,
-                    inherited: int = 0, keep_inherited: bool = False) -> RewrittenImage:
+                    inherited: int = 0, keep_inherited: bool = False, index_dir: Path | None = None,
+                    diff_ids: list[str] | None = None) -> RewrittenImage:
     """Reads an image archive (`docker save` output, as chunks or a file: a docker-archive or an
     OCI image layout) once, front to back, and writes its normalised layers into workdir. The
     first `inherited` layers (the base's) are kept as they are (with keep_inherited, their bytes
     too, for an engine that loads only whole archives); the archive gives no way to know which
-    member they are before reading it."""
+    member they are before reading it. The lower index of the base is cached in index_dir;
+    diff_ids (the image's, when the caller knows them) tell whether it is there already. When it
+    is not, every layer whose rewrite changed it is also kept as read, until the walk shows which
+    are the base's."""
     counter = iter(range(1 << 30))
+    need_raw = inherited > 0 and not (diff_ids and lowerindex.is_cached(index_dir, diff_ids[:inherited]))
+    raw: dict[str, Path] = {}             # source diff ID -> the layer as read
 
-    def on_layer(name: str, win: HashingWindow) -> tuple[LayerResult, Path]:
+    def on_layer(name: str, win: HashingWindow) -> tuple[LayerResult, Path, int, float]:
         t = time.monotonic()
         path = workdir / f"layer-{next(counter)}.tar"
-        res = rewrite_layer(win, path, epoch, log)
-        log(_layer_note(res, win.passed, time.monotonic() - t))
-        return res, path
+        if not need_raw:
+            res = rewrite_layer(win, path, epoch, log)
+        else:
+            copy = path.with_suffix(".raw")
+            with open(copy, "wb") as f:
+                res = rewrite_layer(_Tee(win, f), path, epoch, log)
+            if res.unchanged:
+                copy.unlink()
+            else:
+                raw[res.source_diff_id] = copy
+        return res, path, win.passed, time.monotonic() - t
 
     small, links, layers = walk_archive(source, on_layer)
     config, _, layer_names = read_manifest(small, links)
@@ -90,7 +179,7 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
                 raise ImageArchiveError(f"layer {name} of the image archive is not a tar, nor a gzip- or "
                                         "zstd-compressed one")
             raise ImageArchiveError(f"the image archive lacks layer {name}")
-        res, path = layers[name]
+        res, path, _, _ = layers[name]
         if res.source_diff_id != old_ids[i]:
             raise ImageArchiveError(f"layer {i} ({name}) hashes to {res.source_diff_id}, the config says {old_ids[i]}")
         if i >= inherited:
@@ -101,15 +190,32 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
                 raise ImageArchiveError(f"this engine loads only archives holding every layer, and layer {i} of the "
                                         f"base ({old_ids[i][7:19]}) is not in canonical form: its bytes cannot be kept")
             files[i] = (res.diff_id, path, res.size)
+    by_id = {layers[n][0].source_diff_id: layers[n] for n in layer_names}
+    for d in [d for d in raw if d not in old_ids[:inherited]]:
+        raw.pop(d).unlink(missing_ok=True)
+
+    def base(i: int) -> Path:
+        return raw.get(old_ids[i]) or by_id[old_ids[i]][1]      # unchanged: the rewrite is the layer
+
+    try:
+        seconds = _against_lower(results, files, inherited, base, workdir, index_dir, log)
+    finally:
+        for copy in raw.values():
+            copy.unlink(missing_ok=True)
+    for i, name in enumerate(layer_names):
+        first, _, passed, took = layers[name]
+        log(_layer_note(results[i] if i >= inherited else first, passed, took + seconds.get(i, 0.0)))
     rw = _finish(config, results, files, epoch)
     rw.source_layers = manifest_layers(small)
     return rw
 
 
 def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch: int, inherited: int,
-                       log: Callable[[str], None], meter: ReadMeter | None = None) -> RewrittenImage | None:
+                       log: Callable[[str], None], meter: ReadMeter | None = None,
+                       index_dir: Path | None = None) -> RewrittenImage | None:
     """The same result as rewrite_archive, reading only the layers the image adds from the engine's
-    store. None when the store lacks any of them."""
+    store (and the base's, once, when index_dir holds no lower index of it). None when the store
+    lacks any of them."""
     raw = store.config(image_id)
     if raw is None:
         return None
@@ -121,6 +227,7 @@ def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch
     if meter is not None:
         meter.total = sum(layer.size for layer in layers)
     results, files = _passed_through(diff_ids[:inherited]), [(d, None, 0) for d in diff_ids[:inherited]]
+    took: list[float] = []
     for i, layer in enumerate(layers):
         t = time.monotonic()
         path = workdir / f"layer-{i}.tar"
@@ -130,9 +237,21 @@ def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch
             log(f"  layer {layer.diff_id[7:19]} read from the engine's store hashes to {res.source_diff_id[7:19]}; "
                 "exporting the image instead")
             return None
-        log(_layer_note(res, layer.size, time.monotonic() - t))
+        took.append(time.monotonic() - t)
         results.append(res)
         files.append((res.diff_id, path, res.size))
+
+    def base(i: int):
+        layer = store.layer(diff_ids, i)
+        return layer and layer.chunks()
+
+    try:
+        seconds = _against_lower(results, files, inherited, base, workdir, index_dir, log)
+    except (ImageArchiveError, OSError, ValueError) as exc:   # the base's layers gone from the store, or not
+        log(f"  lower index: {exc}; exporting the image instead")   # what they claim
+        return None
+    for i, layer in enumerate(layers):
+        log(_layer_note(results[inherited + i], layer.size, took[i] + seconds.get(inherited + i, 0.0)))
     return _finish(config, results, files, epoch)
 
 
@@ -168,18 +287,20 @@ def inherited_layers(client, image_ref: str, base_ref: str | None) -> int:
 
 
 def _rewrite(client, image_ref: str, info: dict, tmp: Path, *, epoch: int, inherited: int,
-             log: Callable[[str], None], meter: ReadMeter) -> tuple[RewrittenImage, str]:
+             log: Callable[[str], None], meter: ReadMeter, index_dir: Path) -> tuple[RewrittenImage, str]:
     """The rewritten image and where its layers were read from: the engine's store when this
     process can read it, else `docker save`. podman loads only archives that hold every layer, so
     there the base's layers are kept from the export too."""
     kind = engineinfo.of(client).store
     store = LayerStore.of(client) if kind == engineinfo.GRAPHDRIVER else None
-    rw = store and rewrite_from_store(store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter)
+    rw = store and rewrite_from_store(store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter,
+                                      index_dir=index_dir)
     if rw:
         return rw, "engine store"
     meter.total, meter.done = int(info.get("Size") or 0), 0
     rw = rewrite_archive(meter.wrap(client.api.get_image(image_ref)), tmp, epoch=epoch, log=log, inherited=inherited,
-                         keep_inherited=kind == engineinfo.PODMAN)
+                         keep_inherited=kind == engineinfo.PODMAN, index_dir=index_dir,
+                         diff_ids=(info.get("RootFS") or {}).get("Layers"))
     return rw, "docker save"
 
 
@@ -214,7 +335,10 @@ def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], work
     and returns its image ID. Two builds that differ only in times and run-specific files
     (layers.RULES) give the same ID. The layers of base_ref, which image_ref starts with, pass
     through untouched (a registry base keeps its digest's layers, stored once); only the layers
-    the build added are read. workdir holds only the rewritten layers, removed before returning.
+    the build added are read, and each is then made canonical against the filesystem below it
+    (lowerrules), so that every engine gives the same layers. workdir holds the rewritten layers,
+    removed before returning, and workdir/lower-index the index of each base's filesystem, kept
+    (the base is read once for it, on the first build on that base).
     image_ref itself is left as it is (its tags move when tags name them)."""
     import docker.errors
 
@@ -229,7 +353,8 @@ def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], work
         if inherited:
             log(f"  {inherited} layer(s) of the base {base_ref} passed through")
         meter = ReadMeter(0, progress)
-        rw, source = _rewrite(client, image_ref, info, tmp, epoch=epoch, inherited=inherited, log=log, meter=meter)
+        rw, source = _rewrite(client, image_ref, info, tmp, epoch=epoch, inherited=inherited, log=log, meter=meter,
+                              index_dir=workdir / "lower-index")
         rewritten = time.monotonic()
         how = _load(client, rw, image_ref, tags, progress)
         own = [r for r in rw.results if not r.inherited]
