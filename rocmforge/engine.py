@@ -113,6 +113,19 @@ def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
                       extra_files=extra_files, tag=tag, nocache=nocache, made=[] if made is None else made)
 
 
+def build_labels(tp: TargetPlan) -> dict[str, str]:
+    """The labels a build is given through the API: the builder records them as one more step."""
+    return {"io.rocmforge.content-hash": tp.content_hash}
+
+
+def history_steps(tp: TargetPlan) -> list[str]:
+    """The image's own history entries, as rocmforge words them on every engine (image.history)."""
+    from .image.history import stage_steps
+
+    labels = " ".join(f"{k}={v}" for k, v in build_labels(tp).items())
+    return stage_steps(tp.files["Dockerfile"].decode()) + [f"LABEL {labels}"]
+
+
 def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files, tag, nocache, made) -> str:
     reused: set[str] = set()     # cache hits: steps of an earlier build, not ours to discard
     running: list[str] = []      # the container of the step in progress
@@ -120,7 +133,7 @@ def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
-    labels = {"io.rocmforge.content-hash": tp.content_hash}
+    labels = build_labels(tp)
     buildargs = {}
     mirror = aptmirror.from_env()
     if mirror:   # dropped from the normalised history: the mirror is not part of the image
@@ -252,6 +265,15 @@ def remove_untagged(client, images: list[str]) -> None:
             pass
 
 
+def short_name(repo: str) -> str:
+    """A repository as rocmforge names it: podman lists `rocmforge/x` as `localhost/rocmforge/x`,
+    the containerd store may qualify it with docker.io."""
+    for prefix in ("localhost/", "docker.io/library/", "docker.io/"):
+        if repo.startswith(prefix):
+            return repo[len(prefix):]
+    return repo
+
+
 LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")   # a build or verify-repro stopped before its clean-up
 CACHE_REPO = "rocmforge-cache"
 
@@ -271,7 +293,7 @@ def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = 
     images = client.api.images(all=False)
     for img in images:
         for tag in img.get("RepoTags") or []:
-            repo = tag.rsplit(":", 1)[0]
+            repo = short_name(tag.rsplit(":", 1)[0])
             if repo in repos:
                 out.append(("tag", tag, img.get("Size", 0)))
             elif repo in cache:
@@ -283,7 +305,8 @@ def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = 
             continue   # another target's kept build cache
         kind = "build cache" if img["Id"][7:19] in cached else "leftover image"
         out.append((kind, img["Id"], img.get("Size", 0)))
-    ours = {img["Id"] for img in images if any(t.rsplit(":", 1)[0] in leftover for t in img.get("RepoTags") or [])}
+    ours = {img["Id"] for img in images
+            if any(short_name(t.rsplit(":", 1)[0]) in leftover for t in img.get("RepoTags") or [])}
     for c in client.api.containers(all=True):
         if c.get("ImageID") in ours:
             out.append(("container", c["Id"], 0))

@@ -218,7 +218,8 @@ class Pipeline:
 
         return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
                                tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
-                               base_ref=engine.final_base(client, tp), progress=progress)
+                               base_ref=engine.final_base(client, tp), progress=progress,
+                               steps=engine.history_steps(tp))
 
     @staticmethod
     def discard_raw(client, raw_tag: str, made: list[str]) -> None:

@@ -16,18 +16,30 @@ TOP_KEYS = ("architecture", "os", "os.version", "os.features", "variant", "autho
 CONFIG_KEYS = ("User", "ExposedPorts", "Env", "Cmd", "Healthcheck", "ArgsEscaped", "Volumes",
                "WorkingDir", "Entrypoint", "OnBuild", "Labels", "StopSignal", "StopTimeout", "Shell")
 HISTORY_KEYS = ("created_by", "author", "comment", "empty_layer")
+# Labels an engine adds by itself (buildah's version stamp): they name the builder, not the image.
+ENGINE_LABELS = ("io.buildah.version",)
+EMPTY = (None, "", [], {})   # an empty Entrypoint, OnBuild or Volumes means what an absent one does
 
 
-def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int) -> bytes:
-    """The canonical config bytes for an image whose (normalised) layers are diff_ids."""
+def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int, steps: list[str] | None = None) -> bytes:
+    """The canonical config bytes for an image whose (normalised) layers are diff_ids. steps: the
+    instructions the image's own (last) history entries record, as the Dockerfile words them
+    (history.stage_steps), which replace the builder's own wording."""
     created = iso_utc(epoch)
     out = {k: cfg[k] for k in TOP_KEYS if cfg.get(k) is not None}
     if isinstance(cfg.get("config"), dict):
-        out["config"] = {k: v for k, v in cfg["config"].items()
-                         if k in CONFIG_KEYS and v is not None and v != ""}
+        out["config"] = {k: v for k, v in cfg["config"].items() if k in CONFIG_KEYS and v not in EMPTY}
+        labels = {k: v for k, v in (out["config"].get("Labels") or {}).items() if k not in ENGINE_LABELS}
+        out["config"].pop("Labels", None)
+        if labels:
+            out["config"]["Labels"] = labels
     out["created"] = created
     out["history"] = [{**{k: h[k] for k in HISTORY_KEYS if h.get(k) not in (None, "")}, "created": created}
                       for h in cfg.get("history") or []]
+    if steps and len(steps) <= len(out["history"]):
+        for h, step in zip(out["history"][len(out["history"]) - len(steps):], steps):
+            h["created_by"] = step
+            h.pop("comment", None)   # buildah's "FROM <base>" note
     _name_copy_sources_by_content(out["history"], diff_ids)
     for h in out["history"]:
         if "created_by" in h:

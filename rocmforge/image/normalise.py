@@ -99,9 +99,10 @@ def _against_lower(results: list[LayerResult], files: list[tuple[str, Path | Non
 
 
 def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Path | None, int]],
-            epoch: int) -> RewrittenImage:
-    cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch)
-    return RewrittenImage(cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config)
+            epoch: int, steps: list[str] | None = None, source_layers: list[dict] | None = None) -> RewrittenImage:
+    cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch, steps=steps)
+    return RewrittenImage(cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config,
+                          source_layers)
 
 
 class _Tee:
@@ -330,7 +331,7 @@ def _load(client, rw: RewrittenImage, image_ref: str, tags: list[str],
 
 def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
                     base_ref: str | None = None, log: Callable[[str], None] = print,
-                    progress: Callable[[str], None] | None = None) -> str:
+                    progress: Callable[[str], None] | None = None, steps: list[str] | None = None) -> str:
     """Rewrites image_ref into its canonical form (see the package doc), loads it tagged with tags
     and returns its image ID. Two builds that differ only in times and run-specific files
     (layers.RULES) give the same ID. The layers of base_ref, which image_ref starts with, pass
@@ -339,6 +340,8 @@ def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], work
     (lowerrules), so that every engine gives the same layers. workdir holds the rewritten layers,
     removed before returning, and workdir/lower-index the index of each base's filesystem, kept
     (the base is read once for it, on the first build on that base).
+    steps: the image's own instructions as its Dockerfile words them (history.stage_steps), so
+    that its history reads the same whichever builder ran them.
     image_ref itself is left as it is (its tags move when tags name them)."""
     import docker.errors
 
@@ -355,6 +358,8 @@ def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], work
         meter = ReadMeter(0, progress)
         rw, source = _rewrite(client, image_ref, info, tmp, epoch=epoch, inherited=inherited, log=log, meter=meter,
                               index_dir=workdir / "lower-index")
+        if steps:
+            rw = _finish(rw.source_config, rw.results, rw.layers, epoch, steps, rw.source_layers)
         rewritten = time.monotonic()
         how = _load(client, rw, image_ref, tags, progress)
         own = [r for r in rw.results if not r.inherited]

@@ -317,6 +317,7 @@ class FakeClient:
     def __init__(self, version="26.1.5", root="/nonexistent-docker-root", images=(), fail=None):
         self._version, self._root, self._fail = version, root, fail
         self.images = SimpleNamespace(list=lambda filters=None: list(images), get=self._get)
+        self.api = SimpleNamespace(inspect_image=lambda ref: {"Id": self._get(ref).id})
         self.present: set[str] = set()
 
     def version(self):
