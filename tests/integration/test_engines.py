@@ -92,3 +92,27 @@ def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine
     suites = _suites(project, tmp_path / "state", env=other_engine.env())
     assert suites == host_suites
     assert {o for o in suites.values()} >= {"passed", "failed", "skipped"}
+
+
+@pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
+def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, other_engine, project, tmp_path):
+    """The containerd store pushes the manifest rocmforge wrote: one digest however often it is
+    pushed, and pulled back by that digest it is the same image (config digest)."""
+    from rocmforge import publish
+    from tests import local_registry
+
+    _build(project, tmp_path / "state", env=other_engine.env())
+    client = other_engine.client()
+    tag = _content_tag(project)
+    want = imageid.image_id(client, tag)
+    with local_registry.serve(host=other_engine.gateway, port=other_engine.registry_port) as registry:
+        repository = f"{registry}/rocmforge-enginetest/engine-probe"
+        digests = []
+        for run in ("one", "two"):
+            with publish.temporary_tag(client, tag, repository, run):
+                digests.append(publish.push_one(client, repository, run))
+        assert digests[0] == digests[1] == imageid.manifest_digest(client, tag)
+        for ref in client.api.inspect_image(tag)["RepoTags"]:   # the image itself goes with its last tag
+            client.api.remove_image(ref)
+        publish.pull_one(client, repository, digests[0])
+        assert imageid.image_id(client, f"{repository}@{digests[0]}") == want == host_identity[0][0]
