@@ -101,7 +101,7 @@ class Pipeline:
                 existing = self.from_cache(client, cache, dep)
             if existing:
                 repo, tag = dp.readable_tag.rsplit(":", 1)
-                client.api.tag(existing, repo, tag)
+                client.api.tag(dp.content_tag, repo, tag)   # by tag: the containerd store knows no config digest
                 self.progress.line(f"[green]up to date[/green] {dep}: {dp.content_tag} ({existing[7:19]})")
                 results.append(BuiltTarget(dep, "from cache" if dep in self.cached else "up-to-date", existing))
             else:

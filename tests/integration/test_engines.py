@@ -116,3 +116,24 @@ def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, o
             client.api.remove_image(ref)
         publish.pull_one(client, repository, digests[0])
         assert imageid.image_id(client, f"{repository}@{digests[0]}") == want == host_identity[0][0]
+
+
+@pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
+def test_verify_repro_report_and_clean_on_the_containerd_store(host_identity, other_engine, project, tmp_path):
+    """Under the containerd store: two no-cache builds give the host's image ID, the report shows
+    that ID, and `clean` leaves no rocmforge image or leftover behind."""
+    env, state = other_engine.env(), tmp_path / "state"
+    args = ("--matrix", str(project), "--state-dir", str(state))
+    proc = run_cli(*args, "verify-repro", "--target", TARGET, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout)["image_ids"] == [host_identity[0][0]] * 2
+    proc = run_cli(*args, "report", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["targets"]}
+    assert rows[TARGET]["image_id"] == host_identity[0][0]
+    proc = run_cli(*args, "clean", "--target", TARGET, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = other_engine.client()
+    left = [t for img in client.api.images(all=True) for t in img.get("RepoTags") or []
+            if "rocmforge/engine-probe" in t or "rocmforge-raw/" in t or "rocmforge-repro/" in t]
+    assert left == []
