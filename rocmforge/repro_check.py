@@ -38,6 +38,7 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
     for dep in pipe.plan.order([name])[:-1]:   # prerequisites are inputs: built (or up to date) once, as usual
         pipe.build(dep)
     client = engine.connect()
+    pipe.ensure_base(client, tp)           # an engine that never built on this base has none yet
     result = ReproReport(name)
     try:
         for run in RUNS:

@@ -127,6 +127,7 @@ def test_verify_repro_report_and_clean_on_the_containerd_store(host_identity, ot
     proc = run_cli(*args, "verify-repro", "--target", TARGET, "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout)["image_ids"] == [host_identity[0][0]] * 2
+    _build(project, state, env=env)   # verify-repro tags nothing: the report reads the built target
     proc = run_cli(*args, "report", "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["name"]: r for r in json.loads(proc.stdout)["targets"]}
