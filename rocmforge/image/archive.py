@@ -111,25 +111,35 @@ def read_manifest(small: dict[str, bytes], links: dict[str, str]) -> tuple[dict,
     return config, cfg_name, [_resolve_link(p, links) for p in manifest[0]["Layers"]]
 
 
-def archive_chunks(rw: RewrittenImage, tags: list[str]) -> Iterator[bytes]:
-    """The docker-archive of rw, as chunks for `docker load`."""
-    cfg_name = rw.image_id[7:] + ".json"
+def tar_member(name: str, size: int) -> bytes:
+    """The header of a regular file member of an archive rocmforge writes for `docker load`."""
+    return encode_header(TarEntry(name=name.encode(), type=REG, mode=0o644, size=size))
+
+
+def small_member(name: str, data: bytes) -> bytes:
+    return tar_member(name, len(data)) + data + bytes(padding(len(data)))
+
+
+def layer_members(rw: RewrittenImage, name_of: Callable[[str], str]) -> Iterator[bytes]:
+    """Each added layer of rw once, as the member name_of(diff ID). The base's (no file) are
+    already on the engine."""
     done: set[str] = set()
-    manifest = [{"Config": cfg_name, "RepoTags": list(tags) or None,
-                 "Layers": [f"{d[7:]}/layer.tar" for d, _, _ in rw.layers]}]
-
-    def member(name: str, size: int) -> bytes:
-        return encode_header(TarEntry(name=name.encode(), type=REG, mode=0o644, size=size))
-
-    yield member(cfg_name, len(rw.config)) + rw.config + bytes(padding(len(rw.config)))
     for diff_id, path, size in rw.layers:
-        if diff_id in done or path is None:   # None: the base's, already on the engine (load skips it)
+        if diff_id in done or path is None:
             continue
         done.add(diff_id)
-        yield member(f"{diff_id[7:]}/layer.tar", size)
+        yield tar_member(name_of(diff_id), size)
         with open(path, "rb") as f:
             for piece in iter(lambda: f.read(CHUNK_SIZE), b""):
                 yield piece
         yield bytes(padding(size))
-    data = json.dumps(manifest, separators=(",", ":")).encode()
-    yield member("manifest.json", len(data)) + data + bytes(padding(len(data))) + EMPTY_TAR
+
+
+def archive_chunks(rw: RewrittenImage, tags: list[str]) -> Iterator[bytes]:
+    """The docker-archive of rw, as chunks for `docker load`."""
+    cfg_name = rw.image_id[7:] + ".json"
+    manifest = [{"Config": cfg_name, "RepoTags": list(tags) or None,
+                 "Layers": [f"{d[7:]}/layer.tar" for d, _, _ in rw.layers]}]
+    yield small_member(cfg_name, rw.config)
+    yield from layer_members(rw, lambda diff_id: f"{diff_id[7:]}/layer.tar")
+    yield small_member("manifest.json", json.dumps(manifest, separators=(",", ":")).encode()) + EMPTY_TAR

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
-from .archive import RewrittenImage
+from .archive import RewrittenImage, layer_members, small_member
 from .errors import ImageArchiveError
-from .streams import CHUNK_SIZE
-from .tarcodec import EMPTY_TAR, REG, TarEntry, encode_header, padding
+from .tarcodec import EMPTY_TAR
 
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
@@ -57,27 +56,12 @@ def full_name(ref: str) -> str:
 
 def layout_chunks(rw: RewrittenImage, manifest_bytes: bytes, manifest_digest: str, name: str | None) -> Iterator[bytes]:
     """The OCI layout (as a tar, in chunks for `docker load`): config, manifest, added layers, index."""
-    def member(path: str, size: int) -> bytes:
-        return encode_header(TarEntry(name=path.encode(), type=REG, mode=0o644, size=size))
-
-    def small(path: str, data: bytes) -> bytes:
-        return member(path, len(data)) + data + bytes(padding(len(data)))
-
-    yield small("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-    yield small(f"blobs/sha256/{rw.image_id[7:]}", rw.config)
-    yield small(f"blobs/sha256/{manifest_digest[7:]}", manifest_bytes)
-    done: set[str] = set()
-    for diff_id, path, size in rw.layers:
-        if path is None or diff_id in done:
-            continue
-        done.add(diff_id)
-        yield member(f"blobs/sha256/{diff_id[7:]}", size)
-        with open(path, "rb") as f:
-            for piece in iter(lambda: f.read(CHUNK_SIZE), b""):
-                yield piece
-        yield bytes(padding(size))
+    yield small_member("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+    yield small_member(f"blobs/sha256/{rw.image_id[7:]}", rw.config)
+    yield small_member(f"blobs/sha256/{manifest_digest[7:]}", manifest_bytes)
+    yield from layer_members(rw, lambda diff_id: f"blobs/sha256/{diff_id[7:]}")
     entry = {"mediaType": MANIFEST_TYPE, "digest": manifest_digest, "size": len(manifest_bytes)}
     if name:
         entry["annotations"] = {"io.containerd.image.name": full_name(name),
                                 "org.opencontainers.image.ref.name": full_name(name).rsplit(":", 1)[1]}
-    yield small("index.json", _compact({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [entry]})) + EMPTY_TAR
+    yield small_member("index.json", _compact({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [entry]})) + EMPTY_TAR
