@@ -10,12 +10,16 @@ bitsandbytes). The packages looked at are those named in FILE (a JSON list: the 
 the image, computed on the host) when it is given, else the ROCm packages still installed. A
 package of FILE that is not installed is reported (`packages_not_installed`): its file list is
 gone with it, and the suites fail on it by name. A deleted file stays in the lists, so it is
-reported missing.
+reported missing, except where the image's prune records (/opt/rocmforge/prune/*.json, left by
+perarch.py prune) say the build removed it: a per-arch kernel file of an arch no record kept is
+counted under `files_pruned` instead (perarch.py check proves the kept archs complete).
 
 The loading is load.py's. By hand on a GPU host:
     python3 /opt/rocmforge/probes/linkage.py --inventory --file /opt/rocmforge/bin/rocblas-gemm-smoke
 """
 
+import glob
+import importlib.util
 import json
 import os
 import re
@@ -31,6 +35,33 @@ SHARED_LIB_RE = re.compile(r"/lib[^/]*/(?:.*/)?[^/]+\.so(?:\.[0-9][0-9.]*)?$")
 KERNEL_FILE_RE = re.compile(r"/library/[^/]+\.(?:co|hsaco|dat)$")
 PROGRAM_RE = re.compile(r"/(?:s?bin|libexec)/[^/]+$")
 PYTHONS = ("/opt/rocmforge/venv/bin/python", "/opt/conda/bin/python", "python3")
+PRUNE_RECORDS = "/opt/rocmforge/prune/*.json"
+
+
+def _kept_archs(pattern=PRUNE_RECORDS):
+    """The archs whose per-arch files survived every prune step of the image (each record's
+    kept archs, intersected), or None when the image was never pruned."""
+    kept = None
+    for path in sorted(glob.glob(pattern)):
+        with open(path, encoding="utf-8") as f:
+            keep = set(json.load(f).get("keep", []))
+        kept = keep if kept is None else kept & keep
+    return kept
+
+
+def _perarch():
+    spec = importlib.util.spec_from_file_location("_linkage_perarch", os.path.join(os.path.dirname(
+        os.path.abspath(__file__)), "perarch.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pruned(path, kept, perarch):
+    kind = perarch.data_dir_kind(os.path.dirname(path))
+    arch = perarch.file_arch(os.path.basename(path), kind) if kind else None
+    return arch is not None and arch not in kept
 
 
 def _dpkg_packages():
@@ -68,16 +99,21 @@ def _dist_libraries(dist):
     return None
 
 
-def inventory(files, dists, wanted=None):
-    """wanted: package names the image must hold (the lock's closure), or None: what is installed."""
+def inventory(files, dists, wanted=None, kept=None):
+    """wanted: package names the image must hold (the lock's closure), or None: what is installed.
+    kept: the archs prune steps kept (None: not pruned)."""
     known = _dpkg_packages()
+    perarch = _perarch() if kept is not None else None
+    pruned = 0
     names = sorted(wanted) if wanted is not None else sorted(n for n, (inst, _) in known.items() if inst)
     not_installed = [n for n in names if not known.get(n, (False, False))[0]]
     packages = [n for n in names if n not in not_installed and known[n][1]]
     expected, programs = {}, {}
     for pkg in packages:
         for path in _dpkg_files(pkg):
-            if SHARED_LIB_RE.search(path) or KERNEL_FILE_RE.search(path):
+            if KERNEL_FILE_RE.search(path) and perarch is not None and _pruned(path, kept, perarch):
+                pruned += 1
+            elif SHARED_LIB_RE.search(path) or KERNEL_FILE_RE.search(path):
                 expected.setdefault(path, f"dpkg {pkg}")
             elif PROGRAM_RE.search(path):
                 programs.setdefault(path, f"dpkg {pkg}")
@@ -97,7 +133,7 @@ def inventory(files, dists, wanted=None):
         return {p: {"source": s, "exists": os.path.exists(p)} for p, s in sorted(paths.items())}
     return {"rocm_packages": packages, "packages_not_installed": not_installed, "files": listed(expected),
             "programs": listed({p: s for p, s in programs.items() if os.path.isfile(p) or not os.path.lexists(p)}),
-            "dists_not_installed": undeclared}
+            "dists_not_installed": undeclared, "files_pruned": pruned}
 
 
 def main(argv):
@@ -112,7 +148,7 @@ def main(argv):
                 wanted = json.load(f)
         else:
             (files if opt == "--file" else dists).append(val)
-    json.dump(inventory(files, dists, wanted), sys.stdout, indent=1, sort_keys=True)
+    json.dump(inventory(files, dists, wanted, _kept_archs()), sys.stdout, indent=1, sort_keys=True)
     print()
     return 0
 

@@ -10,7 +10,7 @@ import uuid
 import warnings
 from pathlib import Path
 
-from . import aptmirror
+from . import aptmirror, archprune
 from .files import atomic_write
 from .kinds import GitSourceFetch
 from .plan import TargetPlan
@@ -33,7 +33,10 @@ def inventory(client, image: str) -> dict:
             if r.rc == 0:
                 python = {name: version for name, version in json.loads(r.stdout)}
                 break
-    return {"dpkg": dict(sorted(dpkg.items())), "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower()))}
+        r = tc.exec(["sh", "-c", archprune.READ_RECORDS])
+        prune_records = archprune.parse_records(r.stdout) if r.rc == 0 else []
+    return {"dpkg": dict(sorted(dpkg.items())), "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower())),
+            "prune_records": prune_records}
 
 
 def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: dict | None,
@@ -52,6 +55,7 @@ def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: 
                  # a registry base's own apt lists: what the stack did to them, and which it shipped
                  **({"apt_sources": base["apt_sources"], "apt_lists_found": base.get("apt_lists_found", [])}
                     if "apt_sources" in base else {})},
+        "prune": archprune.summary(tp.labels.get(archprune.LABEL) == "true", inv.get("prune_records", [])),
         "dpkg": inv["dpkg"], "python": inv["python"], "git": git, "suites": suites,
         "apt_mirror": apt_mirror or aptmirror.effective(),
     }

@@ -135,6 +135,17 @@ class Stack(Strict):
     # Extra -D options for CMake builds of HIP code on this stack's layout (e.g. Debian's).
     cmake_args: dict[str, str] = Field(default_factory=dict)
     runner: Runner = Field(default_factory=Runner)
+    # The archs every GPU library of the stack ships code for (read off the packages' files); a
+    # target declaring another is refused. Unset where the packages cannot be read here.
+    gpu_archs: list[str] | None = None
+
+    @field_validator("gpu_archs")
+    @classmethod
+    def _gpu_archs(cls, v: list[str] | None) -> list[str] | None:
+        for a in v or ():
+            if not GFX_RE.match(a):
+                raise ValueError(f"{a!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)")
+        return v
 
 
 class Target(Strict):
@@ -153,6 +164,9 @@ class Target(Strict):
     pytorch: str | None = None
     pytorch_build: Literal["rocm", "cpu"] | None = None
     runner: Runner | None = None        # else its stack's
+    # Keep per-arch GPU data files (Tensile code objects and catalogues, MIOpen databases) only
+    # for archs; false for an image meant to run on any GPU the packages support.
+    prune_archs: bool = True
 
     @field_validator("archs")
     @classmethod
@@ -273,6 +287,16 @@ def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
             raise src.error(("targets", tname, key), f"unknown target {ref!r}")
         if m.targets[ref].stack != t.stack:
             raise src.error(("targets", tname, key), f"target {ref!r} is on stack {m.targets[ref].stack!r}, not {t.stack!r}")
+    if stack.gpu_archs is not None and set(t.archs) - set(stack.gpu_archs):
+        odd = [a for a in t.archs if a not in stack.gpu_archs]
+        raise src.error(("targets", tname, "archs"), f"target {tname!r} declares {', '.join(odd)}, for which the "
+                        f"packages of stack {t.stack!r} ship no GPU code; they ship {', '.join(stack.gpu_archs)}")
+    parent = m.targets.get(t.from_target) if t.from_target else None
+    if parent is not None and parent.prune_archs and set(t.archs) - set(parent.archs):
+        odd = [a for a in t.archs if a not in parent.archs]
+        raise src.error(("targets", tname, "archs"), f"target {tname!r} declares {', '.join(odd)}, but it is built on "
+                        f"{t.from_target!r}, whose image keeps GPU files only for {', '.join(parent.archs)} "
+                        f"(add them there, or set prune_archs: false on {t.from_target!r})")
     if t.builder and not m.targets[t.builder].devel:
         raise src.error(("targets", tname, "builder"), f"builder target {t.builder!r} is not a devel image (devel: true)")
     for i, pkg in enumerate(t.apt):

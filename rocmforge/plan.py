@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bases, lockfile
+from . import archprune, bases, lockfile
 from .errors import UserError
 from .files import iso_utc
 from .kinds import ComponentPlan, FetchItem, TargetUse
@@ -147,6 +147,14 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
                  registry_base=(reg.image, reg.digest or locked_digest), base_arg=(bases.BASE_ARG, from_ref))
 
 
+def pruned(m: Matrix, name: str) -> bool:
+    """Has a prune step run over the whole image: its own package step (which walks every GPU
+    library folder, inherited ones too) or that of the image it is built on?"""
+    t = m.targets[name]
+    parent = t.from_target is not None and pruned(m, t.from_target)
+    return t.prune_archs and (bool(t.apt) or parent)
+
+
 def _labels(m: Matrix, name: str, base_name: str, base_digest: str) -> dict[str, str]:
     t = m.targets[name]
     labels = {
@@ -160,6 +168,7 @@ def _labels(m: Matrix, name: str, base_name: str, base_digest: str) -> dict[str,
         "io.rocmforge.stack": t.stack,
         "io.rocmforge.rocm": m.stacks[t.stack].rocm,
         "io.rocmforge.archs": ",".join(t.archs),
+        archprune.LABEL: "true" if pruned(m, name) else "false",
     }
     versions = {c: m.components[c].label_version() for c in t.components}
     versions = {c: v for c, v in versions.items() if v}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import aptmirror, aptsources
+from . import aptmirror, aptsources, archprune
 from .errors import UserError
 from .files import atomic_write
 from .kinds import ComponentPlan
@@ -110,6 +110,8 @@ class Renderer:
             "pins": stack.apt,
             "wheel_stages": [c["stage"] for c in components if c["spec"].builds_wheel],
             "debian": stack.base.bootstrap is not None,
+            "prune": ({"dir": archprune.PRUNE_DIR, "probes": archprune.PROBES,
+                       "command": archprune.command(name, t.archs, stack.python_bin)} if t.prune_archs else None),
         }
         ctx["ctx"] = ctx
         return ctx

@@ -15,7 +15,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import archprune
 from .manifest import checked_artifacts
+from .plan import pruned
 from .records import load_internal
 from .suites import NOT_GPU_VERIFIED, recorded, suites_present
 
@@ -48,6 +50,7 @@ class TargetRow:
     published: dict | None                  # digest, registry, repository of the publish record
     manifest: str | None                    # paths (relative to the report) of manifest and SBOM
     sbom: str | None
+    prune: str = ""                         # archprune.describe: pruned or not, what it saved
     links: dict[str, str] = field(default_factory=dict)
 
 
@@ -169,7 +172,8 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
             drift=_drift(lock_check, plan.matrix, name), drift_checked=(lock_check or {}).get("checked"),
             repro=_repro(state, name),
             published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")} if published else None,
-            manifest=rel(manifest_path), sbom=rel(sbom_path)))
+            manifest=rel(manifest_path), sbom=rel(sbom_path),
+            prune=archprune.describe(pruned(plan.matrix, name), archprune.recorded(state, name))))
     return Report(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), matrix=matrix_label,
                   host_gpu=Path("/dev/kfd").exists(), suites=suites, targets=rows)
 
@@ -237,7 +241,7 @@ def to_html(rep: Report) -> str:
         body.append(
             f'<tr data-target="{_esc(row.name)}">'
             f'<td data-label="target"><b>{_esc(row.name)}</b><div class="why">{_esc(row.description)}</div></td>'
-            f'<td data-label="stack">{_esc(row.stack)}<br>ROCm {_esc(row.rocm)}<br>{_esc(", ".join(row.archs))}</td>'
+            f'<td data-label="stack">{_esc(row.stack)}<br>ROCm {_esc(row.rocm)}<br>{_esc(", ".join(row.archs))}<br>{_esc(row.prune)}</td>'
             f'<td class="{status_cls}" data-label="image" data-state="{_esc(row.state)}"><span class="cell">{_esc(row.state)}</span>'
             f'{why}<br><code>{_esc(row.content_tag)}</code>'
             + (f'<br><code title="{_esc(row.image_id)}">{_esc(row.image_id[:19])}</code> {_size(row.size_bytes)}'

@@ -13,7 +13,9 @@ from .invocation import Invocation
 
 
 def list_targets(inv: Invocation) -> int:
+    from .. import archprune
     from ..buildable import buildability
+    from ..plan import pruned
 
     plan, m = inv.plan, inv.plan.matrix
     rows = []
@@ -26,7 +28,8 @@ def list_targets(inv: Invocation) -> int:
                      "pytorch": torch, "pytorch_build": torch_build if torch else None,
                      "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag,
                      "level": m.level(name), "runs_on": m.runner_of(name).labels,
-                     "disk_gb": m.runner_of(name).disk_gb})
+                     "disk_gb": m.runner_of(name).disk_gb, "pruned": pruned(m, name),
+                     "prune": archprune.recorded(inv.project.state, name)})
     if inv.args.json and inv.args.gpu_jobs:
         print(json.dumps([{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
                           for r in rows for a in r["archs"]], indent=2))
@@ -158,7 +161,7 @@ def report(inv: Invocation) -> int:
 def doctor(inv: Invocation) -> int:
     from .. import doctor as host_doctor
 
-    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo)
+    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology)
     print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
     return report.exit_code
 
@@ -180,7 +183,16 @@ def run(inv: Invocation) -> int:
         raise UserError(f"target {target!r} is neither built nor pulled; run `python build.py build --target "
                         f"{target}` or `python build.py pull --target {target}`", field="--target")
     gpu = host_gpu_access()
-    env = host_doctor.run(plan=inv.plan, client=client).env_for(target) if gpu.present else {}
+    env: dict[str, str] = {}
+    saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
+    if gpu.present or saved:
+        report = host_doctor.run(plan=inv.plan, client=client, rocminfo_file=inv.args.rocminfo,
+                                 kfd_topology=inv.args.kfd_topology)
+        # A pruned image on GPUs it has no code for: stop here, not with hipErrorNoBinaryForGpu in the job.
+        refusal = report.failed(f"coverage:{target}")
+        if refusal:
+            raise UserError(refusal, field="--target")
+        env = report.env_for(target) if gpu.present else {}
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
     argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
                                      docker=docker)

@@ -131,10 +131,15 @@ def _host_commands(sub) -> None:
     dr = sub.add_parser("doctor", help="check this host for running ROCm containers")
     dr.add_argument("--json", action="store_true")
     dr.add_argument("--rocminfo", help="diagnose a saved rocminfo output instead of this host's GPUs")
+    dr.add_argument("--kfd-topology", metavar="DIR",
+                    help="diagnose a saved copy of /sys/class/kfd/kfd/topology instead of this host's GPUs")
     dr.set_defaults(run=info.doctor)
 
     rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
     _target(rn)
     rn.add_argument("--dry-run", action="store_true", help="print the docker command, run nothing")
+    rn.add_argument("--rocminfo", help="judge the image against a saved rocminfo output instead of this host's GPUs")
+    rn.add_argument("--kfd-topology", metavar="DIR",
+                    help="judge the image against a saved copy of /sys/class/kfd/kfd/topology")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
     rn.set_defaults(run=info.run)

@@ -7,6 +7,8 @@ import json
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
     from rich import box
+
+    from ..archprune import describe
     from rich.table import Table
 
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)   # 80 columns must stay readable
@@ -17,7 +19,7 @@ def targets_table(out, title: str, rows: list[dict]) -> None:
     for r in rows:
         torch = f"{r['pytorch']} {r['pytorch_build']}" if r["pytorch"] else "-"
         needs = "".join(f"\n  on {d}" for d in r["deps"])
-        table.add_row(r["name"] + needs, r["stack"], " ".join(r["archs"]), torch,
+        table.add_row(r["name"] + needs, r["stack"], " ".join(r["archs"]) + f"\n{describe(r['pruned'], r['prune'])}", torch,
                       "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} below)")
     out.print(table)
     for r in rows:

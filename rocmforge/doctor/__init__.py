@@ -15,11 +15,12 @@ or warns.
 
 from __future__ import annotations
 
-from ..readers import rocminfo
+from ..archprune import LABEL
+from ..readers import kfd, rocminfo
 from .checks import CHECKS, diagnose
 from .facts import (
     HostFacts, NodeFacts, built_targets_from_labels, built_targets_from_plan, connect_engine, gather,
-    image_rocminfo_runner,
+    image_rocminfo_runner, pruned_targets_from_labels,
 )
 from .gfx import GFX_OVERRIDES, hsa_override_version
 from .gpu_checks import SEED_ERROR
@@ -43,22 +44,32 @@ def _reachable_client():
     return client
 
 
-def run(*, plan=None, rocminfo_file: str | None = None, client=None) -> Report:
+def run(*, plan=None, rocminfo_file: str | None = None, client=None, kfd_topology: str | None = None) -> Report:
     """`build.py doctor`: gather, then diagnose. With a plan, the built targets are the plan's
     targets whose content tag exists, and rocminfo (when the host has none) runs in the first of
     them; without one, the engine's io.rocmforge.* labelled images are used."""
     if rocminfo_file is not None:
         rocminfo.read_saved(rocminfo_file)   # a file that is no rocminfo output is refused before the engine is asked
+    if kfd_topology is not None:
+        kfd.read_saved_topology(kfd_topology)
     if client is None:
         client = _reachable_client()
     built = runner = None
+    pruned: frozenset[str] = frozenset()
     if client is not None and plan is not None:
         try:
             built = built_targets_from_plan(client, plan)
         except Exception:  # engine trouble: gather falls back to the labels
             built = None
+        pruned = frozenset(n for n in built or () if plan.targets[n].labels.get(LABEL) == "true")
         first_built = next((name for name in plan.order() if built and name in built), None)
         if first_built is not None:
             runner = image_rocminfo_runner(client, plan.targets[first_built].content_tag)
-    facts = gather(client=client, built_targets=built, rocminfo_runner=runner, rocminfo_file=rocminfo_file)
-    return diagnose(facts, from_file=rocminfo_file is not None)
+    elif client is not None:
+        try:
+            pruned = pruned_targets_from_labels(client)
+        except Exception:  # engine trouble: gather reports it
+            pruned = frozenset()
+    facts = gather(client=client, built_targets=built, rocminfo_runner=runner, rocminfo_file=rocminfo_file,
+                   kfd_topology=kfd_topology, pruned_targets=pruned)
+    return diagnose(facts, from_file=rocminfo_file is not None or kfd_topology is not None)

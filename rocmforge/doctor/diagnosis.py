@@ -43,13 +43,20 @@ class Diagnosis:
     @classmethod
     def of(cls, facts: HostFacts, *, from_file: bool = False) -> Diagnosis:
         built = {name: tuple(a.lower() for a in archs) for name, archs in (facts.built_targets or {}).items()}
-        info = rocminfo.parse(facts.rocminfo_text) if facts.rocminfo_text is not None else None
+        info = rocminfo.parse(facts.rocminfo_text) if facts.rocminfo_text is not None else facts.kfd_info
         agents = [a for a in info.agents if a.device_type == "GPU"] if info else []
         gpus = tuple(Gpu(i, a) for i, a in enumerate(agents))
         discrete_only = rocminfo.discrete_only_visible_devices(info) if gpus else None
         visible = tuple(g for g in gpus if not g.agent.is_apu) if discrete_only is not None else gpus
         return cls(facts=facts, from_file=from_file, built=built, info=info, gpus=gpus,
                    discrete_only=discrete_only, visible=visible)
+
+    @property
+    def source(self) -> str:
+        """Where the GPU list came from (or why there is none)."""
+        if self.facts.rocminfo_text is None and self.facts.kfd_info is not None:
+            return f"KFD topology {self.facts.kfd_source}"
+        return self.facts.rocminfo_source or "rocminfo"
 
     @property
     def hidden(self) -> tuple[Gpu, ...]:

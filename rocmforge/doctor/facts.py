@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..readers import rocminfo
+from ..readers import kfd as kfd_reader, rocminfo
 
 DEFAULT_DOCKER_ROOT = "/var/lib/docker"
 ROCMINFO_TIMEOUT_S = 60
@@ -55,6 +55,10 @@ class HostFacts:
     free_disk_bytes: int | None = None
     disk_path: str = DEFAULT_DOCKER_ROOT
     built_targets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The KFD topology's GPUs, read when there is no rocminfo output (or from --kfd-topology DIR).
+    kfd_info: rocminfo.RocmInfo | None = None
+    kfd_source: str = ""
+    pruned_targets: frozenset[str] = frozenset()  # built targets whose images keep only their archs' GPU files
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,14 @@ def built_targets_from_labels(client) -> dict[str, tuple[str, ...]]:
         if name and (name not in newest or created > newest[name][0]):
             newest[name] = (created, archs)
     return {n: v[1] for n, v in sorted(newest.items())}
+
+
+def pruned_targets_from_labels(client) -> frozenset[str]:
+    """Targets with a tagged image whose label says its GPU files were pruned to its archs."""
+    from ..archprune import LABEL
+
+    return frozenset(img.labels["io.rocmforge.target"] for img in client.images.list(filters={"label": f"{LABEL}=true"})
+                     if img.tags and (img.labels or {}).get(LABEL) == "true" and "io.rocmforge.target" in img.labels)
 
 
 def built_targets_from_plan(client, plan) -> dict[str, tuple[str, ...]]:
@@ -219,7 +231,8 @@ def _read_rocminfo(*, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo
 def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_root: str = "/proc",
            docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
            rocminfo_runner: RocminfoRunner | None = None,
-           rocminfo_file: str | None = None, host_rocminfo: bool = True) -> HostFacts:
+           rocminfo_file: str | None = None, host_rocminfo: bool = True,
+           kfd_topology: str | None = None, pruned_targets=frozenset()) -> HostFacts:
     """Read this host. Never raises for what it finds (an unreachable engine, missing nodes, a
     failing rocminfo are facts); only a ``rocminfo_file`` that cannot be read or is not a whole
     rocminfo output raises UserError.
@@ -229,17 +242,28 @@ def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_
     built_targets: name -> archs; None reads the io.rocmforge.* labels of the engine's images.
     rocminfo_file: a saved rocminfo output to use instead of running rocminfo.
     host_rocminfo: run the host's rocminfo when it is on PATH (first choice).
+    kfd_topology: a saved KFD topology folder to read instead of this host's (sys_root's).
+    pruned_targets: built targets whose images keep GPU files only for their archs.
     rocminfo_runner: called when the host has no rocminfo but has /dev/kfd; returns
         (output, source), e.g. :func:`image_rocminfo_runner`.
     """
     engine = _read_engine(client, built_targets)
     kfd = _node(os.path.join(dev_root, "kfd"))
-    text, source = _read_rocminfo(kfd_exists=kfd.exists, rocminfo_file=rocminfo_file,
-                                  host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
+    if kfd_topology is not None:    # the saved topology is what the user asked to diagnose
+        text, source = None, "not run: --kfd-topology given"
+    else:
+        text, source = _read_rocminfo(kfd_exists=kfd.exists, rocminfo_file=rocminfo_file,
+                                      host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
+    if kfd_topology is not None:
+        kfd_info, kfd_source = kfd_reader.read_saved_topology(kfd_topology), kfd_topology
+    else:
+        host_topology = os.path.join(sys_root, "class", "kfd", "kfd", "topology")
+        kfd_info, kfd_source = kfd_reader.read_topology(host_topology), host_topology
     renders = tuple(_node(p) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
     disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
     return HostFacts(engine_version=engine.version, engine_error=engine.error,
                      engine_description=engine.description, engine_problem=engine.problem, kfd=kfd, render_nodes=renders,
                      amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
                      rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
-                     built_targets=dict(engine.built_targets or {}))
+                     built_targets=dict(engine.built_targets or {}), kfd_info=kfd_info, kfd_source=kfd_source,
+                     pruned_targets=frozenset(pruned_targets))

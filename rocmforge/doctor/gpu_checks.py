@@ -20,7 +20,7 @@ NO_GPU = Verdict(SKIPPED, "no GPU listed")
 def gpus(d: Diagnosis) -> Verdict:
     """fail: rocminfo lists no GPU agent (driver not loaded, ``/dev/kfd`` not accessible, ...).
     warn: ``/dev/kfd`` exists (or a saved output was given) but no rocminfo output could be had."""
-    source = d.facts.rocminfo_source or "rocminfo"
+    source = d.source
     if d.from_file and d.info is not None and d.info.stripped:
         # A paste copied from a thread: say what was not rocminfo's, so nothing is dropped unseen.
         source += f" (read as a paste, stripped: {', '.join(d.info.stripped)})"
@@ -120,11 +120,29 @@ def _hidden_note(d: Diagnosis) -> str:
     return f" (left out: {describe_all(d.hidden)}, hidden by HIP_VISIBLE_DEVICES)"
 
 
+def pruned_refusal(d: Diagnosis, target: str) -> str | None:
+    """One line when the target's image keeps GPU files only for its archs (pruned) and no visible
+    GPU runs them, not even through HSA_OVERRIDE_GFX_VERSION: its job would stop with
+    hipErrorNoBinaryForGpu, so `run` refuses it before the container starts."""
+    if target not in d.facts.pruned_targets or not d.visible:
+        return None
+    archs = d.built[target]
+    if any(coverage(g.gfx, g.agent.isas, archs)[0] != UNCOVERED for g in d.visible):
+        return None
+    gpus = ", ".join(f"{g.describe()} is {g.gfx}" for g in d.visible)
+    return (f"target {target}: this host's GPU {gpus}, but the image keeps GPU code only for "
+            f"{', '.join(archs)} (pruned): add {d.visible[0].gfx} to the target's archs, or build it with prune_archs: false")
+
+
 def target_coverage(d: Diagnosis, target: str) -> Verdict:
     """``coverage:<target>``, warn: that target does not cover every visible GPU natively (only a
-    warning: images are often built for other machines)."""
+    warning: images are often built for other machines). fail: its image is pruned to its archs
+    and no visible GPU is among them (:func:`pruned_refusal`)."""
     if not d.visible:
         return NO_GPU
+    refusal = pruned_refusal(d, target)
+    if refusal:
+        return Verdict(FAIL, refusal)
     archs = d.built[target]
     words = {g: coverage(g.gfx, g.agent.isas, archs) for g in d.visible}
     native = [g.describe() for g in d.visible if words[g][0] == NATIVE]

@@ -19,8 +19,8 @@ def host_only(check: Callable[[Diagnosis], Verdict]) -> Callable[[Diagnosis], Ve
     @functools.wraps(check)
     def on_this_host(d: Diagnosis) -> Verdict:
         if d.from_file:
-            return Verdict(SKIPPED, f"not applicable: diagnosing the saved rocminfo output "
-                                    f"{d.facts.rocminfo_source}, not this host's GPUs")
+            saved = "rocminfo output" if d.facts.rocminfo_text is not None else "GPU list"
+            return Verdict(SKIPPED, f"not applicable: diagnosing the saved {saved} {d.source}, not this host's GPUs")
         return check(d)
     return on_this_host
 

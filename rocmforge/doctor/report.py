@@ -61,6 +61,10 @@ class Report:
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
 
+    def failed(self, name: str) -> str | None:
+        """The detail of check name when it failed, else None."""
+        return next((c.detail for c in self.checks if c.name == name and c.status == FAIL), None)
+
     def env_for(self, target: str | None = None) -> dict[str, str]:
         """The recommended environment for containers of target (None: recommendations meant for
         every container only), e.g. for `docker run -e`."""

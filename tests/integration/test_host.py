@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -62,3 +63,26 @@ def test_run_executes_without_gpu(docker_client):
     proc = run_cli("run", "--target", "hip-devel", "--", "cat", "/etc/debian_version")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().startswith("13")
+
+
+KFD = ROOT / "tests" / "fixtures" / "kfd"
+
+
+def test_run_refuses_a_pruned_image_on_a_gpu_it_has_no_code_for(docker_client):
+    """hip-devel keeps GPU files only for gfx90a and gfx1100: on a host whose KFD topology lists a
+    gfx1030 it is refused before any container starts; on a gfx90a host it runs."""
+    build = run_cli("build", "--target", "hip-devel")
+    assert build.returncode == 0, build.stderr[-2000:]
+    before = {c.id for c in docker_client.containers.list(all=True)}
+    proc = run_cli("run", "--target", "hip-devel", "--kfd-topology", str(KFD / "rx6800-gfx1030"), "--",
+                   "cat", "/etc/debian_version")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "gfx1030" in lines[0] and "gfx90a, gfx1100 (pruned)" in lines[0], proc.stderr
+    assert proc.stdout == ""
+    assert {c.id for c in docker_client.containers.list(all=True)} == before
+    doctor = run_cli("doctor", "--kfd-topology", str(KFD / "rx6800-gfx1030"))
+    assert doctor.returncode == 1 and re.search(r"^FAIL\s+coverage:hip-devel\s+target hip-devel: ", doctor.stdout, re.M), \
+        doctor.stdout
+    ok = run_cli("run", "--target", "hip-devel", "--kfd-topology", str(KFD / "mi210-gfx90a"), "--dry-run", "--", "true")
+    assert ok.returncode == 0, ok.stderr

@@ -145,6 +145,18 @@ FAULTS = [
     Fault("rocblas-gfx90a-kernels-removed", "hip-runtime", f"rm {LIB}/rocblas/2.47.0/library/*gfx90a*",
           "archs", re.escape(f"{LIB}/rocblas/2.47.0/library: missing gfx90a") + r"(\n|;|$)",
           also_failed=("linkage",)),
+    # -- per-arch files of a pruned image (prune_archs) -----------------------------------------
+    # Another arch's Tensile file where the build kept only gfx90a and gfx1100.
+    Fault("undeclared-arch-file-left", "hip-runtime",
+          f"cp {LIB}/rocblas/2.47.0/library/TensileLibrary_gfx1100.co {LIB}/rocblas/2.47.0/library/TensileLibrary_gfx908.co",
+          "archs", re.escape(f"{LIB}/rocblas/2.47.0/library: pruned, yet files of undeclared archs remain: gfx908 (1)")),
+    # A placeholder that rocBLAS 6.4's lazy gfx90a catalogue names, gone: a GEMM of that type would
+    # fail to load its solutions on an MI210.
+    Fault("lazy-catalogue-entry-missing", SEED,
+          f"rm {LIB}/rocblas/4.4.1/library/TensileLibrary_Type_SS_Contraction_l_Alik_Bljk_Cijk_Dijk_gfx90a.dat",
+          "archs", re.escape(f"{LIB}/rocblas/4.4.1/library: a gfx90a device opens 1 missing file(s): "
+                             "TensileLibrary_Type_SS_Contraction_l_Alik_Bljk_Cijk_Dijk_gfx90a.dat"),
+          also_failed=("linkage",)),
 
     # -- workload ---------------------------------------------------------------------------------
     # A settings file with a key the image's transformers does not know.

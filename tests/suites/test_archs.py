@@ -12,6 +12,9 @@ Python distribution's files are held to that only where their name says they are
 import json
 import re
 
+import pytest
+
+from rocmforge import archprune
 from rocmforge.readers import archs
 from tests.suites.conftest import PROBES_IN_CONTAINER, missing_expected
 
@@ -64,3 +67,23 @@ def test_declared_archs_are_covered(container, gpu_inventory, gpu_library_paths,
         problems.append("GPU libraries without code every declared device can run (hipErrorNoBinaryForGpu ahead):\n"
                         + "\n".join(f"  {lib}: missing {'; '.join(g)}" for lib, g in sorted(gaps.items())))
     assert not problems, "\n".join(problems)
+
+
+def test_per_arch_files_cover_declared_archs(container, has_python, declared_archs, image, record_property):
+    """Every rocBLAS/hipBLASLt Tensile folder and MIOpen database folder holds what a device of
+    each declared arch opens (its lazy catalogue, every file the catalogue names, its code objects;
+    probes/perarch.py has the rules and where they were read), and a pruned image holds no other
+    arch's per-arch files."""
+    if not has_python:
+        pytest.fail("python3 is not in the image: the per-arch file probe cannot run", pytrace=False)
+    pruned = image.labels.get(archprune.LABEL) == "true"
+    r = container.exec(["python3", "-B", f"{PROBES_IN_CONTAINER}/perarch.py", "check",
+                        "--archs", ",".join(declared_archs), *(["--pruned"] if pruned else [])], timeout=900)
+    assert r.rc in (0, 1) and r.stdout.lstrip().startswith("["), f"per-arch file probe failed: {r.output[-2000:]}"
+    dirs = json.loads(r.stdout)
+    record_property("figures", {"pruned": pruned, "folders": {d["path"]: {"per_arch_files": d["per_arch_files"],
+                                                                          "opened_by_declared": d["opened"]}
+                                                              for d in dirs}})
+    problems = [f"{d['path']}: {p}" for d in dirs for p in d["problems"]]
+    assert not problems, "per-arch GPU files (hipErrorNoBinaryForGpu or a missing-file error ahead):\n  " + \
+        "\n  ".join(problems)

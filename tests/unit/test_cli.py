@@ -7,6 +7,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from rocmforge.matrix import load_matrix
+import rocmforge.cli.info_commands  # noqa: F401  (the last-resort tests patch it; alone, nothing else imports it)
 
 
 def test_list_json_covers_every_target_in_build_order():
@@ -117,3 +118,11 @@ def test_last_resort_for_docker_errors_and_bugs(monkeypatch, capsys):
     raised.append(ZeroDivisionError("a bug of ours"))
     with pytest.raises(ZeroDivisionError):     # a bug keeps its traceback
         cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"])
+
+
+def test_list_says_which_images_keep_only_their_archs_gpu_files():
+    rows = {r["name"]: r for r in json.loads(run_cli("list", "--json").stdout)}
+    assert rows["hip-runtime"]["pruned"] is True and rows["llama31-qlora-debian"]["pruned"] is True
+    # no package step of its own on an AMD base: nothing prunes its base's GPU files
+    assert rows["llama31-qlora-w7900"]["pruned"] is False
+    assert "pruned" in run_cli("list").stdout

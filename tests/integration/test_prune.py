@@ -1,0 +1,42 @@
+"""hip-runtime as built: its GPU files are only gfx90a's and gfx1100's, the removed bytes are in no
+layer, and the manifest says what was saved (the rules themselves: tests/unit/test_perarch.py;
+the coverage proof: the archs suite)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rocmforge import archprune
+from rocmforge.plan import load_plan
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.docker
+LIBRARY = "/usr/lib/x86_64-linux-gnu/rocblas/2.47.0/library"
+
+
+def test_hip_runtime_keeps_only_its_archs_and_no_layer_holds_the_rest(docker_client):
+    build = run_cli("build", "--target", "hip-runtime")
+    assert build.returncode == 0, build.stderr[-2000:]
+    tp = load_plan(ROOT / "matrix.yaml").targets["hip-runtime"]
+    image = docker_client.images.get(tp.content_tag)
+    assert image.labels[archprune.LABEL] == "true"
+    listing = docker_client.containers.run(tp.content_tag, ["ls", LIBRARY], remove=True).decode().split()
+    assert sorted(listing) == ["Kernels.so-000-gfx1100.hsaco", "Kernels.so-000-gfx90a-xnack+.hsaco",
+                               "Kernels.so-000-gfx90a-xnack-.hsaco", "TensileLibrary.dat",
+                               "TensileLibrary_gfx1100.co", "TensileLibrary_gfx90a.co"]
+    record = json.loads(docker_client.containers.run(tp.content_tag, ["cat", archprune.record_path("hip-runtime")],
+                                                     remove=True))
+    assert record["keep"] == ["gfx1100", "gfx90a"] and record["dirs"][LIBRARY]["removed_files"] == 15
+    # librocblas0 alone installs more than the whole image weighs: the removed files reached no layer.
+    installed_kb = int(docker_client.containers.run(
+        tp.content_tag, ["dpkg-query", "-W", "-f", "${Installed-Size}", "librocblas0"], remove=True))
+    size = docker_client.api.inspect_image(tp.content_tag)["Size"]
+    assert size < installed_kb * 1024, (size, installed_kb)
+    manifest = run_cli("manifest", "--target", "hip-runtime")
+    assert manifest.returncode == 0, manifest.stderr[-2000:]
+    written = json.loads((ROOT / ".rocmforge" / "artifacts" / "hip-runtime" / "manifest.json").read_text())
+    assert written["prune"] == {"pruned": True, "archs": ["gfx1100", "gfx90a"],
+                                "removed_files": record["removed_files"], "removed_bytes": record["removed_bytes"]}
+    assert "pruned, 1.06 GB saved" in run_cli("list").stdout
