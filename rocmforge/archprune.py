@@ -19,12 +19,21 @@ def record_path(target: str) -> str:
     return f"{PRUNE_DIR}/{target}.json"
 
 
+# Where perarch.py looks, and a superset of the folders it prunes (its data_dir_kind) as `find -path`
+# patterns: an image without any such folder needs no Python for the step.
+ROOTS = ("/usr/lib", "/usr/local/lib", "/usr/share", "/opt")
+DATA_DIR_PATTERNS = ("*/rocblas/library", "*/rocblas/*/library", "*/hipblaslt/library", "*/hipblaslt/*/library",
+                     "*/miopen/db")
+
+
 def command(target: str, archs, python_bin: str) -> str:
     """The shell fragment the install RUN ends with (before apt's clean-up)."""
     keep = ",".join(archs)
-    return (f'{{ [ -x {python_bin} ] || {{ echo "pruning GPU files to {keep} needs {python_bin} in the image: '
+    folders = " -o ".join(f"-path '{p}'" for p in DATA_DIR_PATTERNS)
+    return (f'if [ -n "$(find {" ".join(ROOTS)} -type d \\( {folders} \\) -print -quit 2>/dev/null)" ]; then '
+            f'{{ [ -x {python_bin} ] || {{ echo "pruning GPU files to {keep} needs {python_bin} in the image: '
             f'install python3, or set prune_archs: false on target {target}" >&2; exit 1; }}; }}'
-            f" && {python_bin} -B {PRUNE_DIR}/perarch.py prune --keep {keep} --record {record_path(target)}")
+            f" && {python_bin} -B {PRUNE_DIR}/perarch.py prune --keep {keep} --record {record_path(target)}; fi")
 
 
 def parse_records(text: str) -> list[dict]:

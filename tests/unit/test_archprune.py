@@ -44,3 +44,22 @@ def test_records_summarise_and_describe():
     assert archprune.describe(True, summary) == "pruned, 1.06 GB saved"
     assert archprune.describe(True, None) == "pruned"
     assert archprune.describe(False, None) == "not pruned"
+
+
+def test_the_step_skips_images_without_gpu_data_folders_and_its_patterns_cover_the_probes_rule():
+    import fnmatch
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("perarch_for_archprune", ROOT / "probes" / "perarch.py")
+    perarch = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = perarch
+    spec.loader.exec_module(perarch)
+    assert archprune.ROOTS == perarch.DEFAULT_ROOTS
+    for folder in ("/usr/lib/x86_64-linux-gnu/rocblas/2.47.0/library", "/opt/rocm-6.4.3/lib/rocblas/library",
+                   "/usr/lib/x86_64-linux-gnu/hipblaslt/library", "/opt/conda/lib/python3.10/site-packages/torch/lib/rocblas/library",
+                   "/opt/rocm/share/miopen/db"):
+        assert perarch.data_dir_kind(folder)
+        assert any(fnmatch.fnmatch(folder, p) for p in archprune.DATA_DIR_PATTERNS), folder
+    cmd = archprune.command("x", ["gfx90a"], "/usr/bin/python3")
+    assert cmd.startswith('if [ -n "$(find /usr/lib /usr/local/lib /usr/share /opt -type d ') and cmd.endswith("; fi")
