@@ -251,14 +251,12 @@ def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_
     kfd = _node(os.path.join(dev_root, "kfd"))
     if kfd_topology is not None:    # the saved topology is what the user asked to diagnose
         text, source = None, "not run: --kfd-topology given"
+        kfd_info, kfd_source = kfd_reader.read_saved_topology(kfd_topology), kfd_topology
     else:
         text, source = _read_rocminfo(kfd_exists=kfd.exists, rocminfo_file=rocminfo_file,
                                       host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
-    if kfd_topology is not None:
-        kfd_info, kfd_source = kfd_reader.read_saved_topology(kfd_topology), kfd_topology
-    else:
-        host_topology = os.path.join(sys_root, "class", "kfd", "kfd", "topology")
-        kfd_info, kfd_source = kfd_reader.read_topology(host_topology), host_topology
+        kfd_source = os.path.join(sys_root, "class", "kfd", "kfd", "topology")
+        kfd_info = kfd_reader.read_topology(kfd_source)
     renders = tuple(_node(p) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
     disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
     return HostFacts(engine_version=engine.version, engine_error=engine.error,
