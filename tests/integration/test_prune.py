@@ -10,7 +10,7 @@ import pytest
 
 from rocmforge import archprune
 from rocmforge.plan import load_plan
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, sh
 
 pytestmark = pytest.mark.docker
 LIBRARY = "/usr/lib/x86_64-linux-gnu/rocblas/2.47.0/library"
@@ -22,16 +22,20 @@ def test_hip_runtime_keeps_only_its_archs_and_no_layer_holds_the_rest(docker_cli
     tp = load_plan(ROOT / "matrix.yaml").targets["hip-runtime"]
     image = docker_client.images.get(tp.content_tag)
     assert image.labels[archprune.LABEL] == "true"
-    listing = docker_client.containers.run(tp.content_tag, ["ls", LIBRARY], remove=True).decode().split()
-    assert sorted(listing) == ["Kernels.so-000-gfx1100.hsaco", "Kernels.so-000-gfx90a-xnack+.hsaco",
-                               "Kernels.so-000-gfx90a-xnack-.hsaco", "TensileLibrary.dat",
-                               "TensileLibrary_gfx1100.co", "TensileLibrary_gfx90a.co"]
-    record = json.loads(docker_client.containers.run(tp.content_tag, ["cat", archprune.record_path("hip-runtime")],
-                                                     remove=True))
+    # Read through sh() (wait, then logs): a streamed run() can lose a short final line on some engines.
+    rc, listing = sh(docker_client, tp.content_tag, f"ls {LIBRARY}")
+    assert rc == 0, listing
+    assert sorted(listing.split()) == ["Kernels.so-000-gfx1100.hsaco", "Kernels.so-000-gfx90a-xnack+.hsaco",
+                                       "Kernels.so-000-gfx90a-xnack-.hsaco", "TensileLibrary.dat",
+                                       "TensileLibrary_gfx1100.co", "TensileLibrary_gfx90a.co"]
+    rc, out = sh(docker_client, tp.content_tag, f"cat {archprune.record_path('hip-runtime')}")
+    assert rc == 0, out
+    record = json.loads(out)
     assert record["keep"] == ["gfx1100", "gfx90a"] and record["dirs"][LIBRARY]["removed_files"] == 15
     # librocblas0 alone installs more than the whole image weighs: the removed files reached no layer.
-    installed_kb = int(docker_client.containers.run(
-        tp.content_tag, ["dpkg-query", "-W", "-f", "${Installed-Size}", "librocblas0"], remove=True))
+    rc, out = sh(docker_client, tp.content_tag, "dpkg-query -W -f '${Installed-Size}\\n' librocblas0")
+    assert rc == 0 and out.strip().isdigit(), out
+    installed_kb = int(out)
     size = docker_client.api.inspect_image(tp.content_tag)["Size"]
     assert size < installed_kb * 1024, (size, installed_kb)
     manifest = run_cli("manifest", "--target", "hip-runtime")
