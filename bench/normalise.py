@@ -26,10 +26,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge import engine, engineinfo, lockfile  # noqa: E402
-from rocmforge.pipeline import Pipeline  # noqa: E402
-from rocmforge.plan import load_plan  # noqa: E402
-from rocmforge.project import Project  # noqa: E402
+from rocmforge.build import engine  # noqa: E402
+from rocmforge.host import engineinfo
+from rocmforge.resolve import lockfile
+from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
+from rocmforge.render.plan import load_plan  # noqa: E402
+from rocmforge.workflow.project import Project  # noqa: E402
 from tests import local_registry  # noqa: E402
 from tests.conftest import copy_project  # noqa: E402
 
@@ -128,7 +130,7 @@ def case_a(tmp: Path) -> tuple[float, float]:
 def case_b(tmp: Path) -> tuple[float, float]:
     """Both sides have built hip-python once before the change: ours the previous edit (the build
     cache a target keeps is the last build's), docker the unchanged context."""
-    from rocmforge import buildcache
+    from rocmforge.build import buildcache
 
     matrix = scratch(tmp, lambda d: None)
     tags = []

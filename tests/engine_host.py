@@ -168,7 +168,7 @@ def ensure_base(client, workdir: Path | None = None, log: Callable[[str], None] 
         raise EngineUnavailable("debootstrap is not installed (apt-get install -y debootstrap)")
     if os.geteuid() != 0:
         raise EngineUnavailable("debootstrap needs root")
-    from rocmforge import bootstrap     # its scratch directory unmounts what debootstrap leaves mounted
+    from rocmforge.resolve import bootstrap  # its scratch directory unmounts what debootstrap leaves mounted
 
     started = time.monotonic()
     with bootstrap._scratch_dir(Path(workdir or tempfile.gettempdir()), log) as tmp:

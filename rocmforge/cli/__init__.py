@@ -1,14 +1,14 @@
 """Command line: `python build.py [--matrix M] COMMAND ...`; `python build.py --target X` builds then tests.
 
-The CLI parses, calls and prints: builds go through rocmforge.pipeline, each command is a
+The CLI parses, calls and prints: builds go through rocmforge.workflow.pipeline, each command is a
 function in build_commands or info_commands, and parser.py names the function of each subcommand."""
 
 from __future__ import annotations
 
 import sys
 
-from ..errors import BuildError, UserError
-from ..project import MACHINE_ERRNOS
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.workflow.project import MACHINE_ERRNOS
 
 
 def os_error_exit(exc: OSError) -> int:
@@ -23,8 +23,8 @@ def os_error_exit(exc: OSError) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .invocation import Invocation
-    from .parser import build_parser
+    from rocmforge.cli.invocation import Invocation
+    from rocmforge.cli.parser import build_parser
 
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:

@@ -6,16 +6,16 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import UserError
-from ..project import ca_bundle, writable_dir, writable_file
-from . import show
-from .invocation import Invocation
+from rocmforge.shared.errors import UserError
+from rocmforge.workflow.project import ca_bundle, writable_dir, writable_file
+from rocmforge.cli import show
+from rocmforge.cli.invocation import Invocation
 
 
 def build_and_test(inv: Invocation) -> int:
     """`build.py --target X`: the main job."""
     if not inv.args.target:
-        from .parser import build_parser
+        from rocmforge.cli.parser import build_parser
 
         build_parser().print_help()
         return 2
@@ -25,15 +25,16 @@ def build_and_test(inv: Invocation) -> int:
 def build(inv: Invocation) -> int:
     name = inv.target_name()
     results = inv.pipeline.build(name)
-    from .. import engine
+    from rocmforge.build import engine
 
     show.build_table(inv.out, engine.connect(), inv.plan, results)
     return 0
 
 
 def test(inv: Invocation) -> int:
-    from .. import engine, suites
-    from ..pipeline import require_built
+    from rocmforge.build import engine
+    from rocmforge.verify import suites
+    from rocmforge.workflow.pipeline import require_built
 
     args, project = inv.args, inv.project
     target, image = inv.target_name(), getattr(args, "image", None)
@@ -66,7 +67,7 @@ def test(inv: Invocation) -> int:
 
 
 def verify_repro(inv: Invocation) -> int:
-    from ..repro_check import verify_repro as run
+    from rocmforge.workflow.repro_check import verify_repro as run
 
     name = inv.target_name()
     result = run(inv.pipeline, name)
@@ -81,8 +82,8 @@ def verify_repro(inv: Invocation) -> int:
 
 
 def manifest(inv: Invocation) -> int:
-    from .. import engine
-    from ..pipeline import require_built
+    from rocmforge.build import engine
+    from rocmforge.workflow.pipeline import require_built
 
     name = inv.target_name()
     inv.project.target(name)
@@ -97,7 +98,7 @@ def manifest(inv: Invocation) -> int:
 
 def context(inv: Invocation) -> int:
     """The folder `docker build` takes by hand: the rendered files, the probes and the fetched inputs."""
-    from ..files import atomic_write
+    from rocmforge.shared.files import atomic_write
 
     name = inv.target_name()
     out = Path(inv.args.out)
@@ -116,7 +117,9 @@ def context(inv: Invocation) -> int:
 
 
 def lock(inv: Invocation) -> int:
-    from .. import engine, lock as locking, lockfile, report
+    from rocmforge.build import engine
+    from rocmforge.resolve import lock as locking, lockfile
+    from rocmforge.release import report
 
     project, args = inv.project, inv.args
     targets = args.lock_targets
@@ -143,7 +146,7 @@ def lock(inv: Invocation) -> int:
         return 0
     with inv.progress.status("resolving pins"):
         out = locking.resolve(client, m, old, targets=targets, work=work, ca_bundle=ca_bundle(args.ca_bundle), log=log)
-    from ..files import atomic_write
+    from rocmforge.shared.files import atomic_write
 
     atomic_write(project.lock_path, lockfile.dump(out.lock).encode())
     for r in out.resolved:
@@ -155,7 +158,8 @@ def lock(inv: Invocation) -> int:
 
 
 def clean(inv: Invocation) -> int:
-    from .. import cleanup, engine, enginelock
+    from rocmforge.workflow import cleanup
+    from rocmforge.build import engine, steplock
 
     project, target, dry_run = inv.project, inv.target_name(), inv.args.clean_dry_run
     names = [target] if target else sorted(inv.plan.targets)
@@ -164,7 +168,7 @@ def clean(inv: Invocation) -> int:
     if not dry_run:
         project.writable_state()
     client = engine.connect()
-    with enginelock.exclusive() as alone:   # no build starts while we remove
+    with steplock.exclusive() as alone:   # no build starts while we remove
         found = cleanup.find(client, project, names, all_targets=not target, alone=alone, dry_run=dry_run)
         if found.waiting:
             inv.progress.line(f"keeping {found.waiting} untagged step image(s): another build is running on this engine")

@@ -6,16 +6,16 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import BuildError, UserError
-from ..project import writable_dir, writable_file
-from . import show
-from .invocation import Invocation
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.workflow.project import writable_dir, writable_file
+from rocmforge.cli import show
+from rocmforge.cli.invocation import Invocation
 
 
 def list_targets(inv: Invocation) -> int:
-    from .. import archprune
-    from ..buildable import buildability
-    from ..plan import pruned
+    from rocmforge.render import archprune
+    from rocmforge.build.buildable import buildability
+    from rocmforge.render.plan import pruned
 
     plan, m = inv.plan, inv.plan.matrix
     rows = []
@@ -41,7 +41,7 @@ def list_targets(inv: Invocation) -> int:
 
 
 def render(inv: Invocation) -> int:
-    from .. import render as rendering
+    from rocmforge.render import contexts as rendering
 
     plan = inv.plan
     out = Path(inv.args.out) if inv.args.out else inv.project.root / "images"
@@ -63,7 +63,7 @@ def render(inv: Invocation) -> int:
 
 
 def rocminfo(inv: Invocation) -> int:
-    from ..readers import rocminfo as reader
+    from rocmforge.verify.readers import rocminfo as reader
 
     info = reader.parse(reader.read_saved(inv.args.file))
     print(json.dumps(info.to_json(), indent=2) if inv.args.json else reader.format_table(info))
@@ -71,7 +71,7 @@ def rocminfo(inv: Invocation) -> int:
 
 
 def archs(inv: Invocation) -> int:
-    from ..readers import archs as reader
+    from rocmforge.verify.readers import archs as reader
 
     paths = inv.args.paths
     for p in paths:
@@ -102,7 +102,8 @@ def archs(inv: Invocation) -> int:
 
 
 def push(inv: Invocation) -> int:
-    from .. import engine, publish
+    from rocmforge.build import engine
+    from rocmforge.release import publish
 
     project, target, registry = inv.project, inv.target_name(), inv.args.registry
     project.target(target)
@@ -117,7 +118,8 @@ def push(inv: Invocation) -> int:
 
 
 def pull(inv: Invocation) -> int:
-    from .. import engine, publish
+    from rocmforge.build import engine
+    from rocmforge.release import publish
 
     target, record_dir = inv.target_name(), inv.project.record_dir
     publish.read_record(record_dir / f"{target}.json", target)   # a missing record needs no engine
@@ -129,8 +131,9 @@ def pull(inv: Invocation) -> int:
 
 
 def report(inv: Invocation) -> int:
-    from .. import engine, report as reports
-    from ..files import atomic_write
+    from rocmforge.build import engine
+    from rocmforge.release import report as reports
+    from rocmforge.shared.files import atomic_write
 
     project, args = inv.project, inv.args
     out_dir = Path(args.report_out) if args.report_out else project.state / "report"
@@ -159,7 +162,7 @@ def report(inv: Invocation) -> int:
 
 
 def doctor(inv: Invocation) -> int:
-    from .. import doctor as host_doctor
+    from rocmforge import doctor as host_doctor
 
     report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology)
     print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
@@ -170,8 +173,10 @@ def run(inv: Invocation) -> int:
     import shutil
     import subprocess
 
-    from .. import doctor as host_doctor, dockerrun, engine
-    from ..container import host_gpu_access
+    from rocmforge import doctor as host_doctor
+    from rocmforge.host import dockerrun
+    from rocmforge.build import engine
+    from rocmforge.host.container import host_gpu_access
 
     target, cmd = inv.target_name(), inv.args.cmd
     tp = inv.project.target(target)

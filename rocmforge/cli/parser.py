@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import build_commands as build, info_commands as info
+from rocmforge.cli import build_commands as build, info_commands as info
 
 
 class _Parser(argparse.ArgumentParser):

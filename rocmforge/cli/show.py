@@ -8,7 +8,7 @@ import json
 def targets_table(out, title: str, rows: list[dict]) -> None:
     from rich import box
 
-    from ..archprune import describe
+    from rocmforge.render.archprune import describe
     from rich.table import Table
 
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)   # 80 columns must stay readable

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import gpu_checks, host_checks
-from .diagnosis import Diagnosis
-from .facts import HostFacts
-from .report import Report, Verdict
+from rocmforge.doctor import gpu_checks, host_checks
+from rocmforge.doctor.diagnosis import Diagnosis
+from rocmforge.doctor.facts import HostFacts
+from rocmforge.doctor.report import Report, Verdict
 
 PER_TARGET = "{target}"
 

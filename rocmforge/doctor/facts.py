@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..readers import kfd as kfd_reader, rocminfo
+from rocmforge.verify.readers import kfd as kfd_reader, rocminfo
 
 DEFAULT_DOCKER_ROOT = "/var/lib/docker"
 ROCMINFO_TIMEOUT_S = 60
@@ -143,7 +143,7 @@ def built_targets_from_labels(client) -> dict[str, tuple[str, ...]]:
 
 def pruned_targets_from_labels(client) -> frozenset[str]:
     """Targets with a tagged image whose label says its GPU files were pruned to its archs."""
-    from ..archprune import LABEL
+    from rocmforge.render.archprune import LABEL
 
     return frozenset(img.labels["io.rocmforge.target"] for img in client.images.list(filters={"label": f"{LABEL}=true"})
                      if img.tags and (img.labels or {}).get(LABEL) == "true" and "io.rocmforge.target" in img.labels)
@@ -151,7 +151,7 @@ def pruned_targets_from_labels(client) -> frozenset[str]:
 
 def built_targets_from_plan(client, plan) -> dict[str, tuple[str, ...]]:
     """The plan's targets whose current content tag exists on the engine (built from this matrix)."""
-    from ..engine import image_id
+    from rocmforge.build.engine import image_id
 
     return {name: tuple(tp.archs) for name, tp in plan.targets.items()
             if image_id(client, tp.content_tag) is not None}
@@ -161,7 +161,7 @@ def image_rocminfo_runner(client, image: str, *, dev_root: str = "/dev", timeout
     """A rocminfo_runner for :func:`gather`: rocminfo in a throw-away container of image, with
     the host's GPU device nodes and their groups passed. Returns (output, source)."""
     def run_it() -> tuple[str, str]:
-        from ..container import TrackedContainer, host_gpu_access
+        from rocmforge.host.container import TrackedContainer, host_gpu_access
 
         with TrackedContainer(client, image, gpu=host_gpu_access(dev_root)) as c:
             r = c.exec(["rocminfo"], timeout=timeout)
@@ -185,7 +185,7 @@ def _read_engine(client, built_targets: dict[str, tuple[str, ...]] | None) -> En
         return EngineFacts(error=_error_text(exc), built_targets=built_targets)
     try:
         data_root = client.info().get("DockerRootDir")
-        from .. import engineinfo
+        from rocmforge.host import engineinfo
 
         described = engineinfo.of(client)
         description, problem = described.describe(), engineinfo.problem(described)

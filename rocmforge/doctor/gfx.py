@@ -10,15 +10,15 @@ community reports for gfx1031/gfx1032 in ROCm/legacy-rocm-build#1756, #2720). Th
 applies to every GPU of the process (ROCm/legacy-rocm-build#5069).
 
 The generic targets and their member processors are probes/archs.py's table (the project's one
-copy of it, through :mod:`rocmforge.readers.archs`).
+copy of it, through :mod:`rocmforge.verify.readers.archs`).
 """
 
 from __future__ import annotations
 
 from typing import Collection
 
-from ..readers.archs import GENERIC_TARGETS
-from ..readers.rocminfo import gfx_base
+from rocmforge.verify.readers.archs import GENERIC_TARGETS
+from rocmforge.verify.readers.rocminfo import gfx_base
 
 # GPU -> the gfx whose code objects it runs when HSA_OVERRIDE_GFX_VERSION names that gfx (same ISA
 # family; unofficial, not supported by AMD). Sources in the module docstring.

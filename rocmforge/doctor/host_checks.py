@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-from .diagnosis import Diagnosis
-from .facts import NodeFacts
-from .report import FAIL, OK, SKIPPED, WARN, Verdict
+from rocmforge.doctor.diagnosis import Diagnosis
+from rocmforge.doctor.facts import NodeFacts
+from rocmforge.doctor.report import FAIL, OK, SKIPPED, WARN, Verdict
 
 LOW_DISK_BYTES = 60 * 10**9  # ROCm images are 3-50 GB each; a build also keeps its builder image
 

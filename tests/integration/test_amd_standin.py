@@ -21,9 +21,9 @@ import uuid
 import pytest
 import yaml
 
-from rocmforge import bootstrap, lockfile
-from rocmforge.matrix import load_matrix
-from rocmforge.plan import load_plan
+from rocmforge.resolve import bootstrap, lockfile
+from rocmforge.define.matrix import load_matrix
+from rocmforge.render.plan import load_plan
 from tests.conftest import ROOT, build_image, copy_project, run_cli
 
 pytestmark = pytest.mark.docker

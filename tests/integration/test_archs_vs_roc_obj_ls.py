@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import archprune
-from rocmforge.readers import archs
+from rocmforge.render import archprune
+from rocmforge.verify.readers import archs
 
 pytestmark = pytest.mark.docker
 

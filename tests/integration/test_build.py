@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, copy_project, dpkg_versions, run_cli, sh
-from rocmforge import lockfile
-from rocmforge.matrix import load_matrix
-from rocmforge.files import iso_utc
-from rocmforge.plan import load_plan, make_plan
+from rocmforge.resolve import lockfile
+from rocmforge.define.matrix import load_matrix
+from rocmforge.shared.files import iso_utc
+from rocmforge.render.plan import load_plan, make_plan
 
 pytestmark = pytest.mark.docker
 
@@ -145,7 +145,7 @@ def test_build_refuses_unresolved_target_without_engine_work():
 
 
 def test_bootstrapped_base_is_cached_by_recipe(built_runtime, docker_client):
-    from rocmforge import bases
+    from rocmforge.resolve import bases
 
     ref = bases.bootstrap_ref("debian13-rocm5.7", MATRIX.stacks["debian13-rocm5.7"])
     img = docker_client.images.get(ref)

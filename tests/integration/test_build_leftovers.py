@@ -16,9 +16,9 @@ import uuid
 import pytest
 import yaml
 
-from rocmforge import bootstrap
-from rocmforge.matrix import load_matrix
-from rocmforge.plan import load_plan
+from rocmforge.resolve import bootstrap
+from rocmforge.define.matrix import load_matrix
+from rocmforge.render.plan import load_plan
 from tests.conftest import BUILD_PY, ROOT, copy_project, run_cli
 
 pytestmark = pytest.mark.docker
@@ -68,7 +68,7 @@ def assert_nothing_left(client, before, allowed: set[str] = frozenset(), grace: 
 def cache_images(client, state, name) -> set[str]:
     """Full IDs of the build cache the target kept: its `rocmforge-cache/<name>:last` image and the
     step images its record names, with their parents that no tag reaches."""
-    from rocmforge import buildcache
+    from rocmforge.build import buildcache
 
     out = set()
     for ref in [f"rocmforge-cache/{name}:last", *buildcache.recorded(state, name)]:

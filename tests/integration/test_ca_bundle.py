@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from tests.conftest import copy_project, run_cli
-from rocmforge import lockfile
-from rocmforge.matrix import load_matrix
-from rocmforge.plan import make_plan
+from rocmforge.resolve import lockfile
+from rocmforge.define.matrix import load_matrix
+from rocmforge.render.plan import make_plan
 
 pytestmark = pytest.mark.docker
 HOST_BUNDLE = Path(os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
@@ -128,7 +128,7 @@ def test_ca_bundle_fetches_locked_wheels_on_the_host(docker_client, hip_runtime_
 
 
 def test_ca_bundle_read_in_the_builder_stage_only(docker_client, hip_runtime_built, bundle, own_images, tmp_path):
-    from rocmforge import engine
+    from rocmforge.build import engine
 
     path, marker = bundle
     _matrix, name, tp = _own_target(tmp_path, locked=False)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from rocmforge.plan import load_plan
+from rocmforge.render.plan import load_plan
 
 pytestmark = pytest.mark.docker
 PLAN = load_plan(ROOT / "matrix.yaml")

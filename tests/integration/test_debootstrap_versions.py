@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import aptmirror, bases, bootstrap
-from rocmforge.matrix import load_matrix
+from rocmforge.host import aptmirror
+from rocmforge.resolve import bases, bootstrap
+from rocmforge.define.matrix import load_matrix
 
 from tests.conftest import ROOT
 from tests.integration.conftest import _need

@@ -14,7 +14,7 @@ import json
 import pytest
 import yaml
 
-from rocmforge import imageid
+from rocmforge.host import imageid
 
 from tests.conftest import copy_project, run_cli
 
@@ -98,7 +98,7 @@ def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine
 def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, other_engine, project, tmp_path):
     """The containerd store pushes the manifest rocmforge wrote: one digest however often it is
     pushed, and pulled back by that digest it is the same image (config digest)."""
-    from rocmforge import publish
+    from rocmforge.release import publish
     from tests import local_registry
 
     _build(project, tmp_path / "state", env=other_engine.env())

@@ -29,9 +29,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmforge import fetch, lockfile, suites as suite_runs
-from rocmforge.container import TEST_LABEL
-from rocmforge.plan import load_plan
+from rocmforge.host import fetch
+from rocmforge.resolve import lockfile
+from rocmforge.verify import suites as suite_runs
+from rocmforge.host.container import TEST_LABEL
+from rocmforge.render.plan import load_plan
 from tests import local_registry
 from tests.conftest import BUILD_PY, run_cli
 from tests.integration.conftest import _need

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from rocmforge import fetch
+from rocmforge.host import fetch
 from tests.conftest import ROOT
 
 UPSTREAM = "https://github.com/ROCm/bitsandbytes"

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from rocmforge.container import host_gpu_access
+from rocmforge.host.container import host_gpu_access
 
 pytestmark = pytest.mark.docker
 FIX = ROOT / "tests" / "fixtures" / "rocminfo" / "handwritten"

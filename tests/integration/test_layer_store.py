@@ -9,10 +9,10 @@ import hashlib
 
 import pytest
 
-from rocmforge import bootstrap
-from rocmforge.image.layerstore import LayerStore
-from rocmforge.image.normalise import normalise_image
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import bootstrap
+from rocmforge.build.image.layerstore import LayerStore
+from rocmforge.build.image.normalise import normalise_image
+from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT, build_image
 
 pytestmark = pytest.mark.docker

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, copy_project, run_cli
-from rocmforge import fetch, lockfile
+from rocmforge.host import fetch
+from rocmforge.resolve import lockfile
 
 pytestmark = pytest.mark.docker
 OFFLINE = ["--target", "hip-python"]   # the chain that resolves here: hip-devel, hip-runtime, hip-python

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from rocmforge import archprune
-from rocmforge.plan import load_plan
+from rocmforge.render import archprune
+from rocmforge.render.plan import load_plan
 from tests.conftest import ROOT, run_cli, sh
 
 pytestmark = pytest.mark.docker

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import engine, publish, registry as reg, suites as suite_runs
-from rocmforge.errors import BuildError, UserError
-from rocmforge.plan import BuildPlan, TargetPlan, content_hash
+from rocmforge.build import engine
+from rocmforge.release import publish
+from rocmforge.host import registry as reg
+from rocmforge.verify import suites as suite_runs
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.render.plan import BuildPlan, TargetPlan, content_hash
 from tests.local_registry import free_port
 
 pytestmark = pytest.mark.docker

@@ -11,9 +11,11 @@ import uuid
 import pytest
 import yaml
 
-from rocmforge import bootstrap, engine, registry
-from rocmforge.matrix import load_matrix
-from rocmforge.plan import load_plan
+from rocmforge.resolve import bootstrap
+from rocmforge.build import engine
+from rocmforge.host import registry
+from rocmforge.define.matrix import load_matrix
+from rocmforge.render.plan import load_plan
 from tests.conftest import ROOT, copy_project, run_cli
 from tests.local_registry import free_port
 

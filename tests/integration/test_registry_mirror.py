@@ -10,8 +10,9 @@ import uuid
 
 import pytest
 
-from rocmforge import bases, bootstrap, registry as reg
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import bases, bootstrap
+from rocmforge.host import registry as reg
+from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT, build_image
 from tests.local_registry import free_port
 

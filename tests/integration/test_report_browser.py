@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmforge import suites as suite_runs
-from rocmforge.plan import load_plan
+from rocmforge.verify import suites as suite_runs
+from rocmforge.render.plan import load_plan
 from tests.conftest import ROOT, copy_project, run_cli
 from tests.integration.conftest import _need
 

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from tests.conftest import ROOT, build_image
-from rocmforge import bootstrap
-from rocmforge.image.diff import describe_difference, diff_images
-from rocmforge.image.normalise import normalise_image
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import bootstrap
+from rocmforge.build.image.diff import describe_difference, diff_images
+from rocmforge.build.image.normalise import normalise_image
+from rocmforge.define.matrix import load_matrix
 
 pytestmark = pytest.mark.docker
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import bases, bootstrap
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import bases, bootstrap
+from rocmforge.define.matrix import load_matrix
 
 from tests.conftest import ROOT
 

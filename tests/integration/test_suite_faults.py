@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, build_image, copy_project, run_cli
-from rocmforge.container import host_gpu_access
-from rocmforge.plan import load_plan
+from rocmforge.host.container import host_gpu_access
+from rocmforge.render.plan import load_plan
 
 pytestmark = pytest.mark.docker
 LIB = "/usr/lib/x86_64-linux-gnu"
@@ -244,8 +244,8 @@ def test_fault_fails_the_right_suite(docker_client, built_image, own_images, tmp
 
 def test_table_is_well_formed():
     """Every row names a target of the matrix, a suite that exists, and a unique id."""
-    from rocmforge.matrix import load_matrix
-    from rocmforge.suites import SUITES
+    from rocmforge.define.matrix import load_matrix
+    from rocmforge.verify.suites import SUITES
 
     m = load_matrix(ROOT / "matrix.yaml")
     names = [f.name for f in FAULTS]

@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tests.conftest import ROOT, build_image, run_cli
-from rocmforge.container import host_gpu_access
-from rocmforge.plan import load_plan
+from rocmforge.host.container import host_gpu_access
+from rocmforge.render.plan import load_plan
 
 pytestmark = pytest.mark.docker
 PLAN = load_plan(ROOT / "matrix.yaml")
@@ -151,7 +151,7 @@ def test_suite_results_reach_the_manifest(hip_runtime_built, tmp_path):
 
 
 def test_no_test_container_left_behind(hip_runtime_built, docker_client):
-    from rocmforge.container import TEST_LABEL
+    from rocmforge.host.container import TEST_LABEL
 
     proc = run_cli("test", "--target", "hip-runtime", "--json")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

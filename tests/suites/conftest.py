@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import lockfile
-from rocmforge.container import TrackedContainer, host_gpu_access
-from rocmforge.errors import UserError
-from rocmforge.image_packages import expected_packages
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import lockfile
+from rocmforge.host.container import TrackedContainer, host_gpu_access
+from rocmforge.shared.errors import UserError
+from rocmforge.resolve.image_packages import expected_packages
+from rocmforge.define.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBES_IN_CONTAINER = "/tmp/rocmforge-probes"
@@ -194,7 +194,7 @@ def torch_info(container, has_python, torch_expected, target_name):
 @pytest.fixture(scope="session")
 def locked_packages(request, matrix, target_name, target):
     """The dpkg packages (name -> version) the image must hold, from matrix.lock on the host side
-    (rocmforge.image_packages): a package removed inside the image is still expected. None for an
+    (rocmforge.resolve.image_packages): a package removed inside the image is still expected. None for an
     image that is not from a matrix target."""
     if target is None:
         return None

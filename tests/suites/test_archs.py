@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from rocmforge import archprune
-from rocmforge.readers import archs
+from rocmforge.render import archprune
+from rocmforge.verify.readers import archs
 from tests.suites.conftest import PROBES_IN_CONTAINER, missing_expected
 
 # Files of a Python distribution that are GPU libraries by name; its other files are host code.

@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from rocmforge.readers import ldd
+from rocmforge.verify.readers import ldd
 from tests.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, missing_expected
 
 # A few of the entry points bitsandbytes' Python code calls in its ROCm library (csrc/pythonInterface.cpp

@@ -5,7 +5,7 @@ crashes or prints something else fails, whatever the host."""
 
 import pytest
 
-from rocmforge.readers import rocminfo
+from rocmforge.verify.readers import rocminfo
 from tests.suites.conftest import not_gpu_verified
 
 

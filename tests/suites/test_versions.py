@@ -13,7 +13,7 @@ import re
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from rocmforge.image_packages import DPKG_STATUS, compare, parse_dpkg_status
+from rocmforge.resolve.image_packages import DPKG_STATUS, compare, parse_dpkg_status
 from tests.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, target_chain
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge import aptmirror
-from rocmforge.errors import UserError
-from rocmforge.image.config import drop_site_args
+from rocmforge.host import aptmirror
+from rocmforge.shared.errors import UserError
+from rocmforge.build.image.config import drop_site_args
 from tests.conftest import ROOT
 
 

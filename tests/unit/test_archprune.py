@@ -1,10 +1,10 @@
-"""rocmforge.archprune: the build step rendered into the install RUN, the label, and the
+"""rocmforge.render.archprune: the build step rendered into the install RUN, the label, and the
 summary the manifest, `list` and the report give."""
 
 from __future__ import annotations
 
-from rocmforge import archprune
-from rocmforge.plan import load_plan
+from rocmforge.render import archprune
+from rocmforge.render.plan import load_plan
 from tests.conftest import ROOT
 
 

@@ -1,4 +1,4 @@
-"""GPU architecture listing (probes/archs.py through the rocmforge.readers.archs shim).
+"""GPU architecture listing (probes/archs.py through the rocmforge.verify.readers.archs shim).
 
 Fixtures in tests/fixtures/archs/ were made with Debian's hipcc 5.7 / clang 17 (generate.sh);
 compressed bundles, stray magic strings and corrupt inputs are built here in Python.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.readers import archs
+from rocmforge.verify.readers import archs
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "probes" / "archs.py"

@@ -131,7 +131,7 @@ def test_bad_path(tmp_path, argv, code, text):
 
 def test_nothing_is_left_by_the_probe(tmp_path):
     """The writability probe makes and removes a folder: a refused or accepted check leaves no trace."""
-    from rocmforge.project import writable_dir, writable_file
+    from rocmforge.workflow.project import writable_dir, writable_file
 
     writable_dir(tmp_path / "new" / "deeper", "--out")
     writable_file(tmp_path / "junit.xml", "--junit", replaced=False)

@@ -236,7 +236,8 @@ def test_lock_check_record_is_ignored_by_the_report(case: Path, project: Path):
 
 @pytest.mark.parametrize("case", cases("results"))
 def test_results_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
-    from rocmforge import records, suites as suite_runs
+    from rocmforge.shared import records
+    from rocmforge.verify import suites as suite_runs
 
     exp = expect(case)
     path = place(case, tmp_path / "results" / f"{IMAGE_ID.split(':')[1]}.json")
@@ -248,7 +249,8 @@ def test_results_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
 
 @pytest.mark.parametrize("case", cases("cache"))
 def test_build_cache_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
-    from rocmforge import buildcache, records
+    from rocmforge.build import buildcache
+    from rocmforge.shared import records
 
     exp = expect(case)
     path = place(case, tmp_path / "cache" / "hip-runtime.json")

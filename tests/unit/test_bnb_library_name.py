@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import lockfile
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import lockfile
+from rocmforge.define.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = Path(os.environ.get("ROCMFORGE_SOURCES", ROOT.parent / "shared" / "sources")) / "bitsandbytes-rocm.bundle"

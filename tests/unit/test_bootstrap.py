@@ -6,8 +6,8 @@ import os
 import tarfile
 
 from tests.conftest import ROOT
-from rocmforge import bootstrap
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import bootstrap
+from rocmforge.define.matrix import load_matrix
 
 STACK = load_matrix(ROOT / "matrix.yaml").stacks["debian13-rocm5.7"]
 
@@ -85,8 +85,8 @@ def test_a_file_a_package_puts_under_run_is_kept(tmp_path):
 ARCHIVE_SCRIPT = """
 import sys
 from pathlib import Path
-from rocmforge import bootstrap
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import bootstrap
+from rocmforge.define.matrix import load_matrix
 root, out = Path(sys.argv[1]), Path(sys.argv[2])
 stack = load_matrix(sys.argv[3]).stacks["debian13-rocm5.7"]
 bootstrap.normalise(root, "trixie")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge import buildcache
-from rocmforge.errors import UserError
+from rocmforge.build import buildcache
+from rocmforge.shared.errors import UserError
 
 
 def test_build_cache_budget_from_the_environment(monkeypatch):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from rocmforge.matrix import load_matrix
+from rocmforge.define.matrix import load_matrix
 import rocmforge.cli.info_commands  # noqa: F401  (the last-resort tests patch it; alone, nothing else imports it)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from rocmforge import doctor
 from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
-from rocmforge.errors import UserError
+from rocmforge.shared.errors import UserError
 from tests.unit.doctor_hosts import (
     EXPECTED, GB, HIP_RUNTIME, SCENARIOS, fixture, fixture_path, gpu_host, rocminfo_text, saved_output,
 )

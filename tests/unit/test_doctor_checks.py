@@ -10,7 +10,7 @@ from rocmforge.doctor import checks, gfx, gpu_checks, host_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import HostFacts, NodeFacts
 from rocmforge.doctor.report import FAIL, OK, SKIPPED, WARN, Recommendation, Report, Verdict
-from rocmforge.readers import archs
+from rocmforge.verify.readers import archs
 from tests.unit.doctor_hosts import GB, HIP_RUNTIME, fixture, gpu_host, rocminfo_text
 
 KFD = NodeFacts("/dev/kfd", True, True, 44, "video")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge import engineinfo
-from rocmforge.errors import UserError
+from rocmforge.host import engineinfo
+from rocmforge.shared.errors import UserError
 
 
 class FakeClient:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge.matrix import load_matrix
+from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT
 from tests.suites.test_gemm import MAX_FRACTION_OF_PEAK, _judge, peak_for
 

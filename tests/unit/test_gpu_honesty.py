@@ -12,9 +12,9 @@ import warnings
 
 import pytest
 
-from rocmforge import suites as suite_runs
-from rocmforge.container import GpuAccess
-from rocmforge.matrix import load_matrix
+from rocmforge.verify import suites as suite_runs
+from rocmforge.host.container import GpuAccess
+from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT
 from tests.suites import conftest as suites
 

@@ -1,12 +1,12 @@
-"""The canonical image config (rocmforge.image.config): only what describes the image, with
+"""The canonical image config (rocmforge.build.image.config): only what describes the image, with
 epoch times."""
 
 from __future__ import annotations
 
 import json
 
-from rocmforge.bases import canonical_json
-from rocmforge.image.config import normalise_config
+from rocmforge.resolve.bases import canonical_json
+from rocmforge.build.image.config import normalise_config
 from tests.unit.image_samples import EPOCH, docker_config
 
 

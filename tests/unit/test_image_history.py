@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rocmforge.image.config import normalise_config
-from rocmforge.image.history import stage_steps
+from rocmforge.build.image.config import normalise_config
+from rocmforge.build.image.history import stage_steps
 
 DOCKERFILE = """# a comment
 FROM base:1 AS builder

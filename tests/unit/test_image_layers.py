@@ -1,4 +1,4 @@
-"""Layer rewriting (rocmforge.image.layers) on synthetic layer tars: what is dropped, blanked,
+"""Layer rewriting (rocmforge.build.image.layers) on synthetic layer tars: what is dropped, blanked,
 clamped and re-sorted, and that the result is the same bytes whatever the build's run."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import bootstrap
-from rocmforge.image.layers import normalise_layer
-from rocmforge.image.tarcodec import BLOCK, GNU_MAGIC, RECORD
+from rocmforge.resolve import bootstrap
+from rocmforge.build.image.layers import normalise_layer
+from rocmforge.build.image.tarcodec import BLOCK, GNU_MAGIC, RECORD
 from tests.unit.image_samples import EMPTY_LAYER, EPOCH, LATER, OLD, build_layer, tar_bytes, ti
 
 

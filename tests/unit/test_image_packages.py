@@ -1,11 +1,11 @@
-"""The packages an image must hold, from matrix.lock alone (rocmforge.image_packages), on the
+"""The packages an image must hold, from matrix.lock alone (rocmforge.resolve.image_packages), on the
 committed matrix and lock, and the comparison with an installed set."""
 
 from __future__ import annotations
 
-from rocmforge import lockfile
-from rocmforge.image_packages import ExpectedPackages, compare, expected_packages, parse_dpkg_status
-from rocmforge.matrix import load_matrix
+from rocmforge.resolve import lockfile
+from rocmforge.resolve.image_packages import ExpectedPackages, compare, expected_packages, parse_dpkg_status
+from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")

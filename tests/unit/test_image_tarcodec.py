@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from rocmforge.image.streams import ChunkStream
-from rocmforge.image.tarcodec import REG, TarEntry, TarReader, decode_number, encode_header, encode_number
+from rocmforge.build.image.streams import ChunkStream
+from rocmforge.build.image.tarcodec import REG, TarEntry, TarReader, decode_number, encode_header, encode_number
 
 
 def test_field_encoding_out_of_octal_range():

@@ -1,4 +1,4 @@
-"""The KFD topology reader (rocmforge.readers.kfd) and what doctor and run make of it: a pruned
+"""The KFD topology reader (rocmforge.verify.readers.kfd) and what doctor and run make of it: a pruned
 image on a host whose GPUs it has no code for is refused with one line."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from rocmforge.doctor import gpu_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import gather
 from rocmforge.doctor.report import FAIL, OK, WARN
-from rocmforge.errors import UserError
-from rocmforge.readers import kfd
+from rocmforge.shared.errors import UserError
+from rocmforge.verify.readers import kfd
 from tests.unit.doctor_hosts import HIP_RUNTIME, gpu_host
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "fixtures" / "kfd"

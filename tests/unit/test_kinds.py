@@ -1,4 +1,4 @@
-"""Component kinds (rocmforge/kinds/, templates/kinds/): golden texts of every kind's partial, and
+"""Component kinds (rocmforge/define/kinds/, templates/kinds/): golden texts of every kind's partial, and
 each kind's fetch items, lock entries and matrix checks.
 
 Golden texts: golden/kinds-matrix.yaml has one target per case of each kind (golden/kinds-matrix.lock
@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import fetch, lockfile
-from rocmforge.errors import UserError
-from rocmforge.kinds import KIND_NAMES, GitSourceFetch, WheelsFetch
-from rocmforge.lock import LockRun, Outcome
-from rocmforge.matrix import load_matrix
-from rocmforge.plan import make_plan
+from rocmforge.host import fetch
+from rocmforge.resolve import lockfile
+from rocmforge.shared.errors import UserError
+from rocmforge.define.kinds import KIND_NAMES, GitSourceFetch, WheelsFetch
+from rocmforge.resolve.lock import LockRun, Outcome
+from rocmforge.define.matrix import load_matrix
+from rocmforge.render.plan import make_plan
 
 from tests.conftest import ROOT
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from rocmforge.readers import ldd
+from rocmforge.verify.readers import ldd
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ldd"
 

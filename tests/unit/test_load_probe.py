@@ -10,7 +10,7 @@ import subprocess
 import sys
 import warnings
 
-from rocmforge.readers import ldd
+from rocmforge.verify.readers import ldd
 from tests.conftest import ROOT
 
 with warnings.catch_warnings():   # its markers are registered by the suites' conftest, not here

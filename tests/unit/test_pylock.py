@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocmforge import pylock
+from rocmforge.host import pylock
 
 
 def _item(name, version, url, **archive):

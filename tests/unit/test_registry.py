@@ -1,4 +1,4 @@
-"""rocmforge.registry against hand-written responses in Docker Hub's shapes (tests/fixtures/registry,
+"""rocmforge.host.registry against hand-written responses in Docker Hub's shapes (tests/fixtures/registry,
 see its README), served by a tiny http.server on 127.0.0.1 so the real urllib code path runs."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge import registry as reg
-from rocmforge.errors import UserError
+from rocmforge.host import registry as reg
+from rocmforge.shared.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
 LIST_TYPE = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -296,8 +296,8 @@ def test_bad_tag_refused(tag):
 
 
 def test_cache_registry_option_and_environment(monkeypatch):
-    from rocmforge import regcache
-    from rocmforge.errors import UserError
+    from rocmforge.release import regcache
+    from rocmforge.shared.errors import UserError
 
     monkeypatch.delenv(regcache.ENV, raising=False)
     monkeypatch.delenv(regcache.READONLY_ENV, raising=False)

@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from tests.conftest import ROOT, copy_project, run_cli
-from rocmforge import render
-from rocmforge.matrix import COMMIT_RE, load_matrix
-from rocmforge.plan import load_plan
+from rocmforge.render import contexts as render
+from rocmforge.define.matrix import COMMIT_RE, load_matrix
+from rocmforge.render.plan import load_plan
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 PLAN = load_plan(ROOT / "matrix.yaml")

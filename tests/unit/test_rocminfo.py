@@ -1,4 +1,4 @@
-"""rocmforge.readers.rocminfo: parsing rocminfo output and pastes of it.
+"""rocmforge.verify.readers.rocminfo: parsing rocminfo output and pastes of it.
 
 Fixtures: tests/fixtures/rocminfo/captured/ holds real captures (debian-rocm5.7-no-gpu.txt:
 Debian's rocminfo in a container on this GPU-less host); tests/fixtures/rocminfo/handwritten/ holds
@@ -12,19 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.readers.rocminfo import (
-    INTEGRATED_GFX,
-    Agent,
-    NotRocminfo,
-    RocmInfo,
-    decode,
-    discrete_only_visible_devices,
-    format_table,
-    gfx_base,
-    parse,
-    read_saved,
-    recognise,
-)
+from rocmforge.verify.readers.rocminfo import INTEGRATED_GFX, Agent, NotRocminfo, RocmInfo, decode, discrete_only_visible_devices, format_table, gfx_base, parse, read_saved, recognise
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rocminfo"
 CAPTURED = {p.name for p in (FIXTURES / "captured").glob("*.txt")}
@@ -405,7 +393,7 @@ def test_cut_inside_an_agent_names_the_line_and_the_agent():
 
 
 def test_an_endless_file_is_refused_not_read_forever():
-    from rocmforge.errors import UserError
+    from rocmforge.shared.errors import UserError
 
     with pytest.raises(UserError, match="larger than 16 MiB"):
         read_saved("/dev/zero")

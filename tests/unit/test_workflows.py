@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, run_cli
-from rocmforge.matrix import load_matrix
+from rocmforge.define.matrix import load_matrix
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 

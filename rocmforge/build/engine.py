@@ -1,0 +1,315 @@
+"""Effects on the Docker engine: connect, build one planned target with streamed progress."""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+from rocmforge.host import aptmirror, aptsources, engineinfo
+from rocmforge.build import steplock
+from rocmforge.shared.errors import BuildError
+from rocmforge.render.plan import TargetPlan
+from rocmforge.render.contexts import CA_PLACEHOLDER
+
+STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")   # the image a finished step left
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def connect():
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except (docker.errors.DockerException, OSError) as exc:
+        raise BuildError(f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST") from None
+    engineinfo.require(client)   # before anything is built or tagged
+    return client
+
+
+def image_id(client, ref: str) -> str | None:
+    """The image's identity (its config digest) on any store; None when ref names no image. Use
+    ref, not this, to name the image to the engine: the containerd store knows it by manifest."""
+    from rocmforge.host import imageid
+
+    return imageid.image_id(client, ref)
+
+
+def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
+    """The build context as a tar with fixed owners and mtimes, so checkout mtimes never leak in.
+    The CA bundle, when given, fills the placeholder that only builder stages read."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        dirs: set[str] = set()
+        for rel in sorted(files):
+            data = files[rel]
+            if rel == CA_PLACEHOLDER and ca_bundle is not None:
+                data = ca_bundle.read_bytes()
+            parts = rel.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d not in dirs:
+                    dirs.add(d)
+                    info = tarfile.TarInfo(d)
+                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+                    tar.addfile(info)
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+def final_base(client, tp: TargetPlan, *, fetch: bool = True) -> str | None:
+    """The image the target's last stage starts FROM, as the engine knows it: its layers are the
+    ones normalisation passes through. With fetch=False: None when it is not on the engine."""
+    froms = [line.split()[1] for line in tp.files["Dockerfile"].decode().splitlines()
+             if line.upper().startswith("FROM ") and len(line.split()) > 1]
+    if not froms:
+        raise BuildError(f"the Dockerfile of {tp.name} has no FROM")
+    if froms[-1].startswith("${") and tp.registry_base:
+        from rocmforge.host import registry
+
+        image, digest = tp.registry_base
+        return registry.pull(client, image, digest, mirror=registry.mirror_from_env(), fetch=fetch)
+    return froms[-1] if fetch or image_id(client, froms[-1]) else None
+
+
+def free_disk(client) -> tuple[str, int] | None:
+    """(the engine's data root, bytes free there) when the engine runs on this host, else None."""
+    import shutil
+
+    root = (client.info() or {}).get("DockerRootDir")
+    try:
+        return (root, shutil.disk_usage(root).free) if root else None
+    except OSError:
+        return None
+
+
+# Two builds of one target at once each get their own raw tag: one's clean-up must not untag the
+# image the other is still normalising.
+_RUN = uuid.uuid4().hex[:8]
+
+
+def raw_tag(tp: TargetPlan) -> str:
+    """Where this process's build of tp waits for normalisation."""
+    return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}-{_RUN}"
+
+
+def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
+          progress, extra_files: dict[str, bytes] | None = None, tag: str | None = None,
+          nocache: bool = False, made: list[str] | None = None) -> str:
+    """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
+    temporary tag). The caller moves the real tags after normalising, then discards `made`: the
+    image of every step (every stage's, not only the last stage's), which this function discards
+    itself when the build fails or is interrupted."""
+    with steplock.building():   # our step images may be another build's cache hits, and theirs ours
+        return _build(client, tp, log_path=log_path, ca_bundle=ca_bundle, progress=progress,
+                      extra_files=extra_files, tag=tag, nocache=nocache, made=[] if made is None else made)
+
+
+def build_labels(tp: TargetPlan) -> dict[str, str]:
+    """The labels a build is given through the API: the builder records them as one more step."""
+    return {"io.rocmforge.content-hash": tp.content_hash}
+
+
+def history_steps(tp: TargetPlan) -> list[str]:
+    """The image's own history entries, as rocmforge words them on every engine (image.history)."""
+    from rocmforge.build.image.history import stage_steps
+
+    labels = " ".join(f"{k}={v}" for k, v in build_labels(tp).items())
+    return stage_steps(tp.files["Dockerfile"].decode()) + [f"LABEL {labels}"]
+
+
+def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files, tag, nocache, made) -> str:
+    reused: set[str] = set()     # cache hits: steps of an earlier build, not ours to discard
+    running: list[str] = []      # the container of the step in progress
+    tag = tag or raw_tag(tp)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # No revision label: the image is a function of its content (what the content tag names), so
+    # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
+    labels = build_labels(tp)
+    buildargs = {}
+    mirror = aptmirror.from_env()
+    if mirror:   # dropped from the normalised history: the mirror is not part of the image
+        buildargs[aptmirror.ARG] = mirror
+    if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
+        from rocmforge.resolve import bases
+        from rocmforge.host import registry
+
+        image, digest = tp.registry_base
+        buildargs[bases.BASE_ARG] = registry.pull(client, image, digest, mirror=registry.mirror_from_env())
+    try:
+        new_id, error, step = _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle,
+                                            extra_files, progress, made, reused, running)
+    except BaseException:
+        # Ctrl-C: the classic builder goes on when the client hangs up (it would commit the step,
+        # finish the build and tag it), so the step in progress is killed; the build then fails there.
+        _stop_step(client, running, made)
+        discard(client, [m for m in made if m not in reused])
+        raise
+    if error or not new_id:
+        discard(client, [m for m in made if m not in reused])
+        why = (error or 'no image produced').strip()
+        tail = _tail(log_path)
+        sources = aptsources.failure_message(tp.stack, tail, mirror=mirror) if aptsources.update_failed(tail) else None
+        if sources:   # names the list file and host that failed (the Debian mirror only when it was that)
+            why = sources
+        elif aptmirror.unreachable_hint(tail):
+            why = aptmirror.unreachable_message(mirror)
+        raise BuildError(f"build of {tp.name} failed at {step}\n  {why}\n  full log: {log_path}")
+    return new_id
+
+
+def _tail(path: Path, size: int = 8192) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, 2) - size))
+        return f.read().decode(errors="replace")
+
+
+def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -> None:
+    """Kills the container of the step in progress. The stream may not have named it yet (the
+    interrupt can come between a step's announcement and its container), so containers made from
+    the last step's image are looked for until one is found or `wait` runs out."""
+    import docker.errors
+
+    deadline = time.monotonic() + wait
+    while True:
+        ids = set(running[-1:])
+        if made:
+            ids |= {c["Id"] for c in client.api.containers(all=True, filters={"ancestor": made[-1]})}
+        stopped = False
+        for cid in ids:
+            try:
+                if client.api.inspect_container(cid)["State"]["Running"]:
+                    client.api.kill(cid)
+                    stopped = True
+            except docker.errors.APIError:   # gone already
+                pass
+        if stopped or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    time.sleep(1)    # the builder fails the step and removes the container (forcerm)
+
+
+def _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files, progress, made, reused,
+                  running):
+    try:
+        return _stream_build_logged(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files,
+                                    progress, made, reused, running)
+    except OSError as exc:      # a full disk under the log: a write names no path, so say which
+        if exc.errno is not None and exc.filename is None:
+            exc.filename = str(log_path)
+        raise
+
+
+def _stream_build_logged(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files, progress,
+                         made, reused, running):
+    step, new_id, error, cached = "(before the first step)", None, None, False
+    started = time.monotonic()
+    with open(log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
+        log.write(f"# rocmforge build {tp.name} -> {tp.content_tag}\n")
+        context = {**tp.files, **(extra_files or {})}
+        stream = client.api.build(fileobj=context_tar(context, ca_bundle), custom_context=True,
+                                  tag=tag, labels=labels, buildargs=buildargs, rm=True, forcerm=True, nocache=nocache,
+                                  pull=False, decode=True)
+        for chunk in stream:
+            if "stream" in chunk:
+                text = ANSI_RE.sub("", chunk["stream"])
+                log.write(text)
+                for line in text.splitlines():
+                    if line.startswith(" ---> Running in "):
+                        running.append(line.split()[-1])
+                    if STEP_IMAGE_RE.match(line):
+                        made.append(line.split()[-1])
+                        if cached:
+                            reused.add(made[-1])
+                    cached = line.strip() == "---> Using cache"
+                    m = STEP_RE.match(line.strip())
+                    if m:
+                        step = line.strip()
+                        progress(step)
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                new_id = chunk["aux"]["ID"]
+            if "error" in chunk:
+                error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                log.write(f"ERROR: {error}\n")
+        log.write(f"# finished in {time.monotonic() - started:.1f}s\n")
+    return new_id, error, step
+
+
+def discard(client, made: list[str]) -> None:
+    """Removes the step images a build made, newest first, with the untagged parents only they
+    use. A tagged image (the base, a prerequisite) and one another image still uses are kept.
+    While another build runs on the engine they are left to it (see steplock)."""
+    with steplock.exclusive() as alone:
+        if not alone:
+            steplock.defer(made)
+            return
+        remove_untagged(client, list(made) + steplock.take_pending())
+
+
+def remove_untagged(client, images: list[str]) -> None:
+    import docker.errors
+
+    for short in reversed(images):
+        try:
+            if client.api.inspect_image(short).get("RepoTags"):
+                continue
+            client.api.remove_image(short, noprune=False)
+        except docker.errors.APIError:   # gone with a child removed before it, or still in use
+            pass
+
+
+def short_name(repo: str) -> str:
+    """A repository as rocmforge names it: podman lists `rocmforge/x` as `localhost/rocmforge/x`,
+    the containerd store may qualify it with docker.io."""
+    for prefix in ("localhost/", "docker.io/library/", "docker.io/"):
+        if repo.startswith(prefix):
+            return repo[len(prefix):]
+    return repo
+
+
+LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")   # a build or verify-repro stopped before its clean-up
+CACHE_REPO = "rocmforge-cache"
+
+
+def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = frozenset(),
+              kept: set[str] = frozenset()) -> list[tuple[str, str, int]]:
+    """(kind, reference, bytes) of what `clean` removes: the tags of the targets' images and of the
+    stacks' bases, the targets' kept build cache (tags, and the step images in `cached`), tags and
+    step images an interrupted build left, and containers of such images. Step images carry no
+    tag; they are found as images no tag reaches that inherited a rocmforge label (every image we
+    build or build on carries io.rocmforge.content-hash); those in `kept`, the build cache other
+    targets keep, are left alone."""
+    repos = {f"rocmforge/{n}" for n in targets} | {f"rocmforge/base-{s}" for s in stacks}
+    leftover = {f"{r}/{n}" for r in LEFTOVER_REPOS for n in targets}
+    cache = {f"{CACHE_REPO}/{n}" for n in targets}
+    out: list[tuple[str, str, int]] = []
+    images = client.api.images(all=False)
+    for img in images:
+        for tag in img.get("RepoTags") or []:
+            repo = short_name(tag.rsplit(":", 1)[0])
+            if repo in repos:
+                out.append(("tag", tag, img.get("Size", 0)))
+            elif repo in cache:
+                out.append(("build cache", tag, img.get("Size", 0)))
+            elif repo in leftover:
+                out.append(("leftover tag", tag, img.get("Size", 0)))
+    for img in client.api.images(filters={"dangling": True, "label": "io.rocmforge.content-hash"}):
+        if img["Id"][7:19] in kept and img["Id"][7:19] not in cached:
+            continue   # another target's kept build cache
+        kind = "build cache" if img["Id"][7:19] in cached else "leftover image"
+        out.append((kind, img["Id"], img.get("Size", 0)))
+    ours = {img["Id"] for img in images
+            if any(short_name(t.rsplit(":", 1)[0]) in leftover for t in img.get("RepoTags") or [])}
+    for c in client.api.containers(all=True):
+        if c.get("ImageID") in ours:
+            out.append(("container", c["Id"], 0))
+    return out

@@ -1,0 +1,40 @@
+"""Bit-identical rebuilds: rewrite a built image into a canonical form and load it back.
+
+The classic builder stamps wall-clock time into the image config (`created`, history times,
+`container`, `container_config`) and into every file a RUN step writes, and a few files (logs,
+caches, apt lists) differ between two runs whatever their times. Normalisation streams `docker
+save` of an image (or the engine's own store), rewrites every layer as a canonical tar and the
+config as canonical JSON, and `docker load`s the result, so the same Dockerfile on the same base
+gives the same image ID on every build, and on every engine (Docker's graph-driver and
+containerd stores, podman). A diff names the first thing that still differs.
+
+The canonical layer is what GNU tar writes with `--format=gnu --sort=name --numeric-owner`
+(bootstrap.layer_tar): a layer already in that form (the bootstrapped base) comes out byte for
+byte identical, so its diff ID never changes.
+
+The rest of rocmforge calls normalise_image, diff_images and describe_difference, and catches
+ImageArchiveError (a BuildError). The modules, lowest first:
+  errors      ImageArchiveError
+  streams     forward-only byte streams over `docker save` chunks, hashed per member
+  tarcodec    the tar reader and the GNU tar writer (why not the stdlib's: its docstring)
+  layers      which layer entries are dropped or blanked, and the canonical rewrite of one layer
+  config      the canonical image config
+  blobs       layer members known by their first bytes: tars, gzip- or zstd-compressed tars
+  oci         the OCI image layout (`docker save` with the containerd image store): index.json
+  archive     the docker-archive format: reading `docker save`, writing what `docker load` takes
+  layerstore  layers read straight from the engine's overlay2 store
+  lowerindex  the merged filesystem below a layer (per chain ID, cached on disk)
+  lowerrules  a layer's canonical form against what lies below it: one form whichever engine's
+              differ wrote it (opaque markers, unchanged copy-ups, whiteout metadata)
+  ociload     what the containerd image store loads: an OCI layout with rocmforge's own manifest
+  normalise   the whole image: from the engine, rewritten, loaded back
+  diff        the first difference between two images, in one line
+"""
+
+from __future__ import annotations
+
+from rocmforge.build.image.diff import describe_difference, diff_images
+from rocmforge.build.image.errors import ImageArchiveError
+from rocmforge.build.image.normalise import normalise_image
+
+__all__ = ["ImageArchiveError", "describe_difference", "diff_images", "normalise_image"]

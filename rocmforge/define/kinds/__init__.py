@@ -1,0 +1,31 @@
+"""Component kinds, the unit of design (as hpccm's building blocks): one module per kind, one
+partial per kind under templates/kinds/. See base.py for what a kind provides."""
+
+from __future__ import annotations
+
+from typing import Annotated, Union, get_args
+
+from pydantic import Field
+
+from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, FetchItem, LockEntry, Strict, TargetUse
+from rocmforge.define.kinds.cmake_wheel import CmakeWheel
+from rocmforge.define.kinds.git_source import COMMIT_RE, GitSource, GitSourceFetch
+from rocmforge.define.kinds.hip_program import HipProgram
+from rocmforge.define.kinds.python_env import PythonEnv, WheelsFetch
+from rocmforge.define.kinds.settings import Settings
+
+KINDS: tuple[type[ComponentKind], ...] = (HipProgram, CmakeWheel, PythonEnv, Settings)
+KIND_NAMES = tuple(get_args(k.model_fields["kind"].annotation)[0] for k in KINDS)
+
+# What matrix.yaml's `components` hold: the model is chosen by the `kind` field.
+Component = Annotated[Union[HipProgram, CmakeWheel, PythonEnv, Settings], Field(discriminator="kind")]
+
+
+def kinds_with_field(name: str) -> list[str]:
+    """The kinds whose components take a field of this name (to say where a misplaced field belongs)."""
+    return [kind_name for kind_name, k in zip(KIND_NAMES, KINDS) if name in k.model_fields and name != "kind"]
+
+
+__all__ = ["COMMIT_RE", "KINDS", "KIND_NAMES", "CmakeWheel", "Component", "ComponentKind", "ComponentPlan",
+           "FetchItem", "GitSource", "GitSourceFetch", "HipProgram", "LockEntry", "PythonEnv", "Settings",
+           "Strict", "TargetUse", "WheelsFetch", "kinds_with_field"]

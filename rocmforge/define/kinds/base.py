@@ -1,0 +1,101 @@
+"""What every component kind provides. A kind is one module under rocmforge/define/kinds/ holding its
+matrix model, the plan it makes for one target from the lock (template variables, build-context
+files, fetch items, what is unresolved), its lock entries and its checks; templates/kinds/<kind>.j2
+is its partial. matrix.py, plan.py, render.py and lock.py call these hooks and never test a kind's
+name, so a component of an existing kind is added in matrix.yaml alone."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+if TYPE_CHECKING:
+    from rocmforge.resolve.lock import LockRun
+    from rocmforge.define.matrix import Stack, Target
+    from rocmforge.shared.yamlsrc import SourceMap
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def null_or_matching(field: str, pattern: re.Pattern, message: str) -> Any:
+    """A validator of a pin that `build.py lock` may fill in: null, or a value matching pattern."""
+
+    def check(cls, value: str | None) -> str | None:
+        if value is not None and not pattern.match(value):
+            raise ValueError(message)
+        return value
+
+    return field_validator(field)(check)
+
+
+class FetchItem(Protocol):
+    """A host-side input of a build, fetched (or taken from the cache) when the build starts."""
+
+    def fetch(self, lock: dict, work_dir: Path, ca: Path | None) -> dict[str, bytes]:
+        """Build-context-relative path → bytes; raises fetch.FetchError."""
+        ...
+
+
+class LockEntry(Protocol):
+    """What `build.py lock` resolves for a component, and what `lock --check` checks again."""
+
+    def resolve(self, run: LockRun) -> None: ...
+
+    def check(self, run: LockRun) -> None: ...
+
+
+@dataclass(frozen=True)
+class ComponentPlan:
+    """What one component brings to one target's build, given the lock."""
+    template_vars: dict[str, Any] = field(default_factory=dict)   # for its partial, beside name, spec, stage
+    files: dict[str, bytes] = field(default_factory=dict)         # added to the build context
+    fetches: tuple[FetchItem, ...] = ()
+    unresolved: tuple[str, ...] = ()
+    # Listed after the base's and the builder's problems: the order rendered Dockerfiles carry.
+    unresolved_source: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TargetUse:
+    """One target that lists the component: what a kind's plan and checks may depend on."""
+    name: str
+    index: int                     # the component's place in the target's `components`
+    target: Target
+    stack: Stack
+    # The image carries torch (Python environments are held to it); None while the matrix is
+    # checked, before its from_target chains are known to be sound.
+    has_torch: bool | None = None
+
+
+class ComponentKind(Strict):
+    """The fields and hooks every kind shares; each kind adds `kind: Literal[...]` and its own fields."""
+    description: str = ""
+    # Its stage leaves wheels in /dist/, which every Python environment of the target installs.
+    builds_wheel: ClassVar[bool] = False
+
+    def check(self, name: str, src: SourceMap) -> None:
+        """Checks of the component alone, beyond its types; each raises at the offending field."""
+
+    def check_in_target(self, name: str, use: TargetUse, src: SourceMap) -> None:
+        """Checks of the component as one target uses it."""
+
+    def label_version(self) -> str | None:
+        """The version the image's io.rocmforge.components label records, if any."""
+        return None
+
+    def plan(self, name: str, lock: dict, use: TargetUse) -> ComponentPlan:
+        return ComponentPlan()
+
+    def lock_entries(self, name: str) -> tuple[LockEntry, ...]:
+        return ()
+
+
+class WithoutBuilderApt(ComponentKind):
+    """A kind whose stage installs no apt packages of its own (lockfile.apt_steps asks every component)."""
+    builder_apt: ClassVar[tuple[str, ...]] = ()

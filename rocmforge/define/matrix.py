@@ -1,0 +1,386 @@
+"""matrix.yaml → typed, cross-checked Matrix. Pure: no engine, no network."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from rocmforge.shared import yamlsrc
+from rocmforge.shared.errors import UserError
+# COMMIT_RE and Component are also read from here (lockfile.py, tests).
+from rocmforge.define.kinds import COMMIT_RE, KIND_NAMES, Component, Strict, TargetUse, kinds_with_field  # noqa: F401
+from rocmforge.define.kinds.base import null_or_matching
+
+GFX_RE = re.compile(r"^gfx(?:[0-9]{3}[0-9a-f]?|[0-9]{2}[0-9a-f]|[0-9]+-[0-9]+-generic|[0-9]+-generic)$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# Debian policy: package names are lower case alphanumerics plus + - . (at least two chars).
+APT_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+APT_VERSION_RE = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
+
+
+class Gpu(Strict):
+    name: str
+    integrated: bool = False
+    fp32_tflops: float | None = None
+    fp32_matrix_tflops: float | None = None   # FP32 on matrix cores (CDNA), where SGEMM can run
+    fp16_tflops: float | None = None
+    bf16_tflops: float | None = None
+    hbm_tbps: float | None = None
+    notes: str = ""
+
+
+class Baselines(Strict):
+    """The seed's acceptance figures, which belong to one reference GPU."""
+    gpu: str
+    fp32_tflops: float
+    fp16_tflops: float
+    hbm_tbps: float
+
+
+class BootstrapBase(Strict):
+    suite: str
+    variant: Literal["minbase", "buildd", "fakechroot"] = "minbase"
+    include: list[str] = Field(default_factory=list)
+    # The suite is served as a frozen snapshot whose Release file is past its Valid-Until date:
+    # the base then carries an apt setting that accepts it (as for any snapshot archive).
+    snapshot: bool = False
+
+
+class RegistryBase(Strict):
+    image: str
+    tag: str
+    digest: str | None = None
+
+    _digest = null_or_matching("digest", DIGEST_RE, "must be 'sha256:' followed by 64 lower-case hex digits, or null until locked")
+
+    @field_validator("tag")
+    @classmethod
+    def _tag(cls, v: str) -> str:
+        if v == "latest":
+            raise ValueError("'latest' is not a pin")
+        return v
+
+
+class Base(Strict):
+    bootstrap: BootstrapBase | None = None
+    registry: RegistryBase | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Base":
+        if (self.bootstrap is None) == (self.registry is None):
+            raise ValueError("a base is exactly one of 'bootstrap' (a debootstrap recipe) or 'registry' (image by digest)")
+        return self
+
+
+LIST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.list$")
+# One one-line source: deb [options] URL SUITE COMPONENT...; no quotes (it is written by printf '...').
+SOURCE_LINE_RE = re.compile(r"^deb (\[[^\]'\"]*\] )?https?://[^\s'\"]+ [^\s'\"]+( [^\s'\"]+)+$")
+
+
+class AptSources(Strict):
+    """What happens to the apt lists a registry base ships in /etc/apt/sources.list.d before any
+    apt step: kept as they are, named lists dropped, or named lists replaced by one pinned line."""
+    keep: bool = False
+    drop: list[str] = Field(default_factory=list)
+    replace: dict[str, str] = Field(default_factory=dict)   # list file -> its one source line
+
+    @model_validator(mode="after")
+    def _one_choice(self) -> "AptSources":
+        if self.keep == bool(self.drop or self.replace):
+            raise ValueError("say either 'keep: true' or which lists to 'drop' and/or 'replace'")
+        for name in [*self.drop, *self.replace]:
+            if not LIST_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not a file name in /etc/apt/sources.list.d (e.g. rocm.list)")
+        both = sorted(set(self.drop) & set(self.replace))
+        if both:
+            raise ValueError(f"{both[0]} is both dropped and replaced")
+        for name, line in self.replace.items():
+            if not SOURCE_LINE_RE.match(line):
+                raise ValueError(f"replace {name}: {line!r} is not one source line "
+                                 "('deb [options] https://HOST/PATH SUITE COMPONENT', no quotes)")
+            if re.search(r"/latest(/|\s|$)", line):
+                raise ValueError(f"replace {name}: {line!r} names a moving 'latest' path; pin the version "
+                                 "(e.g. https://repo.radeon.com/rocm/apt/5.7)")
+        return self
+
+
+class Runner(Strict):
+    """Where CI builds a stack's targets: runner labels, and the free disk a build needs (GB)."""
+    labels: list[str] = Field(default_factory=lambda: ["ubuntu-24.04"], min_length=1)
+    disk_gb: int | None = Field(default=None, ge=1)
+
+
+class Stack(Strict):
+    description: str = ""
+    os: str
+    rocm: str
+    python: str | None = None
+    pytorch: str | None = None           # the torch the base image ships (registry stacks)
+    pytorch_build: Literal["rocm", "cpu"] = "rocm"
+    base: Base
+    apt: dict[str, str | None] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    # Where this stack keeps its GPU libraries (paths or globs), for the linkage and arch suites.
+    gpu_libraries: list[str] = Field(default_factory=list)
+    # The interpreter every Python step calls by path: images with several Pythons on PATH (a conda
+    # env with torch beside a newer one without it) must not depend on PATH order.
+    python_bin: str = "/usr/bin/python3"
+    # A registry base's own apt lists (AMD's images ship vendor lists whose hosts may be dead):
+    # every registry stack states what happens to them; a bootstrapped base has only ours.
+    apt_sources: AptSources | None = None
+    # Extra -D options for CMake builds of HIP code on this stack's layout (e.g. Debian's).
+    cmake_args: dict[str, str] = Field(default_factory=dict)
+    runner: Runner = Field(default_factory=Runner)
+    # The archs every GPU library of the stack ships code for (read off the packages' files); a
+    # target declaring another is refused. Unset where the packages cannot be read here.
+    gpu_archs: list[str] | None = None
+
+    @field_validator("gpu_archs")
+    @classmethod
+    def _gpu_archs(cls, v: list[str] | None) -> list[str] | None:
+        for a in v or ():
+            if not GFX_RE.match(a):
+                raise ValueError(f"{a!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)")
+        return v
+
+
+class Target(Strict):
+    description: str = ""
+    stack: str
+    archs: list[str]
+    source_date_epoch: int = Field(ge=0)
+    version: str
+    devel: bool = False
+    from_target: str | None = None      # built on another target's image
+    builder: str | None = None          # another target's image used as the builder stage
+    apt: list[str] = Field(default_factory=list)
+    components: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    # The torch this target's own packages bring (e.g. Debian's python3-torch); else its stack's.
+    pytorch: str | None = None
+    pytorch_build: Literal["rocm", "cpu"] | None = None
+    runner: Runner | None = None        # else its stack's
+    # Keep per-arch GPU data files (Tensile code objects and catalogues, MIOpen databases) only
+    # for archs; false for an image meant to run on any GPU the packages support.
+    prune_archs: bool = True
+
+    @field_validator("archs")
+    @classmethod
+    def _archs(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("a target needs at least one GPU architecture (gfx name)")
+        for a in v:
+            if not GFX_RE.match(a):
+                raise ValueError(f"{a!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)")
+        if len(set(v)) != len(v):
+            raise ValueError("architectures repeat")
+        return v
+
+
+class Project(Strict):
+    name: str
+    vendor: str
+    source: str = ""
+    description: str = ""
+
+
+class Matrix(Strict):
+    schema_version: Literal[1] = Field(alias="schema")
+    project: Project
+    gpus: dict[str, Gpu]
+    baselines: Baselines
+    stacks: dict[str, Stack]
+    components: dict[str, Component] = Field(default_factory=dict)
+    targets: dict[str, Target]
+
+    def order(self, names: list[str] | None = None) -> list[str]:
+        """Targets in build order (dependencies first), restricted to names and their prerequisites."""
+        seen: list[str] = []
+
+        def visit(n: str) -> None:
+            if n in seen:
+                return
+            for dep in self.deps(n):
+                visit(dep)
+            seen.append(n)
+
+        for n in names if names is not None else sorted(self.targets):
+            visit(n)
+        return seen
+
+    def torch_of(self, name: str) -> tuple[str | None, str]:
+        """The torch version a target's image must carry (None: no torch) and its build (rocm or cpu)."""
+        t = self.targets[name]
+        stack = self.stacks[t.stack]
+        while t is not None:
+            if t.pytorch:
+                return t.pytorch, t.pytorch_build or "rocm"
+            t = self.targets[t.from_target] if t.from_target else None
+        return stack.pytorch, stack.pytorch_build
+
+    def runner_of(self, name: str) -> Runner:
+        t = self.targets[name]
+        return t.runner or self.stacks[t.stack].runner
+
+    def level(self, name: str) -> int:
+        """0 for a target with no prerequisites, else one more than its deepest prerequisite."""
+        return max((self.level(d) + 1 for d in self.deps(name)), default=0)
+
+    def deps(self, name: str) -> list[str]:
+        t = self.targets[name]
+        return [d for d in (t.builder, t.from_target) if d]
+
+
+def _check_refs(m: Matrix, src: yamlsrc.SourceMap) -> None:
+    """Checks that span sections; each raises with the line of the offending field."""
+    if not m.targets:
+        raise src.error(("targets",), "no targets: the matrix must define at least one (render would empty images/)")
+    for name in m.targets:
+        if not NAME_RE.match(name):
+            raise src.error(("targets", name), "target names are lower-case letters, digits, '.', '_' and '-'")
+    _check_stack_pins(m, src)
+    for cname, comp in m.components.items():
+        comp.check(cname, src)
+    for gname in m.gpus:
+        if not GFX_RE.match(gname):
+            raise src.error(("gpus", gname), f"{gname!r} is not a gfx architecture name")
+    if m.baselines.gpu not in m.gpus:
+        raise src.error(("baselines", "gpu"), f"unknown GPU {m.baselines.gpu!r} (not in 'gpus')")
+    for tname in m.targets:
+        _check_target(m, tname, src)
+    _check_cycles(m, src)
+    for sname, st in m.stacks.items():
+        if st.base.registry and st.apt_sources is None:
+            raise src.error(("stacks", sname, "base"), "a registry base needs 'apt_sources' beside it: what happens to "
+                            "the apt lists the image ships (keep: true, drop: [LIST], or replace: {LIST: 'deb URL SUITE "
+                            "COMPONENT'}); AMD's images have shipped lists whose hosts do not answer")
+
+
+def _check_stack_pins(m: Matrix, src: yamlsrc.SourceMap) -> None:
+    for sname, st in m.stacks.items():
+        if st.base.bootstrap and st.apt_sources is not None:
+            raise src.error(("stacks", sname, "apt_sources"), "a bootstrapped base has only the sources rocmforge "
+                            "writes: apt_sources is for registry bases")
+        for pkg, ver in st.apt.items():
+            if not APT_NAME_RE.match(pkg):
+                raise src.error(("stacks", sname, "apt", pkg), f"{pkg!r} is not a Debian package name")
+            if ver is None or str(ver).strip() == "":
+                raise src.error(("stacks", sname, "apt", pkg), f"apt package {pkg!r} has no version: every package is pinned name=version")
+            if not APT_VERSION_RE.match(str(ver)):
+                raise src.error(("stacks", sname, "apt", pkg), f"{ver!r} is not a Debian version")
+
+
+def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
+    t = m.targets[tname]
+    if t.stack not in m.stacks:
+        raise src.error(("targets", tname, "stack"), f"unknown stack {t.stack!r}; known: {', '.join(sorted(m.stacks))}")
+    stack = m.stacks[t.stack]
+    for key in ("from_target", "builder"):
+        ref = getattr(t, key)
+        if ref is None:
+            continue
+        if ref not in m.targets:
+            raise src.error(("targets", tname, key), f"unknown target {ref!r}")
+        if m.targets[ref].stack != t.stack:
+            raise src.error(("targets", tname, key), f"target {ref!r} is on stack {m.targets[ref].stack!r}, not {t.stack!r}")
+    if stack.gpu_archs is not None and set(t.archs) - set(stack.gpu_archs):
+        odd = [a for a in t.archs if a not in stack.gpu_archs]
+        raise src.error(("targets", tname, "archs"), f"target {tname!r} declares {', '.join(odd)}, for which the "
+                        f"packages of stack {t.stack!r} ship no GPU code; they ship {', '.join(stack.gpu_archs)}")
+    parent = m.targets.get(t.from_target) if t.from_target else None
+    if parent is not None and parent.prune_archs and set(t.archs) - set(parent.archs):
+        odd = [a for a in t.archs if a not in parent.archs]
+        raise src.error(("targets", tname, "archs"), f"target {tname!r} declares {', '.join(odd)}, but it is built on "
+                        f"{t.from_target!r}, whose image keeps GPU files only for {', '.join(parent.archs)} "
+                        f"(add them there, or set prune_archs: false on {t.from_target!r})")
+    if t.builder and not m.targets[t.builder].devel:
+        raise src.error(("targets", tname, "builder"), f"builder target {t.builder!r} is not a devel image (devel: true)")
+    for i, pkg in enumerate(t.apt):
+        if pkg not in stack.apt:
+            raise src.error(("targets", tname, "apt", i), f"apt package {pkg!r} has no pinned version in stack {t.stack!r} (add it under stacks.{t.stack}.apt)")
+    for i, cname in enumerate(t.components):
+        if cname not in m.components:
+            raise src.error(("targets", tname, "components", i), f"unknown component {cname!r}")
+        m.components[cname].check_in_target(cname, TargetUse(tname, i, t, stack), src)
+    if len(set(t.components)) != len(t.components):
+        raise src.error(("targets", tname, "components"), "components repeat")
+
+
+def _check_cycles(m: Matrix, src: yamlsrc.SourceMap) -> None:
+    """Walks dependencies with an explicit stack so the first cycle is named in full, at the field
+    (builder or from_target) that leaves the cycle's first target."""
+    for start in m.targets:
+        path: list[str] = []
+        via: list[str | None] = []
+
+        def walk(n: str, key: str | None) -> None:
+            if n in path:
+                i = path.index(n)
+                cycle = path[i:] + [n]
+                raise src.error(("targets", path[i], (via + [key])[i + 1]), "dependency cycle: " + " -> ".join(cycle))
+            path.append(n)
+            via.append(key)
+            t = m.targets[n]
+            for k in ("builder", "from_target"):
+                if getattr(t, k):
+                    walk(getattr(t, k), k)
+            path.pop()
+            via.pop()
+
+        walk(start, None)
+
+
+def _pydantic_message(err: dict) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind in ("missing", "union_tag_not_found"):
+        return "required field is missing"
+    if kind == "union_tag_invalid":
+        *rest, last = (repr(k) for k in KIND_NAMES)
+        return f"Input should be {', '.join(rest)} or {last}"
+    msg = err.get("msg", "invalid value")
+    got = err.get("input")
+    if kind == "string_type" and isinstance(got, (int, float)) and not isinstance(got, bool):
+        msg += f" (YAML read {got!r} as a number: quote it)"
+    elif kind.endswith("_type") and (got is None or isinstance(got, (str, int, float, bool))) and len(repr(got)) <= 60:
+        msg += f", not {got!r}"
+    return msg.removeprefix("Value error, ")
+
+
+def _component_error(loc: tuple, err: dict) -> tuple[tuple, str]:
+    """pydantic places a component's errors under its kind (components.NAME.KIND.FIELD) and a bad or
+    missing kind at the component: both are moved to the field the user wrote, and a field of
+    another kind says which kind takes it."""
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return loc + ("kind",), _pydantic_message(err)
+    kind = loc[2] if len(loc) >= 3 and loc[2] in KIND_NAMES else None
+    if kind is None:
+        return loc, _pydantic_message(err)
+    loc = loc[:2] + loc[3:]
+    owners = kinds_with_field(str(loc[2])) if err["type"] == "extra_forbidden" and len(loc) == 3 else []
+    if owners:
+        return loc, f"unknown field for a {kind} component ({loc[2]} belongs to {' and '.join(owners)} components)"
+    return loc, _pydantic_message(err)
+
+
+def load_matrix(path: Path | str) -> Matrix:
+    path = Path(path)
+    data, src = yamlsrc.load(path)
+    if not isinstance(data, dict):
+        raise UserError("the matrix must be a mapping (schema, project, gpus, baselines, stacks, components, targets)", file=src.name, line=1)
+    try:
+        m = Matrix.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("str", "int", "bool", "float", "list[str]", "dict[str,str]", "function-after[_one(), Base]", "[key]"))
+                    and not str(p).startswith(("function-", "constrained-", "lax-", "union[")))
+        loc, message = _component_error(loc, err) if loc[:1] == ("components",) else (loc, _pydantic_message(err))
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise src.error(loc, message + more) from None
+    _check_refs(m, src)
+    return m

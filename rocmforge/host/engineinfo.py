@@ -1,0 +1,85 @@
+"""Which engine and image store the client talks to, and whether rocmforge can work with it.
+
+Three stores behave differently where it matters here: the classic graph-driver store (image ID =
+config digest; `docker load` of only the added layers works), Docker's containerd image store
+(image ID = manifest digest; `docker save` writes an OCI layout), and podman (image ID = config
+digest; `docker load` needs every layer in the archive)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocmforge.shared.errors import UserError
+
+GRAPHDRIVER, CONTAINERD, PODMAN = "graphdriver", "containerd", "podman"
+MIN_API = (1, 41)          # Docker 20.10 and podman's compatible API; older lacks what normalise uses
+CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
+KNOWN_DRIVERS = {"overlay2", "overlay", "fuse-overlayfs", "vfs", "btrfs", "zfs", "devicemapper", "aufs"}
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str            # "Docker Engine", "Podman Engine"
+    version: str
+    api_version: str
+    driver: str          # the storage driver (overlay2; overlayfs under the containerd store)
+    store: str           # GRAPHDRIVER, CONTAINERD or PODMAN
+
+    def describe(self) -> str:
+        store = {CONTAINERD: f"containerd image store ({self.driver})", PODMAN: f"podman storage ({self.driver})"}
+        return f"{self.name} {self.version} (API {self.api_version}), {store.get(self.store, self.driver)}"
+
+
+def _api_tuple(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in text.split("."))
+    except ValueError:
+        return ()
+
+
+def read(client) -> EngineInfo:
+    version = client.version() or {}
+    info = client.info() or {}
+    names = [c.get("Name", "") for c in version.get("Components") or []]
+    podman = any("podman" in n.lower() for n in names) or "podman" in str(version.get("Platform", {})).lower()
+    driver = str(info.get("Driver") or "unknown")
+    status = dict(tuple(pair) for pair in info.get("DriverStatus") or [] if len(pair) == 2)
+    if podman:
+        store = PODMAN
+    elif status.get("driver-type") == CONTAINERD_SNAPSHOTTER:
+        store = CONTAINERD
+    else:
+        store = GRAPHDRIVER
+    return EngineInfo(name="Podman Engine" if podman else "Docker Engine",
+                      version=str(version.get("Version") or "unknown"),
+                      api_version=str(version.get("ApiVersion") or "unknown"), driver=driver, store=store)
+
+
+def problem(engine: EngineInfo) -> str | None:
+    """What rocmforge lacks on this engine, in one line; None when it can work with it."""
+    need = f"rocmforge needs Docker Engine API {'.'.join(map(str, MIN_API))} or newer"
+    api = _api_tuple(engine.api_version)
+    if api and api < MIN_API:
+        return f"{engine.describe()}: {need}"
+    if engine.store != CONTAINERD and engine.driver not in KNOWN_DRIVERS | {"unknown"}:
+        return (f"{engine.describe()}: unknown storage driver {engine.driver!r}; rocmforge works with "
+                f"{', '.join(sorted(KNOWN_DRIVERS))} or the containerd image store")
+    return None
+
+
+def of(client) -> EngineInfo:
+    """The engine's description, read once per client."""
+    engine = getattr(client, "_rocmforge_engine", None)
+    if engine is None:
+        engine = read(client)
+        client._rocmforge_engine = engine
+    return engine
+
+
+def require(client) -> EngineInfo:
+    """The engine's description; a UserError (exit 2) naming what is missing when it cannot be used."""
+    engine = of(client)
+    why = problem(engine)
+    if why:
+        raise UserError(why)
+    return engine

@@ -1,0 +1,1 @@
+"""Stage 6, release: publish and pull by exact image ID, the registry build cache, and the matrix report."""

@@ -1,0 +1,248 @@
+"""Publish only images whose exact image ID passed its suites, and pull them back only when the
+registry still serves exactly what was published. The publish record (one JSON file per target)
+is the link between the two."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+
+from rocmforge.resolve import bases
+from rocmforge.build import engine
+from rocmforge.host import registry as reg
+from rocmforge.verify import suites
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.shared.files import atomic_write
+
+LABEL_TARGET = "io.rocmforge.target"
+LABEL_HASH = "io.rocmforge.content-hash"
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")   # the registry's own rule for a tag
+RECORD_KEYS = ("content_hash", "digest", "image_id", "registry", "repository", "suites", "tags", "target")
+
+
+# -- push ---------------------------------------------------------------------------------------
+def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir) -> dict:
+    """Push the target's content-tag image under its content and readable tags; returns the record."""
+    if target_name not in plan.targets:
+        raise UserError(f"unknown target {target_name!r}; known: {', '.join(sorted(plan.targets))}",
+                        field="--target")
+    tp = plan.targets[target_name]
+    where = reg.parse(registry)
+    test_cmd = f"`python build.py test --target {tp.name}`"
+    image_id = engine.image_id(client, tp.content_tag)
+    if image_id is None:
+        raise UserError(f"target {tp.name!r} is not built ({tp.content_tag} not found); run "
+                        f"`python build.py build --target {tp.name}`, then {test_cmd}", field="--target")
+    result = _require_passed(Path(state_dir), tp, image_id, test_cmd)
+    # The pull side trusts these labels, so refuse an image that was tagged by hand with other content.
+    labels = client.images.get(tp.content_tag).labels or {}
+    if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
+        raise UserError(f"image {image_id} under {tp.content_tag} has labels {LABEL_TARGET}="
+                        f"{labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}, not this target's "
+                        f"{tp.name!r}, {tp.content_hash!r}; rebuild with `python build.py build --target {tp.name}`",
+                        field="--target")
+    repository = where.repository(tp.name)
+    tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
+    digests = {}
+    for tag in tags:
+        with temporary_tag(client, tp.content_tag, repository, tag):
+            digests[tag] = push_one(client, repository, tag)
+    if len(set(digests.values())) != 1:
+        raise BuildError(f"registry {where.host} gave one image different digests per tag: {digests}")
+    record = {
+        "content_hash": tp.content_hash,
+        "digest": digests[tags[0]],
+        "image_id": image_id,
+        "registry": registry.strip(),
+        "repository": repository,
+        "suites": result.statuses(),
+        "tags": tags,
+        "target": tp.name,
+    }
+    _write_json(Path(record_dir) / f"{tp.name}.json", record)
+    return record
+
+
+def _require_passed(state: Path, tp, image_id: str, test_cmd: str) -> "suites.SuitesReport":
+    result = suites.recorded(state, image_id)
+    if result is None:
+        earlier = _other_tested(state, tp.name, image_id)
+        if earlier:
+            raise UserError(f"target {tp.name!r}: {tp.content_tag} is now image {image_id}, which was never "
+                            f"tested; it was rebuilt after the tested image {earlier}. Run {test_cmd} first",
+                            field="--target")
+        raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) has no recorded suite "
+                        f"results in {state / 'results'}; run {test_cmd} first", field="--target")
+    if not result.ok:
+        failed = [n for n, status in result.statuses().items() if status == "failed"]
+        raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) failed its suites "
+                        f"({', '.join(failed) or 'see the recorded results'}); only images that passed are "
+                        f"published. Fix, rebuild and run {test_cmd} again", field="--target")
+    return result
+
+
+def _other_tested(state: Path, target: str, image_id: str) -> str | None:
+    """The most recently tested other image of this target: tells 'rebuilt since' from 'never tested'."""
+    found = []
+    for path in (state / "results").glob("*.json"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("target") == target and data.get("image_id") != image_id:
+            found.append((path.stat().st_mtime, data.get("image_id")))
+    return max(found)[1] if found else None
+
+
+@contextlib.contextmanager
+def temporary_tag(client, source: str, repository: str, tag: str):
+    """The engine pushes only by name, so the image (named by source) needs the registry's name for
+    the push alone; whatever that name pointed to before is put back afterwards."""
+    import docker.errors
+
+    ref = f"{repository}:{tag}"
+    try:
+        previous = client.api.inspect_image(ref)["Id"]   # the engine's own ID: what it can tag again
+    except docker.errors.ImageNotFound:
+        previous = None
+    client.api.tag(source, repository, tag)
+    try:
+        yield
+    finally:
+        if previous is None:
+            client.api.remove_image(ref)        # only untags: the image keeps its rocmforge/ tags
+        elif previous != client.api.inspect_image(source)["Id"]:
+            client.api.tag(previous, repository, tag)
+
+
+def push_one(client, repository: str, tag: str) -> str:
+    import docker.errors
+    import requests.exceptions
+
+    digest = None
+    try:
+        for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
+            if "error" in chunk:
+                message = (chunk.get("errorDetail") or {}).get("message") or chunk["error"]
+                raise BuildError(f"push of {repository}:{tag} failed: {message.strip()}")
+            digest = (chunk.get("aux") or {}).get("Digest") or digest
+    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        raise BuildError(f"push of {repository}:{tag} failed: {exc}") from None
+    # Older engines leave the digest out of the stream; the registry's answer is the same fact.
+    digest = digest or reg.manifest_digest(client, repository, tag)
+    if not digest or not DIGEST_RE.match(digest):
+        raise BuildError(f"push of {repository}:{tag} gave no usable manifest digest ({digest!r})")
+    return digest
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Sorted keys: the record is compared and committed."""
+    atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+
+
+# -- pull ---------------------------------------------------------------------------------------
+def pull(client, target_name: str, *, record_dir) -> dict:
+    """Pull the published image by digest, check it, then tag it rocmforge/<target>:<tag> for each
+    recorded tag. Returns the record plus 'local_tags'."""
+    path = Path(record_dir) / f"{target_name}.json"
+    record = read_record(path, target_name)
+    repository, digest, tags = record["repository"], record["digest"], record["tags"]
+    # A moved tag means someone else published under our name: refuse before touching the engine.
+    for tag in tags:
+        now = reg.manifest_digest(client, repository, tag)
+        if now != digest:
+            raise UserError(f"registry tag {repository}:{tag} now points to {now or 'nothing (it was deleted)'}, "
+                            f"but {path} published {digest} under it: it was overwritten or deleted behind rocmforge's back. "
+                            "Nothing was pulled or tagged", field="--target")
+    ref = f"{repository}@{digest}"
+    before = set(client.api.images(all=True, quiet=True))
+    had_ref = engine.image_id(client, ref) is not None
+    pull_one(client, repository, digest)
+    pulled = client.images.get(ref)
+    labels = pulled.labels or {}
+    problems = []
+    pulled_id = engine.image_id(client, ref)
+    if pulled_id != record["image_id"]:
+        problems.append(f"image ID {pulled_id}, recorded {record['image_id']}")
+    for label, want in ((LABEL_TARGET, record["target"]), (LABEL_HASH, record["content_hash"])):
+        if labels.get(label) != want:
+            problems.append(f"label {label}={labels.get(label)!r}, recorded {want!r}")
+    if problems:
+        leftover = "" if had_ref else undo_pull(client, ref, pulled, existed=pulled.id in before)
+        raise UserError(f"{ref} does not match {path}: {'; '.join(problems)}. Nothing was tagged{leftover}",
+                        field="--target")
+    local = []
+    for tag in tags:
+        client.api.tag(pulled.id, f"{bases.IMAGE_NAMESPACE}/{target_name}", tag)
+        local.append(f"{bases.IMAGE_NAMESPACE}/{target_name}:{tag}")
+    return {**record, "local_tags": local}
+
+
+def read_record(path: Path, target_name: str) -> dict:
+    """The publish record `pull` trusts: refused (exit 2, naming file, line or field) unless it is
+    exactly what `push` writes."""
+    from rocmforge.shared.records import BadRecord, read_json
+
+    try:
+        record = read_json(path)
+    except BadRecord as exc:
+        raise UserError(f"not a usable publish record: {exc.message}; restore it from version control or run "
+                        f"`python build.py push --target {target_name} --registry ...` again",
+                        file=str(path), line=exc.line) from None
+    except OSError as exc:
+        raise UserError(f"unreadable publish record: {exc.strerror or exc}", file=str(path)) from None
+    if record is None:
+        raise UserError(f"no publish record for {target_name!r}; run `python build.py push --target "
+                        f"{target_name} --registry ...` first", file=str(path))
+    if not isinstance(record, dict):
+        raise UserError(f"not a publish record: a JSON {type(record).__name__}, not an object", file=str(path))
+    for key in RECORD_KEYS:
+        if key not in record:
+            raise UserError("missing from the publish record", file=str(path), field=key)
+    for key in ("content_hash", "registry", "repository", "target"):
+        if not isinstance(record[key], str) or not record[key].strip():
+            raise UserError(f"{record[key]!r} is not a non-empty string", file=str(path), field=key)
+    if record["target"] != target_name:
+        raise UserError(f"the record is for target {record['target']!r}, not {target_name!r}", file=str(path),
+                        field="target")
+    for key in ("digest", "image_id"):
+        if not isinstance(record[key], str) or not DIGEST_RE.match(record[key]):
+            raise UserError(f"{record[key]!r} is not a sha256 digest", file=str(path), field=key)
+    if not isinstance(record["tags"], list) or not record["tags"] or not all(
+            isinstance(t, str) and _TAG_RE.match(t) for t in record["tags"]):
+        raise UserError("a non-empty list of image tags is expected", file=str(path), field="tags")
+    if not isinstance(record["suites"], dict):
+        raise UserError("a mapping of suite names to their status is expected", file=str(path), field="suites")
+    return record
+
+
+def pull_one(client, repository: str, digest: str) -> None:
+    import docker.errors
+    import requests.exceptions
+
+    try:
+        for chunk in client.api.pull(repository, tag=digest, stream=True, decode=True):
+            if "error" in chunk:
+                message = (chunk.get("errorDetail") or {}).get("message") or chunk["error"]
+                raise BuildError(f"pull of {repository}@{digest} failed: {message.strip()}")
+    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        raise BuildError(f"pull of {repository}@{digest} failed: {exc}") from None
+
+
+def undo_pull(client, ref: str, pulled, *, existed: bool) -> str:
+    """Drop what the refused pull added. An image that was here before loses only the new digest
+    reference, and only when other references keep it alive."""
+    import docker.errors
+
+    pulled.reload()
+    others = [r for r in (pulled.attrs.get("RepoTags") or []) + (pulled.attrs.get("RepoDigests") or []) if r != ref]
+    if existed and not others:
+        return f" ({ref} stays: removing it would delete the image {pulled.id}, which was here before)"
+    try:
+        client.api.remove_image(ref)
+    except docker.errors.APIError as exc:
+        return f" (could not remove {ref}: {exc})"
+    return ""

@@ -1,0 +1,199 @@
+"""Matrix → BuildPlan: build order, rendered contexts, content hashes, tags and labels. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocmforge.render import archprune
+from rocmforge.resolve import bases, lockfile
+from rocmforge.shared.errors import UserError
+from rocmforge.shared.files import iso_utc
+from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
+from rocmforge.define.matrix import Matrix
+from rocmforge.render.contexts import Renderer, TargetInputs
+
+UNRESOLVED = "UNRESOLVED"
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    name: str
+    stack: str
+    archs: tuple[str, ...]
+    deps: tuple[str, ...]
+    files: dict[str, bytes]             # rendered build context, relative path → bytes
+    content_hash: str
+    labels: dict[str, str]
+    unresolved: tuple[str, ...]         # why the build must be refused, empty when buildable
+    bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
+    fetches: tuple[FetchItem, ...] = ()   # host-side inputs added to the context at build time
+    registry_base: tuple[str, str] | None = None   # (image, digest) pulled before the build, FROM through BASE_ARG
+
+    @property
+    def content_tag(self) -> str:
+        return f"{bases.IMAGE_NAMESPACE}/{self.name}:content-{self.content_hash[:12]}"
+
+    @property
+    def readable_tag(self) -> str:
+        return f"{bases.IMAGE_NAMESPACE}/{self.name}:{self.stack}"
+
+
+@dataclass
+class BuildPlan:
+    matrix: Matrix
+    targets: dict[str, TargetPlan] = field(default_factory=dict)
+
+    def order(self, names: list[str] | None = None) -> list[str]:
+        return self.matrix.order(names)
+
+
+# Bump when the way an image is made from its context changes (builder flags, labels added at build
+# time, normalisation): images built the old way are then no longer up to date.
+BUILD_FORMAT = 4
+
+
+def content_hash(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256(f"rocmforge-build-format-{BUILD_FORMAT}\0".encode())
+    for path in sorted(files):
+        data = files[path]
+        h.update(f"{path}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
+    """root holds templates/ and probes/ (the matrix file's folder); lock is matrix.lock's content."""
+    lock = lock if lock is not None else lockfile.empty()
+    renderer = Renderer(root)
+    plan = BuildPlan(m)
+    steps = lockfile.apt_steps(m)
+    for name in m.order():
+        t = m.targets[name]
+        unresolved: list[str] = []
+        pins_by_step: dict[str, list] = {}
+        for step in steps:
+            if step.key == name or step.key.startswith(name + "/"):
+                pins, stale = lockfile.apt_pins_for(lock, m, step)
+                pins_by_step[step.key] = pins
+                if stale:
+                    unresolved.append(stale)
+        components = _component_plans(m, name, lock)
+        unresolved += [u for cp in components.values() for u in cp.unresolved]
+        base = _base_of(plan, m, name, lock)
+        unresolved += base.unresolved
+        builder_ref = None
+        if t.builder:
+            dep = plan.targets[t.builder]
+            builder_ref = dep.content_tag
+            unresolved += [f"{t.builder}: {u}" for u in dep.unresolved]
+        unresolved += [u for cp in components.values() for u in cp.unresolved_source]
+        labels = _labels(m, name, base.name, base.digest)
+        files = renderer.render_target(m, name, TargetInputs(
+            from_ref=base.from_ref, builder_ref=builder_ref, base_arg=base.base_arg, labels=labels,
+            unresolved=unresolved, pins_by_step=pins_by_step, components=components))
+        plan.targets[name] = TargetPlan(
+            name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
+            content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
+            bootstrap_stack=base.bootstrap_stack, fetches=tuple(f for cp in components.values() for f in cp.fetches),
+            registry_base=base.registry_base)
+    return plan
+
+
+def _component_plans(m: Matrix, name: str, lock: dict) -> dict[str, ComponentPlan]:
+    """What each of a target's components brings to its build, in the target's order."""
+    t = m.targets[name]
+    stack = m.stacks[t.stack]
+    has_torch = m.torch_of(name)[0] is not None
+    return {cname: m.components[cname].plan(cname, lock, TargetUse(name, i, t, stack, has_torch))
+            for i, cname in enumerate(t.components)}
+
+
+@dataclass(frozen=True)
+class _Base:
+    """What a target is built FROM, as its Dockerfile and labels name it."""
+    from_ref: str
+    name: str                                  # org.opencontainers.image.base.name
+    digest: str                                # "" where the base is a local image
+    unresolved: tuple[str, ...] = ()
+    bootstrap_stack: str | None = None
+    registry_base: tuple[str, str] | None = None
+    base_arg: tuple[str, str] | None = None
+
+
+def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
+    t = m.targets[name]
+    stack = m.stacks[t.stack]
+    if t.from_target:
+        dep = plan.targets[t.from_target]
+        return _Base(dep.content_tag, dep.content_tag, "", tuple(f"{t.from_target}: {u}" for u in dep.unresolved),
+                     bootstrap_stack=dep.bootstrap_stack)
+    if stack.base.bootstrap:
+        ref = bases.bootstrap_ref(t.stack, stack)
+        return _Base(ref, ref, "", bootstrap_stack=t.stack)
+    locked_digest = (lock["bases"].get(t.stack) or {}).get("digest")
+    from_ref, ok = bases.registry_ref(stack, locked_digest)
+    reg = stack.base.registry
+    base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or locked_digest or ""
+    if not ok:
+        return _Base(from_ref, base_name, base_digest, (f"base image {reg.image}:{reg.tag} has no digest "
+                                                        "(run `build.py lock` where the registry is reachable)",))
+    stale = lockfile.apt_sources_stale(lock, m, t.stack)
+    if stale:
+        return _Base(from_ref, base_name, base_digest, (stale,))
+    # FROM names the base through a build argument whose default is the upstream reference:
+    # a build through a registry mirror passes the mirror's reference for the same digest.
+    return _Base("${" + bases.BASE_ARG + "}", base_name, base_digest,
+                 registry_base=(reg.image, reg.digest or locked_digest), base_arg=(bases.BASE_ARG, from_ref))
+
+
+def pruned(m: Matrix, name: str) -> bool:
+    """Has a prune step run over the whole image: its own package step (which walks every GPU
+    library folder, inherited ones too) or that of the image it is built on?"""
+    t = m.targets[name]
+    parent = t.from_target is not None and pruned(m, t.from_target)
+    return t.prune_archs and (bool(t.apt) or parent)
+
+
+def _labels(m: Matrix, name: str, base_name: str, base_digest: str) -> dict[str, str]:
+    t = m.targets[name]
+    labels = {
+        "org.opencontainers.image.title": name,
+        "org.opencontainers.image.description": t.description,
+        "org.opencontainers.image.version": t.version,
+        "org.opencontainers.image.created": iso_utc(t.source_date_epoch),
+        "org.opencontainers.image.vendor": m.project.vendor,
+        "org.opencontainers.image.base.name": base_name,
+        "io.rocmforge.target": name,
+        "io.rocmforge.stack": t.stack,
+        "io.rocmforge.rocm": m.stacks[t.stack].rocm,
+        "io.rocmforge.archs": ",".join(t.archs),
+        archprune.LABEL: "true" if pruned(m, name) else "false",
+    }
+    versions = {c: m.components[c].label_version() for c in t.components}
+    versions = {c: v for c, v in versions.items() if v}
+    if versions:
+        labels["io.rocmforge.components"] = ",".join(f"{k}={v}" for k, v in sorted(versions.items()))
+    if base_digest:
+        labels["org.opencontainers.image.base.digest"] = base_digest
+    if m.project.source:
+        labels["org.opencontainers.image.source"] = m.project.source
+    return labels
+
+
+def require_resolved(tp: TargetPlan, field: str = "--target") -> None:
+    """The one gate of every command that builds, or needs a build of, a target: a target whose pins are
+    unresolved renders `@sha256:UNRESOLVED` on purpose, so it is refused here, before the engine is asked."""
+    if tp.unresolved:
+        raise UserError(f"target {tp.name!r} cannot be built until its pins are resolved: "
+                        + "; ".join(tp.unresolved), field=field)
+
+
+def load_plan(matrix_path: Path | str) -> BuildPlan:
+    """The plan for a matrix file and the matrix.lock beside it (templates/ and probes/ beside it too)."""
+    from rocmforge.define.matrix import load_matrix
+
+    matrix_path = Path(matrix_path)
+    return make_plan(load_matrix(matrix_path), matrix_path.resolve().parent,
+                     lockfile.load(matrix_path.with_suffix(".lock")))

@@ -1,0 +1,306 @@
+"""`build.py lock` and `lock --check`: resolve what the matrix leaves open, inside real base
+containers (apt), on the host (pip, git). Entries that need a network this machine lacks fail
+with a clear message and keep their previous lock value."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rocmforge.host import aptmirror, aptsources
+from rocmforge.resolve import bases, lockfile
+from rocmforge.build import engine
+from rocmforge.shared.errors import BuildError
+from rocmforge.define.kinds import LockEntry
+from rocmforge.define.matrix import Matrix
+
+INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
+
+
+@dataclass
+class Outcome:
+    lock: dict
+    resolved: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)     # unresolvable here: message per entry
+    problems: list[str] = field(default_factory=list)   # --check: stale or unavailable pins
+
+
+@dataclass
+class LockRun:
+    """What a component's lock entries (rocmforge/define/kinds/) resolve and check with."""
+    client: Any
+    matrix: Matrix
+    names: list[str]            # the targets this run covers, in build order
+    lock: dict                  # the lock being written (resolve) or read (check)
+    out: Outcome
+    work: Path
+    ca_bundle: Path | None
+    log: Callable[[str], None]
+
+    def first_user(self, component: str) -> str:
+        """The first target (in build order) that lists the component."""
+        return next(n for n in self.names if component in self.matrix.targets[n].components)
+
+    def base_image(self, stack_name: str) -> str:
+        return base_image(self.client, self.matrix, stack_name, self.lock, self.work, self.log)
+
+
+class AptProbe:
+    """One container of a stack's base with fresh apt lists, reused for every query. A registry
+    base first gets the stack's apt_sources applied, as every apt step of its build does."""
+
+    def __init__(self, client, image: str, stack_name: str, stack) -> None:
+        from rocmforge.host.container import TrackedContainer
+
+        self.tc = TrackedContainer(client, image).start()
+        self.lists: list[str] = []
+        if stack.base.bootstrap:
+            setup_env, self.env = aptmirror.container_env()
+            r = self.tc.exec(f"{aptmirror.SETUP} && {aptmirror.UPDATE} -qq", timeout=600, env=setup_env)
+        else:
+            self.env = {}
+            found = self.tc.exec(["sh", "-c", f"ls -1 {aptsources.LISTS_DIR} 2>/dev/null"])
+            self.lists = sorted(n for n in found.stdout.split() if n.endswith(".list"))
+            r = self.tc.exec(["sh", "-c", aptsources.checked_update(stack.apt_sources)], timeout=600)
+        if r.rc != 0:
+            self.close()
+            why = aptsources.failure_message(stack_name, r.output, mirror=aptmirror.from_env()
+                                             if stack.base.bootstrap else None)
+            if why is None and stack.base.bootstrap and aptmirror.unreachable_hint(r.output):
+                why = aptmirror.unreachable_message(aptmirror.from_env())
+            if why:   # every entry of the stack would fail alike: stop with one message
+                raise BuildError(f"lock: {why}")
+            raise RuntimeError(f"apt-get update failed in {image}: {r.output[-500:]}")
+
+    def simulate(self, pins: list[str]) -> dict[str, str]:
+        """Packages (name → version) that `apt-get install --no-install-recommends PINS` would install."""
+        if not pins:
+            return {}
+        r = self.tc.exec(["apt-get", "install", "-s", "-y", "--no-install-recommends", *pins], timeout=600,
+                         env=self.env)
+        if r.rc != 0:
+            raise RuntimeError(_apt_error(r.output))
+        return {m.group(1).split(":")[0]: m.group(2) for m in map(INST_RE.match, r.stdout.splitlines()) if m}
+
+    def available(self, names: list[str]) -> dict[str, list[str]]:
+        r = self.tc.exec(["apt-cache", "madison", *names], timeout=300, env=self.env)
+        out: dict[str, list[str]] = {n: [] for n in names}
+        for line in r.stdout.splitlines():
+            parts = [p.strip() for p in line.split("|")]
+            if len(parts) >= 2 and parts[0] in out and parts[1] not in out[parts[0]]:
+                out[parts[0]].append(parts[1])
+        return out
+
+    def installed(self) -> dict[str, str]:
+        r = self.tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+    def close(self) -> None:
+        self.tc.remove()
+
+
+def _apt_error(output: str) -> str:
+    errs = [ln for ln in output.splitlines() if ln.startswith("E:")]
+    return "; ".join(errs) or output.strip()[-300:]
+
+
+def base_image(client, m: Matrix, stack_name: str, lock: dict, work, log) -> str:
+    """A local reference of the stack's base: bootstrapped here, or pulled by its locked digest
+    (through the registry mirror when one is set). Raises RuntimeError saying why not."""
+    stack = m.stacks[stack_name]
+    if stack.base.bootstrap:
+        from rocmforge.resolve import bootstrap
+
+        return bootstrap.ensure_base(client, stack_name, stack, work, log)
+    from rocmforge.host import registry
+
+    reg = stack.base.registry
+    digest = reg.digest or (lock["bases"].get(stack_name) or {}).get("digest")
+    if not digest:
+        raise RuntimeError(f"the {stack_name} base {reg.image}:{reg.tag} has no digest yet")
+    try:
+        return registry.pull(client, reg.image, digest, mirror=registry.mirror_from_env())
+    except registry.RegistryError as exc:
+        raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
+
+
+def _stack_probe(client, m: Matrix, stack_name: str, probes: dict, work, log, lock: dict):
+    """An apt probe in the stack's base, or the reason there is none (a string)."""
+    if stack_name not in probes:
+        try:
+            probes[stack_name] = AptProbe(client, base_image(client, m, stack_name, lock, work, log), stack_name,
+                                          m.stacks[stack_name])
+        except RuntimeError as exc:
+            probes[stack_name] = str(exc)
+    return probes[stack_name]
+
+
+def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> bool:
+    """The base's digest into the lock; False when it could not be resolved (reported)."""
+    from rocmforge.host import registry
+
+    reg = stack.base.registry
+    entry = {"kind": "registry", "image": f"{reg.image}:{reg.tag}", "digest": reg.digest,
+             "apt_sources": aptsources.record(stack.apt_sources)}
+    if reg.digest:
+        lock["bases"][stack_name] = entry
+        out.resolved.append(f"base {stack_name}: {reg.digest} (from matrix.yaml)")
+        return True
+    mirror = registry.mirror_from_env()
+    try:
+        found = registry.resolve(reg.image, reg.tag, mirror=mirror)
+    except registry.RegistryError as exc:
+        lock["bases"].setdefault(stack_name, entry)
+        out.failed.append(f"base {stack_name}: {reg.image}:{reg.tag}: {exc}; entry left as it was")
+        return False
+    entry["digest"] = found.digest
+    if found.index_digest:
+        entry["index_digest"] = found.index_digest
+    lock["bases"][stack_name] = entry
+    via = f" through {found.host_tried}" if mirror else ""
+    out.resolved.append(f"base {stack_name}: {reg.image}:{reg.tag} -> {found.digest}{via}")
+    return True
+
+
+def _record_base_packages(client, m: Matrix, stack_name: str, lock: dict, out: "Outcome", work, log) -> None:
+    """The dpkg set of a registry base pulled by its digest, into bases.<stack>.packages: the suites
+    expect exactly it plus the locked apt steps (rocmforge.resolve.image_packages). Read before any apt
+    update, so a dead vendor list does not stand in the way."""
+    from rocmforge.host.container import TrackedContainer
+    from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
+
+    entry = lock["bases"][stack_name]
+    try:
+        image = base_image(client, m, stack_name, lock, work, log)
+    except RuntimeError as exc:
+        out.failed.append(f"base {stack_name}: packages: {exc}")
+        return
+    tc = TrackedContainer(client, image).start()
+    try:
+        r = tc.exec(DPKG_STATUS, timeout=300)
+    finally:
+        tc.remove()
+    if r.rc != 0:
+        out.failed.append(f"base {stack_name}: packages: dpkg-query failed in {image}: {r.output.strip()[-300:]}")
+        return
+    entry["packages"] = parse_dpkg_status(r.stdout)
+    out.resolved.append(f"base {stack_name}: {len(entry['packages'])} dpkg packages")
+
+
+def _probe_failed(probe) -> str | None:
+    return probe if isinstance(probe, str) else None
+
+
+def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca_bundle=None,
+            log=print) -> Outcome:
+    lock = {s: dict(old.get(s, {})) for s in lockfile.SECTIONS}
+    lock["schema"] = 1
+    out = Outcome(lock)
+    names = m.order(targets) if targets else m.order()
+    stacks = sorted({m.targets[n].stack for n in names})
+    probes: dict = {}
+    try:
+        for sname in stacks:
+            stack = m.stacks[sname]
+            if stack.base.registry:
+                if _resolve_digest(sname, stack, lock, out):
+                    _record_base_packages(client, m, sname, lock, out, work, log)
+                continue
+            probe = _stack_probe(client, m, sname, probes, work, log, lock)
+            if _probe_failed(probe):
+                out.failed.append(f"base {sname}: {probe}")
+                continue
+            image_id = engine.image_id(client, bases.bootstrap_ref(sname, stack))
+            lock["bases"][sname] = {"kind": "bootstrap", "recipe": bases.recipe_hash(stack), "image_id": image_id,
+                                    "packages": dict(sorted(probe.installed().items()))}
+            out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")
+        for step in lockfile.apt_steps(m):
+            if step.key.split("/")[0] not in names:
+                continue
+            probe = _stack_probe(client, m, step.stack, probes, work, log, lock)
+            if _probe_failed(probe):
+                out.failed.append(f"apt {step.key}: {probe}; entry left as it was")
+                continue
+            if probe.lists and step.stack in lock["bases"]:   # what the base shipped, beside what is done to it
+                lock["bases"][step.stack]["apt_lists_found"] = probe.lists
+            pins = m.stacks[step.stack].apt
+            try:
+                before = probe.simulate([f"{n}={pins[n]}" for n in step.before])
+                after = probe.simulate([f"{n}={pins[n]}" for n in step.before + step.names])
+            except RuntimeError as exc:
+                out.failed.append(f"apt {step.key}: {exc}")
+                continue
+            closure = {n: v for n, v in after.items() if before.get(n) != v}
+            lock["apt"][step.key] = dict(sorted(closure.items()))
+            out.resolved.append(f"apt {step.key}: {len(closure)} packages")
+    finally:
+        for p in probes.values():
+            if isinstance(p, AptProbe):
+                p.close()
+    run = LockRun(client, m, names, lock, out, work, ca_bundle, log)
+    for entry in _lock_entries(m, names):
+        entry.resolve(run)
+    return out
+
+
+def _lock_entries(m: Matrix, names: list[str]) -> list[LockEntry]:
+    """The lock entries of every component the targets use, by component name."""
+    return [entry for cname, comp in sorted(m.components.items())
+            if any(cname in m.targets[n].components for n in names) for entry in comp.lock_entries(cname)]
+
+
+def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log=print) -> Outcome:
+    """Every stale or unresolvable pin at once; builds nothing."""
+    out = Outcome(lock)
+    names = m.order(targets) if targets else m.order()
+    probes: dict = {}
+    base_packages: dict[str, dict | None] = {}
+    try:
+        for sname in sorted({m.targets[n].stack for n in names}):
+            probe = _stack_probe(client, m, sname, probes, work, log, lock)
+            base_packages[sname] = None if _probe_failed(probe) else probe.installed()
+        for step in lockfile.apt_steps(m):
+            if step.key.split("/")[0] not in names:
+                continue
+            _, stale = lockfile.apt_pins_for(lock, m, step)
+            if stale:
+                out.problems.append(stale)
+            probe = _stack_probe(client, m, step.stack, probes, work, log, lock)
+            if _probe_failed(probe):
+                out.problems.append(f"apt {step.key}: cannot check: {probe}")
+                continue
+            # Both the matrix's pins and the locked closure must exist in the mirror.
+            wanted = {(n, m.stacks[step.stack].apt[n]) for n in step.names}
+            wanted |= set(lock["apt"].get(step.key, {}).items())
+            avail = probe.available(sorted({n for n, _ in wanted}))
+            for n, v in sorted(wanted):
+                if v not in avail[n]:
+                    have = ", ".join(avail[n]) or "none"
+                    out.problems.append(f"apt {step.key}: {n}={v} is not in the mirror (it has: {have})")
+    finally:
+        for p in probes.values():
+            if isinstance(p, AptProbe):
+                p.close()
+    for sname in sorted({m.targets[n].stack for n in names}):
+        stack = m.stacks[sname]
+        entry = lock["bases"].get(sname)
+        if stack.base.registry:
+            if not (stack.base.registry.digest or (entry or {}).get("digest")):
+                out.problems.append(f"base {sname}: no digest for {stack.base.registry.image}:{stack.base.registry.tag}")
+            stale = lockfile.apt_sources_stale(lock, m, sname)
+            if stale:
+                out.problems.append(stale)
+        elif not entry or entry.get("recipe") != bases.recipe_hash(stack):
+            out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")
+        elif base_packages.get(sname) is not None:
+            have = base_packages[sname]
+            moved = [f"{n} lock {v}, now {have.get(n, 'absent')}" for n, v in sorted(entry.get("packages", {}).items())
+                     if have.get(n) != v]
+            if moved:
+                out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))
+    run = LockRun(client, m, names, lock, out, work, None, log)
+    for entry in _lock_entries(m, names):
+        entry.check(run)
+    return out

@@ -1,0 +1,136 @@
+"""Per-image manifest and CycloneDX SBOM, written to .rocmforge/artifacts/<target>/. Both are
+byte-identical for the same image: no wall-clock time, a serial number derived from content."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+import warnings
+from pathlib import Path
+
+from rocmforge.host import aptmirror
+from rocmforge.render import archprune
+from rocmforge.shared.files import atomic_write
+from rocmforge.define.kinds import GitSourceFetch
+from rocmforge.render.plan import TargetPlan
+
+PY_INVENTORY = ("import importlib.metadata as m, json; "
+                "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
+                "if d.metadata['Name']})))")
+
+
+def inventory(client, image: str) -> dict:
+    """dpkg and Python packages installed in the image (one throw-away container)."""
+    from rocmforge.host.container import TrackedContainer
+
+    with TrackedContainer(client, image) as tc:
+        r = tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
+        dpkg = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line) if r.rc == 0 else {}
+        python = {}
+        for exe in ("/opt/rocmforge/venv/bin/python", "python3"):
+            r = tc.exec([exe, "-c", PY_INVENTORY])
+            if r.rc == 0:
+                python = {name: version for name, version in json.loads(r.stdout)}
+                break
+        r = tc.exec(["sh", "-c", archprune.READ_RECORDS])
+        prune_records = archprune.parse_records(r.stdout) if r.rc == 0 else []
+    return {"dpkg": dict(sorted(dpkg.items())), "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower())),
+            "prune_records": prune_records}
+
+
+def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: dict | None,
+                  apt_mirror: str | None = None) -> dict:
+    """apt_mirror: the Debian archive the build's apt read from (recorded; not part of the image)."""
+    git = {item.component: {"url": item.url, "commit": item.commit}
+           for item in tp.fetches if isinstance(item, GitSourceFetch)}
+    base = lock.get("bases", {}).get(tp.stack, {})
+    return {
+        "target": tp.name, "stack": tp.stack, "archs": list(tp.archs), "image_id": image_id,
+        "content_hash": tp.content_hash, "tags": [tp.content_tag, tp.readable_tag],
+        "created": tp.labels["org.opencontainers.image.created"],
+        "base": {"name": tp.labels["org.opencontainers.image.base.name"],
+                 "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.get("digest"),
+                 "image_id": base.get("image_id"), "recipe": base.get("recipe"),
+                 # a registry base's own apt lists: what the stack did to them, and which it shipped
+                 **({"apt_sources": base["apt_sources"], "apt_lists_found": base.get("apt_lists_found", [])}
+                    if "apt_sources" in base else {})},
+        "prune": archprune.summary(tp.labels.get(archprune.LABEL) == "true", inv.get("prune_records", [])),
+        "dpkg": inv["dpkg"], "python": inv["python"], "git": git, "suites": suites,
+        "apt_mirror": apt_mirror or aptmirror.effective(),
+    }
+
+
+def make_sbom(manifest: dict) -> str:
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.output.json import JsonV1Dot5
+    from packageurl import PackageURL
+
+    bom = Bom()
+    content = json.dumps({k: manifest[k] for k in ("image_id", "dpkg", "python", "git")}, sort_keys=True)
+    bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "rocmforge:" + hashlib.sha256(content.encode()).hexdigest())
+    bom.metadata.timestamp = dt.datetime.strptime(manifest["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    bom.metadata.component = Component(name=manifest["target"], version=manifest["image_id"],
+                                       type=ComponentType.CONTAINER, bom_ref="image")
+    distro = manifest["stack"].split("-")[0]
+    for name, version in manifest["dpkg"].items():
+        purl = PackageURL("deb", "debian", name, version, {"arch": "amd64", "distro": distro})
+        bom.components.add(Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl,
+                                     bom_ref=purl.to_string()))
+    for name, version in manifest["python"].items():
+        purl = PackageURL("pypi", None, name.lower(), version)
+        bom.components.add(Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl,
+                                     bom_ref=purl.to_string()))
+    for name, src in manifest["git"].items():
+        purl = PackageURL("generic", None, name, src["commit"], {"vcs_url": f"git+{src['url']}@{src['commit']}"})
+        bom.components.add(Component(name=name, version=src["commit"], type=ComponentType.LIBRARY, purl=purl,
+                                     bom_ref=purl.to_string()))
+    with warnings.catch_warnings():   # the dependency graph of an image's packages is not modelled
+        warnings.simplefilter("ignore")
+        return JsonV1Dot5(bom).output_as_string(indent=2) + "\n"
+
+
+def write(state: Path, manifest: dict) -> Path:
+    folder = state / "artifacts" / manifest["target"]
+    folder.mkdir(parents=True, exist_ok=True)
+    sbom = make_sbom(manifest)
+    # Each replaced whole: a full disk leaves the previous file, never a truncated one.
+    atomic_write(folder / "sbom.cdx.json", sbom.encode())
+    digest = hashlib.sha256(sbom.encode()).hexdigest()
+    atomic_write(folder / "sbom.cdx.json.sha256", f"{digest}  sbom.cdx.json\n".encode())
+    manifest = {**manifest, "sbom_sha256": digest}
+    atomic_write(folder / "manifest.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    return folder
+
+
+# -- reading side: what the report links to ----------------------------------------------------
+def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | None]:
+    """The target's manifest and SBOM, each only when it is what `write` made: a manifest of this
+    target, and an SBOM whose sha256 its manifest records. Anything else is not linked, with a
+    warning naming the file."""
+    from rocmforge.shared.records import load_internal, warn_ignored
+
+    folder = state / "artifacts" / target
+    fix = f"run `python build.py manifest --target {target}` again"
+    manifest = load_internal(folder / "manifest.json", lambda d: _manifest_problem(d, target), fix)
+    if manifest is None:
+        return None, None
+    sbom = folder / "sbom.cdx.json"
+    try:
+        digest = hashlib.sha256(sbom.read_bytes()).hexdigest()
+    except OSError:
+        return folder / "manifest.json", None
+    if digest != manifest.get("sbom_sha256"):
+        warn_ignored(sbom, "does not match the sbom_sha256 its manifest records", fix=fix)
+        return folder / "manifest.json", None
+    return folder / "manifest.json", sbom
+
+
+def _manifest_problem(data, target: str) -> str | None:
+    if not isinstance(data, dict) or data.get("target") != target:
+        return f"not a manifest of {target}"
+    if not isinstance(data.get("image_id"), str) or not isinstance(data.get("sbom_sha256"), str):
+        return "not a manifest written by rocmforge (no 'image_id' or 'sbom_sha256')"
+    return None

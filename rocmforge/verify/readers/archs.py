@@ -1,0 +1,164 @@
+"""GPU architectures compiled into files: a thin shim over ``probes/archs.py``.
+
+The implementation lives in ``probes/archs.py`` because it is also copied into containers and
+run there with the container's python3 (standard library only); this module loads that file
+from the repository root and re-exports its public API. Its gfx tables (``GENERIC_TARGETS``) are
+the project's only copy: the rest of rocmforge takes them from here.
+
+It adds what `build.py archs` needs to refuse input (the probe itself only reports): a file named
+on the command line that is no ELF file, offload bundle, ar archive or Tensile file is bad input
+(:func:`not_scannable`), and :func:`scan_checked` marks every file (named, or found in a folder)
+that is cut short: an ELF whose program headers, section headers, segments or sections lie past
+its end, or an offload bundle whose entries do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import struct
+import sys
+from pathlib import Path
+
+PROBE_PATH = Path(__file__).resolve().parents[3] / "probes" / "archs.py"
+_MODULE_NAME = "rocmforge.verify.readers._probe_archs"
+
+
+def _load():
+    if _MODULE_NAME in sys.modules:
+        return sys.modules[_MODULE_NAME]
+    if not PROBE_PATH.is_file():   # an installed rocmforge without its checkout
+        from rocmforge.shared.errors import UserError
+
+        raise UserError(f"the architecture probe {PROBE_PATH} is not there: `archs` and `doctor` run from a "
+                        "rocmforge checkout (probes/ is not installed with the package)")
+    spec = importlib.util.spec_from_file_location(_MODULE_NAME, PROBE_PATH)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the architecture probe from {PROBE_PATH}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_MODULE_NAME] = module  # dataclasses look their module up while executing it
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(_MODULE_NAME, None)
+        raise
+    return module
+
+
+_probe = _load()
+
+EF_AMDGPU_MACH = _probe.EF_AMDGPU_MACH
+GENERIC_TARGETS = _probe.GENERIC_TARGETS
+FileArchs = _probe.FileArchs
+arch_sort_key = _probe.arch_sort_key
+library_coverage = _probe.library_coverage
+device_targets = _probe.device_targets
+host_only_reason = _probe.host_only_reason
+parse_target_id = _probe.parse_target_id
+runs_on = _probe.runs_on
+main = _probe.main
+scan_bytes = _probe.scan_bytes
+scan_file = _probe.scan_file
+scan_paths = _probe.scan_paths
+
+__all__ = [*_probe.__all__, "PROBE_PATH", "damaged", "elf_truncation", "not_scannable", "scan_checked"]
+
+TRUNCATED = "truncated"          # how the errors scan_checked adds begin
+AR_MAGIC = b"!<arch>\n"
+_SHT_NOBITS = 8
+
+
+def elf_truncation(path) -> str | None:
+    """Why the ELF file at ``path`` is cut short (what it declares lies past its end); None when
+    it is whole or is no ELF file. Reads only the headers."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(64)
+        if head[:4] != _probe.ELF_MAGIC:
+            return None
+        if size < 16:            # EI_NIDENT: the identification bytes alone
+            return f"{TRUNCATED} ELF file: {size} bytes, shorter than its 16-byte identification"
+        if head[4] not in (1, 2) or head[5] not in (1, 2):
+            return f"corrupt ELF identification: class {head[4]}, data encoding {head[5]}"
+        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+        ehsize = 64 if wide else 52
+        if size < ehsize:
+            return f"{TRUNCATED} ELF file: {size} bytes, shorter than its {ehsize}-byte header"
+        fields = struct.unpack_from(order + ("QQ" if wide else "II"), head, 0x20 if wide else 0x1C)
+        phoff, shoff = fields
+        phent, phnum, shent, shnum = struct.unpack_from(order + "HHHH", head, 0x36 if wide else 0x2A)
+        for what, off, ent, num in (("program headers", phoff, phent, phnum), ("section headers", shoff, shent, shnum)):
+            if num and off + ent * num > size:
+                return f"{TRUNCATED} ELF file: its {what} end at byte {off + ent * num}, past its end ({size} bytes)"
+        for i in range(phnum):
+            f.seek(phoff + i * phent)
+            ph = f.read(phent)
+            offset, filesz = (struct.unpack_from(order + "QxxxxxxxxxxxxxxxxQ", ph, 8) if wide
+                              else struct.unpack_from(order + "IxxxxxxxxI", ph, 4))
+            if offset + filesz > size:
+                return f"{TRUNCATED} ELF file: segment {i} ends at byte {offset + filesz}, past its end ({size} bytes)"
+        for i in range(shnum):
+            f.seek(shoff + i * shent)
+            sh = f.read(shent)
+            sh_type, = struct.unpack_from(order + "I", sh, 4)
+            offset, sh_size = struct.unpack_from(order + ("QQ" if wide else "II"), sh, 0x18 if wide else 0x10)
+            if sh_type != _SHT_NOBITS and offset + sh_size > size:
+                return f"{TRUNCATED} ELF file: section {i} ends at byte {offset + sh_size}, past its end ({size} bytes)"
+    return None
+
+
+def _bundle_truncation(path) -> str | None:
+    """Why a standalone offload bundle (``hipcc --genco``, plain or compressed) does not parse:
+    cut short or corrupt. None when it parses or is no bundle."""
+    with open(path, "rb") as f:
+        head = f.read(len(_probe.BUNDLE_MAGIC))
+        if not head.startswith((_probe.BUNDLE_MAGIC, _probe.CCOB_MAGIC)):
+            return None
+        data = head + f.read()
+    if _probe.find_bundles(data)[0]:
+        return None
+    kind = "clang offload bundle" if head == _probe.BUNDLE_MAGIC else "compressed offload bundle"
+    return f"{TRUNCATED} or corrupt {kind}: no whole entry in its {len(data)} bytes"
+
+
+def damaged(result) -> bool:
+    """A result whose file could not be read whole: cut short, corrupt, or unreadable."""
+    return bool(result.error) and result.error.startswith((TRUNCATED, "corrupt", "cannot read"))
+
+
+def scan_checked(paths) -> list:
+    """scan_paths, with every file that is cut short marked: its error says "truncated ...", and
+    whatever the probe found in the bytes that are there is kept."""
+    out = []
+    for r in scan_paths(paths):
+        try:
+            why = elf_truncation(r.path) or _bundle_truncation(r.path)
+        except struct.error:         # header fields too short for what they must hold
+            why = f"{TRUNCATED} or corrupt ELF headers"
+        except OSError as exc:
+            why = None if r.error else f"cannot read: {exc.strerror or exc}"
+        if why:
+            # the probe's own "truncated ..." says less than why; its other findings are kept
+            kept = r.error if r.error and not r.error.startswith(TRUNCATED) else None
+            r = dataclasses.replace(r, error=why + (f"; {kept}" if kept else ""))
+        out.append(r)
+    return out
+
+
+def not_scannable(path) -> str | None:
+    """Why a file named on the command line cannot hold GPU code: empty, or not an ELF file, offload
+    bundle, ar archive or Tensile file. None when archs can read it (folders are walked instead)."""
+    p = Path(path)
+    if p.is_dir():
+        return None
+    with open(p, "rb") as f:
+        head = f.read(len(_probe.BUNDLE_MAGIC))
+    if not head:
+        return "empty file: not an ELF file, offload bundle or code object"
+    if head.startswith((_probe.ELF_MAGIC, _probe.BUNDLE_MAGIC, _probe.CCOB_MAGIC, AR_MAGIC)):
+        return None
+    if scan_file(str(p)).kind != "other":       # a Tensile file named for its architecture
+        return None
+    return "not an ELF file, offload bundle, ar archive or Tensile code object file: it can hold no GPU code"
+

@@ -1,0 +1,171 @@
+"""Run the in-image suites (tests/suites) against one image and summarise them honestly:
+passed, failed (with the reason) or not GPU-verified (with the reason), per suite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rocmforge.build import engine
+from rocmforge.host.container import remove_session_leftovers
+from rocmforge.shared.files import atomic_write
+
+SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs", "workload")
+NOT_GPU_VERIFIED = "not GPU-verified"
+# The suites and probes ship with rocmforge itself, whichever matrix is in use.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def suites_present() -> list[str]:
+    """The suites of SUITES whose module is in the tree (tests/suites/test_<suite>.py)."""
+    return [s for s in SUITES if (PROJECT_ROOT / "tests" / "suites" / f"test_{s}.py").is_file()]
+
+
+@dataclass
+class SuiteOutcome:
+    status: str          # passed, failed, not GPU-verified or not applicable
+    detail: str
+    passed: int = 0
+    failed: int = 0
+    not_gpu_verified: int = 0
+    figures: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SuiteOutcome":
+        return cls(data["status"], data.get("detail", ""), data.get("passed", 0), data.get("failed", 0),
+                   data.get("not_gpu_verified", 0), data.get("figures") or {})
+
+
+@dataclass
+class SuitesReport:
+    """One run of the suites against one image: what `test` prints, records and publishing trusts."""
+    image: str
+    image_id: str
+    target: str | None
+    pytest_exit: int
+    suites: dict[str, SuiteOutcome]
+    ok: bool
+    tests: list[dict] = field(default_factory=list)
+    log: str = ""          # pytest's output; shown on failure, never recorded
+
+    def statuses(self) -> dict[str, str]:
+        return {name: s.status for name, s in self.suites.items()}
+
+    def to_json(self) -> dict:
+        return {"image": self.image, "image_id": self.image_id, "target": self.target, "pytest_exit": self.pytest_exit,
+                "ok": self.ok, "suites": {n: asdict(s) for n, s in self.suites.items()}, "tests": self.tests}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SuitesReport":
+        return cls(image=data.get("image", data["image_id"]), image_id=data["image_id"], target=data.get("target"),
+                   pytest_exit=data.get("pytest_exit", 0), tests=data.get("tests", []), ok=data["ok"],
+                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()})
+
+
+def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
+    out: dict[str, SuiteOutcome] = {}
+    for suite in suites_present() + sorted({r["suite"] for r in results} - set(SUITES)):
+        rows = [r for r in results if r["suite"] == suite]
+        failed = [r for r in rows if r["outcome"] == "failed"]
+        ngv = [r for r in rows if r["outcome"] == "skipped" and r["detail"].startswith(NOT_GPU_VERIFIED)]
+        passed = [r for r in rows if r["outcome"] == "passed"]
+        figures = {k: v for r in rows if r.get("figures") for k, v in r["figures"].items()}
+        if failed:
+            status, detail = "failed", "; ".join(f"{r['test']}: {r['detail']}" for r in failed)
+        elif ngv:
+            status, detail = NOT_GPU_VERIFIED, ngv[0]["detail"].removeprefix(NOT_GPU_VERIFIED + ": ")
+        elif passed:
+            status, detail = "passed", f"{len(passed)} check(s)"
+        elif rows:
+            status, detail = "not applicable", rows[0]["detail"]
+        else:
+            status, detail = "failed", "the suite did not run"
+        out[suite] = SuiteOutcome(status, detail, len(passed), len(failed), len(ngv), figures)
+    return out
+
+
+def run_suites(client, image_ref: str, target: str | None, matrix: Path,
+               junit: Path | None = None, require_gpu: bool = False) -> SuitesReport:
+    """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd)."""
+    if not (PROJECT_ROOT / "tests" / "suites").is_dir():   # an installed rocmforge without its checkout
+        from rocmforge.shared.errors import UserError
+
+        raise UserError(f"the suites are not in {PROJECT_ROOT / 'tests' / 'suites'}: `test` runs from a rocmforge "
+                        "checkout (tests/suites/ and probes/ are not installed with the package)")
+    session = uuid.uuid4().hex[:12]
+    with tempfile.TemporaryDirectory(prefix="rocmforge-test-") as tmp:
+        results_json = Path(tmp) / "results.json"
+        root = PROJECT_ROOT
+        cmd = [sys.executable, "-m", "pytest", str(root / "tests" / "suites"), "-p", "no:cacheprovider",
+               "-q", "-rA", "--image", image_ref, "--matrix", str(matrix), "--results-json", str(results_json),
+               "--session-id", session, "--rootdir", str(root), "-c", str(root / "pyproject.toml")]
+        if target:
+            cmd += ["--target", target]
+        if junit:
+            cmd += ["--junitxml", str(junit)]
+        if require_gpu:
+            cmd += ["--require-gpu"]
+        try:
+            proc = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        finally:
+            remove_session_leftovers(client, session)
+        results = json.loads(results_json.read_text()) if results_json.exists() else []
+    summary = judge(summarise(results), results, proc.returncode, proc.stdout)
+    return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=target,
+                        pytest_exit=proc.returncode, suites=summary, tests=results, log=proc.stdout,
+                        ok=proc.returncode == 0 and not any(s.status == "failed" for s in summary.values()))
+
+
+def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: int,
+          log: str) -> dict[str, SuiteOutcome]:
+    """The suites' outcomes with pytest's own verdict added: a run that exits non-zero while no
+    suite failed (a collection error, an internal error, a crash of the run) is a failure too,
+    named "pytest", never a pass."""
+    if not results:
+        summary["suites"] = SuiteOutcome("failed", "pytest produced no results:\n" + log[-3000:], failed=1)
+    elif pytest_exit != 0 and not any(s.status == "failed" for s in summary.values()):
+        summary["pytest"] = SuiteOutcome("failed", f"pytest exited {pytest_exit} although no suite failed:\n"
+                                         + log[-3000:], failed=1)
+    return summary
+
+
+def record(state: Path, report: SuitesReport) -> Path:
+    """Keep the outcome by image ID: publishing later checks that this exact image passed. Written
+    atomically: a killed run leaves the previous record or none, never half of one."""
+    path = results_path(state, report.image_id)
+    atomic_write(path, json.dumps(report.to_json(), indent=2).encode())
+    return path
+
+
+def recorded(state: Path, image_id: str) -> SuitesReport | None:
+    """The suite outcome recorded for exactly this image ID, or None when it was never tested. A
+    record that is not a results record of this image is never trusted: it reads as "never
+    tested" (nothing is published on its word), with a warning naming it."""
+    from rocmforge.shared.records import load_internal
+
+    data = load_internal(results_path(state, image_id), lambda data: _results_problem(data, image_id),
+                         "delete it and run `python build.py test` on the image again")
+    return None if data is None else SuitesReport.from_json(data)
+
+
+def results_path(state: Path, image_id: str) -> Path:
+    return state / "results" / f"{image_id.split(':')[-1]}.json"
+
+
+def _results_problem(data, image_id: str) -> str | None:
+    if not isinstance(data, dict):
+        return "not a suite results record (not a JSON object)"
+    if str(data.get("image_id", "")).split(":")[-1] != image_id.split(":")[-1]:
+        return f"records image {data.get('image_id')!r}, not {image_id}"
+    if not isinstance(data.get("ok"), bool):
+        return "not a suite results record: 'ok' is not true or false"
+    suites = data.get("suites")
+    if not isinstance(suites, dict) or not all(isinstance(s, dict) and isinstance(s.get("status"), str)
+                                               for s in suites.values()):
+        return "not a suite results record: 'suites' must map each suite to its status"
+    return None

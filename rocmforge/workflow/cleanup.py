@@ -1,0 +1,59 @@
+"""`clean`: what rocmforge left on the engine and in its state folder, found and removed."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+from rocmforge.workflow.project import Project
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: str        # container, image, leftover image, build cache, ...
+    ref: str
+    size: int
+
+
+@dataclass
+class Found:
+    items: list[Leftover]
+    waiting: int = 0      # untagged step images kept because another build may stand on them
+
+
+def find(client, project: Project, names: list[str], all_targets: bool, alone: bool, dry_run: bool) -> Found:
+    from rocmforge.build import buildcache, engine, steplock
+
+    plan = project.plan
+    cached = {i[:12] for n in names for i in buildcache.recorded(project.state, n)}
+    kept = {i[:12] for n in plan.targets for i in buildcache.recorded(project.state, n)}
+    stacks = sorted(plan.matrix.stacks) if all_targets else []
+    items = [Leftover(*f) for f in engine.leftovers(client, names, stacks, cached, kept)]
+    if alone and not dry_run:
+        items += [Leftover("leftover image", i, 0) for i in steplock.take_pending()]
+    if alone:
+        return Found(items)
+    # Untagged step images may be what a running build stands on: they wait for the last build out.
+    waiting = [f for f in items if f.kind == "leftover image"]
+    return Found([f for f in items if f.kind != "leftover image"], len(waiting))
+
+
+def remove(client, project: Project, found: Found, names: list[str], alone: bool, warn) -> None:
+    """Each item on its own: one that cannot be removed is reported and the rest still go."""
+    from rocmforge.build import buildcache, engine
+
+    for item in sorted(found.items, key=lambda f: f.kind != "container"):   # a container holds its image
+        try:
+            if item.kind == "container":
+                client.api.remove_container(item.ref, force=True)
+            elif item.ref.startswith("sha256:"):
+                engine.discard(client, [item.ref])
+            else:
+                client.api.remove_image(item.ref)
+        except Exception as exc:  # noqa: BLE001 - reported, and the rest still removed
+            warn(f"could not remove {item.ref}: {exc}")
+    for n in names:
+        buildcache.forget(client, project.state, n)
+    if alone:   # while another build runs, it may be writing there
+        shutil.rmtree(project.state / "logs", ignore_errors=True)
+        shutil.rmtree(project.state / "work", ignore_errors=True)

@@ -1,0 +1,277 @@
+"""The build pipeline, in the order a target goes through it:
+plan → fetch inputs → build → normalise → manifest → suites.
+
+The CLI, `verify-repro`, the bench and the tests drive builds through this one module."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.shared.files import iso_utc
+from rocmforge.workflow.project import Project, ca_bundle
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    ca_bundle: str | None = None          # as given; None: the usual variables (project.CA_ENV)
+    cache_registry: str | None = None     # HOST[:PORT][/NS] of the cache registry, or None
+    cache_readonly: bool = False
+    check_disk: bool = False
+
+
+@dataclass(frozen=True)
+class BuiltTarget:
+    """One row of a build: a target of the chain and how its image came to be there."""
+    target: str
+    status: str           # built, up-to-date or from cache
+    image_id: str
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """A normalised image and the step images its build left, which the caller settles or discards."""
+    image_id: str
+    made: list[str]
+    build_s: float
+    normalise_s: float
+
+
+class Progress:
+    """Where a build reports: a status line that is rewritten, and lines that stay (stderr)."""
+
+    def __init__(self, console=None) -> None:
+        if console is None:
+            from rich.console import Console
+
+            console = Console(stderr=True, quiet=True)
+        self.console = console
+
+    def status(self, text: str):
+        return self.console.status(text)
+
+    def line(self, text: str, markup: bool = True) -> None:
+        self.console.print(text, soft_wrap=True, highlight=False, markup=markup)
+
+    def warn(self, message: str) -> None:
+        self.line(f"[yellow]warning:[/yellow] {message}")
+
+
+class Pipeline:
+    def __init__(self, project: Project, progress: Progress | None = None,
+                 options: BuildOptions = BuildOptions()) -> None:
+        self.project = project
+        self.progress = progress or Progress()
+        self.options = options
+        self.cached: set[str] = set()      # targets this run took from the cache registry
+
+    @cached_property
+    def ca(self) -> Path | None:
+        """The CA bundle of builder stages (a bad one is a UserError)."""
+        return ca_bundle(self.options.ca_bundle)
+
+    @property
+    def plan(self):
+        return self.project.plan
+
+    # -- the chain of a target ----------------------------------------------------------------
+    def build(self, name: str) -> list[BuiltTarget]:
+        """Build name and its prerequisites: each is taken from the engine, the cache registry or built."""
+        from rocmforge.build import buildcache, engine
+        from rocmforge.release import regcache
+
+        self.project.target(name)
+        self.project.writable_state()
+        tp = self.project.buildable_target(name)
+        self.ca                  # a bad bundle, like a bad setting, is refused before anything is built
+        buildcache.budget()
+        cache = regcache.from_options(self.options.cache_registry, self.options.cache_readonly)
+        client = engine.connect()
+        order = self.plan.order([name])
+        if cache and not engine.image_id(client, tp.content_tag):   # a hit needs none of its prerequisites
+            order = [name] if self.from_cache(client, cache, name) else order
+        results = []
+        for dep in order:
+            dp = self.plan.targets[dep]
+            existing = engine.image_id(client, dp.content_tag)
+            if not existing and cache and dep != name:
+                existing = self.from_cache(client, cache, dep)
+            if existing:
+                repo, tag = dp.readable_tag.rsplit(":", 1)
+                client.api.tag(dp.content_tag, repo, tag)   # by tag: the containerd store knows no config digest
+                self.progress.line(f"[green]up to date[/green] {dep}: {dp.content_tag} ({existing[7:19]})")
+                results.append(BuiltTarget(dep, "from cache" if dep in self.cached else "up-to-date", existing))
+            else:
+                results.append(self.build_one(client, dep, cache))
+        return results
+
+    def build_one(self, client, name: str, cache=None) -> BuiltTarget:
+        from rocmforge.build import buildcache, engine
+        from rocmforge.host import imageid
+        from rocmforge.release import regcache
+
+        tp = self.plan.targets[name]
+        if self.options.check_disk:
+            self.check_disk(client, name)
+        self.ensure_base(client, tp)
+        log_path = self.project.state / "logs" / f"{name}.log"
+        self.progress.line(f"[bold]building[/bold] {name} -> {tp.content_tag} (log: {log_path})")
+        with self.progress.status(f"{name}: starting") as status:
+            built = self.build_image(client, tp, tags=[tp.content_tag, tp.readable_tag], status=status)
+            # Settling the cache (removing the previous one) and taking the inventory are independent.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                settled = pool.submit(buildcache.settle, client, self.project.state, name,
+                                      engine.raw_tag(tp), built.made)
+                self.write_manifest(client, name)
+                kept = settled.result()
+        if cache and regcache.store(client, cache, tp, self.progress.warn):
+            self.progress.line(f"  stored {name} in the cache {cache.where.repository(name)}")
+        shown = imageid.manifest_digest(client, tp.content_tag)
+        also = f" (the engine's containerd store shows it as {shown[7:19]}, its manifest digest)" if shown else ""
+        self.progress.line(f"[green]built[/green] {name}: {built.image_id[7:19]}{also} tags {tp.content_tag}, "
+                           f"{tp.readable_tag}; manifest and SBOM in {self.project.state / 'artifacts' / name}"
+                           + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else ""))
+        return BuiltTarget(name, "built", built.image_id)
+
+    def from_cache(self, client, cache, name: str) -> str | None:
+        from rocmforge.build import engine
+        from rocmforge.release import regcache
+
+        tp = self.plan.targets[name]
+        epoch = iso_utc(self.plan.matrix.targets[name].source_date_epoch)
+        with self.progress.status(f"{name}: asking the cache {cache.where.host}"):
+            image = regcache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch,
+                                   self.progress.warn)
+        if image:
+            self.cached.add(name)
+            self.progress.line(f"[green]from cache[/green] {name}: {cache.where.repository(name)}:content-"
+                               f"{tp.content_hash[:12]}… ({image[7:19]}); no build step run")
+            self.write_manifest(client, name)
+        return image
+
+    def check_disk(self, client, name: str) -> None:
+        from rocmforge.build import engine
+
+        need = self.plan.matrix.runner_of(name).disk_gb
+        free = engine.free_disk(client)
+        if need and free and free[1] < need * 10**9:
+            raise BuildError(f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
+                             f"its stack); {free[0]} has {free[1] / 1e9:.1f} GB. Free space (`build.py clean`, "
+                             "`docker system prune`) or use a runner with more disk")
+
+    def ensure_base(self, client, tp) -> None:
+        """Cheap when present; a removed bootstrapped base must come back before any FROM names it."""
+        from rocmforge.resolve import bootstrap
+
+        if tp.bootstrap_stack:
+            stack = self.plan.matrix.stacks[tp.bootstrap_stack]
+            with self.progress.status(f"bootstrapping base of {tp.bootstrap_stack}"):
+                bootstrap.ensure_base(client, tp.bootstrap_stack, stack, self.project.state / "work",
+                                      self.project.log(f"base-{tp.bootstrap_stack}"))
+
+    # -- the steps ----------------------------------------------------------------------------
+    def fetch_inputs(self, tp) -> dict[str, bytes]:
+        """Host-side inputs of a build (locked wheels, git sources), from the state's cache or fetched."""
+        from rocmforge.host import fetch
+
+        lock = self.project.lock()
+        context: dict[str, bytes] = {}
+        try:
+            for item in tp.fetches:
+                context.update(item.fetch(lock, self.project.state / "work", self.ca))
+        except fetch.FetchError as exc:
+            raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
+        return context
+
+    def build_image(self, client, tp, *, tags: list[str], status, raw_tag: str | None = None,
+                    log_name: str | None = None, nocache: bool = False) -> BuiltImage:
+        """One `docker build` of tp, normalised so the same inputs give the same image ID, tagged tags.
+        On failure the raw image and the step images of this build are discarded."""
+        from rocmforge.build import buildcache, engine
+
+        log_name = log_name or tp.name
+        raw_tag = raw_tag or engine.raw_tag(tp)
+        made: list[str] = []
+        started = time.monotonic()
+
+        def step(text: str) -> None:
+            status.update(f"{tp.name}: {text[:100]}")
+            self.progress.line(f"  {text[:160]}", markup=False)
+
+        raw = engine.build(client, tp, log_path=self.project.state / "logs" / f"{log_name}.log",
+                           ca_bundle=self.ca, progress=step, extra_files=self.fetch_inputs(tp),
+                           tag=raw_tag, nocache=nocache, made=made)
+        built = time.monotonic()
+        try:
+            status.update(f"{tp.name}: normalising layers and config for a reproducible image ID")
+            image_id = self.normalise(client, tp, raw, tags, log_name,
+                                      progress=lambda msg: status.update(f"{tp.name}: {msg}"))
+        except BaseException:
+            kept = set(buildcache.recorded(self.project.state, tp.name))
+            self.discard_raw(client, raw_tag, [m for m in made if m not in kept])
+            raise
+        return BuiltImage(image_id, made, round(built - started, 1), round(time.monotonic() - built, 1))
+
+    def normalise(self, client, tp, raw_ref: str, tags: list[str], log_name: str, progress=None) -> str:
+        """Rewrite a classic-builder image so the same inputs give the same image ID."""
+        from rocmforge.build import engine, image
+
+        return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
+                               tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
+                               base_ref=engine.final_base(client, tp), progress=progress,
+                               steps=engine.history_steps(tp))
+
+    @staticmethod
+    def discard_raw(client, raw_tag: str, made: list[str]) -> None:
+        from rocmforge.build import engine
+
+        try:
+            client.api.remove_image(raw_tag, noprune=True)   # the tag; discard removes the images
+        except Exception:  # noqa: BLE001 - never made, or already gone
+            pass
+        engine.discard(client, made)
+
+    def write_manifest(self, client, name: str) -> Path:
+        from rocmforge.build import engine
+        from rocmforge.verify import manifest, suites
+
+        tp = self.project.target(name)
+        image_id = engine.image_id(client, tp.content_tag)
+        rec = suites.recorded(self.project.state, image_id)
+        data = manifest.make_manifest(tp, image_id, manifest.inventory(client, tp.content_tag), self.project.lock(),
+                                      rec.statuses() if rec else None)
+        data["source_revision"] = self.project.revision() or None   # the checkout that last wrote it
+        return manifest.write(self.project.state, data)
+
+    def test(self, client, image: str, target: str | None, junit: Path | None = None,
+             require_gpu: bool = False):
+        """Run the suites in image and record them; a target's own image gets them in its manifest too."""
+        from rocmforge.build import engine
+        from rocmforge.verify import suites
+
+        with self.progress.status(f"running suites in {image}"):
+            report = suites.run_suites(client, image, target, self.project.matrix_path.resolve(),
+                                       junit, require_gpu=require_gpu)
+        suites.record(self.project.state, report)
+        if target and engine.image_id(client, self.plan.targets[target].content_tag) == report.image_id:
+            self.write_manifest(client, target)
+        return report
+
+    def context(self, name: str) -> dict[str, bytes]:
+        """The complete build context of a target (rendered files, probes, fetched inputs), for `docker build`."""
+        tp = self.project.buildable_target(name)
+        return {**tp.files, **self.fetch_inputs(tp)}
+
+
+def require_built(client, tp, flag: str = "--target") -> str:
+    from rocmforge.build import engine
+
+    image_id = engine.image_id(client, tp.content_tag)
+    if image_id is None:
+        raise UserError(f"target {tp.name!r} is not built ({tp.content_tag} not found); run "
+                        f"`python build.py build --target {tp.name}` first", field=flag)
+    return image_id

@@ -1,0 +1,70 @@
+"""`verify-repro`: build a target twice without cache, a second apart, and compare the image IDs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from rocmforge.workflow.pipeline import Pipeline
+
+RUNS = ("a", "b")
+
+
+@dataclass
+class ReproReport:
+    target: str
+    image_ids: list[str] = field(default_factory=list)
+    timings: list[dict] = field(default_factory=list)
+    difference: dict | None = None
+    explanation: str | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.difference is None
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "identical": self.identical, "image_ids": self.image_ids,
+                "timings": self.timings, "difference": self.difference, "explanation": self.explanation}
+
+
+def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
+    from rocmforge.build import engine, image
+    from rocmforge.release import report as reports
+
+    project = pipe.project
+    project.target(name)
+    project.writable_state()
+    tp = project.buildable_target(name)    # before its prerequisites are built
+    pipe.ca                                # so is a bad CA bundle
+    for dep in pipe.plan.order([name])[:-1]:   # prerequisites are inputs: built (or up to date) once, as usual
+        pipe.build(dep)
+    client = engine.connect()
+    pipe.ensure_base(client, tp)           # an engine that never built on this base has none yet
+    result = ReproReport(name)
+    try:
+        for run in RUNS:
+            tag = f"rocmforge-repro/{name}:{run}"
+            with pipe.progress.status(f"verify-repro {name}: build {run} (no cache)") as status:
+                built = pipe.build_image(client, tp, tags=[tag], status=status, raw_tag=tag + "-raw",
+                                         log_name=f"{name}.repro-{run}", nocache=True)
+                pipe.discard_raw(client, tag + "-raw", built.made)
+            result.image_ids.append(built.image_id)
+            result.timings.append({"build_s": built.build_s, "normalise_s": built.normalise_s})
+            pipe.progress.line(f"build {run}: {built.image_id[7:19]} (build {built.build_s} s, "
+                               f"normalise {built.normalise_s} s)")
+            if run == RUNS[0]:
+                time.sleep(1.5)   # the second build starts at a different second
+        a, b = result.image_ids
+        if a != b:
+            # by tag: the containerd store does not know an image by its config digest
+            result.difference = image.diff_images(client, *(f"rocmforge-repro/{name}:{run}" for run in RUNS))
+            result.explanation = image.describe_difference(result.difference)
+    finally:
+        for run in RUNS:
+            for suffix in ("", "-raw"):
+                try:
+                    client.images.remove(f"rocmforge-repro/{name}:{run}{suffix}", force=True)
+                except Exception:  # noqa: BLE001 - not created or already removed
+                    pass
+    reports.save_check(project.state, f"repro-{name}", result.to_json())
+    return result
