@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge.build.image.streams import CHUNK_SIZE, ChunkStream  # noqa: E402
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream  # noqa: E402
 from rocmforge.build.image.tarcodec import BLOCK, REG, TarReader, TarWriter, looks_like_tar_header  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"

@@ -119,7 +119,7 @@ def context(inv: Invocation) -> int:
 def lock(inv: Invocation) -> int:
     from rocmforge.build import engine
     from rocmforge.resolve import lock as locking, lockfile
-    from rocmforge.release import report
+    from rocmforge.release import matrix_report as report
 
     project, args = inv.project, inv.args
     targets = args.lock_targets

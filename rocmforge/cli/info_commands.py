@@ -132,7 +132,7 @@ def pull(inv: Invocation) -> int:
 
 def report(inv: Invocation) -> int:
     from rocmforge.build import engine
-    from rocmforge.release import report as reports
+    from rocmforge.release import matrix_report as reports
     from rocmforge.shared.files import atomic_write
 
     project, args = inv.project, inv.args

@@ -22,7 +22,7 @@ from rocmforge.doctor.facts import HostFacts, NodeFacts, built_targets_from_labe
 from rocmforge.doctor.gfx import GFX_OVERRIDES, hsa_override_version
 from rocmforge.doctor.gpu_checks import SEED_ERROR
 from rocmforge.doctor.host_checks import LOW_DISK_BYTES
-from rocmforge.doctor.report import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, Verdict
+from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, Verdict
 
 __all__ = [
     "CHECKS", "FAIL", "GFX_OVERRIDES", "LOW_DISK_BYTES", "OK", "SEED_ERROR", "SKIPPED", "WARN",

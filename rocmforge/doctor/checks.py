@@ -12,7 +12,7 @@ from typing import Callable
 from rocmforge.doctor import gpu_checks, host_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import HostFacts
-from rocmforge.doctor.report import Report, Verdict
+from rocmforge.doctor.findings import Report, Verdict
 
 PER_TARGET = "{target}"
 

@@ -9,7 +9,7 @@ from typing import Callable
 
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import NodeFacts
-from rocmforge.doctor.report import FAIL, OK, SKIPPED, WARN, Verdict
+from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Verdict
 
 LOW_DISK_BYTES = 60 * 10**9  # ROCm images are 3-50 GB each; a build also keeps its builder image
 

@@ -41,7 +41,7 @@ def remember(blob: bytes) -> str:
 
 def _from_cache(digest: str) -> str | None:
     """The config digest a manifest rocmforge wrote names (its bytes checked against the digest)."""
-    from rocmforge.build.image.oci import blob_name, config_digest
+    from rocmforge.host.ocilayout import blob_name, config_digest
 
     try:
         blob = (cache_dir() / digest[7:]).read_bytes()
@@ -53,8 +53,8 @@ def _from_cache(digest: str) -> str | None:
 def _from_export(client, ref: str, digest: str) -> str | None:
     """Reads the image's export only as far as its manifest, which names the config (the blobs
     come in digest order, so on average half of the export is read)."""
-    from rocmforge.build.image.oci import config_digest
-    from rocmforge.build.image.streams import ChunkStream
+    from rocmforge.host.ocilayout import config_digest
+    from rocmforge.shared.streams import ChunkStream
 
     small: dict[str, bytes] = {}
     chunks = client.api.get_image(ref)

@@ -29,7 +29,7 @@ class ReproReport:
 
 def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
     from rocmforge.build import engine, image
-    from rocmforge.release import report as reports
+    from rocmforge.release import matrix_report as reports
 
     project = pipe.project
     project.target(name)

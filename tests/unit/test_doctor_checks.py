@@ -9,7 +9,7 @@ import pytest
 from rocmforge.doctor import checks, gfx, gpu_checks, host_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import HostFacts, NodeFacts
-from rocmforge.doctor.report import FAIL, OK, SKIPPED, WARN, Recommendation, Report, Verdict
+from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Recommendation, Report, Verdict
 from rocmforge.verify.readers import archs
 from tests.unit.doctor_hosts import GB, HIP_RUNTIME, fixture, gpu_host, rocminfo_text
 

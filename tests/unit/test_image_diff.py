@@ -7,7 +7,7 @@ import io
 import tarfile
 
 from rocmforge.build.image.diff import compare_configs, compare_layers, describe_difference, summarise_layer
-from rocmforge.build.image.streams import ChunkStream
+from rocmforge.shared.streams import ChunkStream
 from tests.unit.image_samples import EPOCH, tar_bytes, ti
 
 

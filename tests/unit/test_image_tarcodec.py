@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from rocmforge.build.image.streams import ChunkStream
+from rocmforge.shared.streams import ChunkStream
 from rocmforge.build.image.tarcodec import REG, TarEntry, TarReader, decode_number, encode_header, encode_number
 
 

@@ -11,7 +11,7 @@ import pytest
 from rocmforge.doctor import gpu_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import gather
-from rocmforge.doctor.report import FAIL, OK, WARN
+from rocmforge.doctor.findings import FAIL, OK, WARN
 from rocmforge.shared.errors import UserError
 from rocmforge.verify.readers import kfd
 from tests.unit.doctor_hosts import HIP_RUNTIME, gpu_host

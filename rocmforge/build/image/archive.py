@@ -14,8 +14,8 @@ from typing import Callable, Iterator
 from rocmforge.build.image.errors import ImageArchiveError
 from rocmforge.build.image.layers import LayerResult
 from rocmforge.build.image.blobs import layer_window
-from rocmforge.build.image.oci import read_index
-from rocmforge.build.image.streams import CHUNK_SIZE, ChunkStream, HashingWindow
+from rocmforge.host.ocilayout import read_index
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 from rocmforge.build.image.tarcodec import EMPTY_TAR, REG, SYM, TarEntry, TarReader, encode_header, padding
 
 # Members that are never layers, whatever their first block looks like.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Generator, Iterator
 
 from rocmforge.build.image.errors import ImageArchiveError
-from rocmforge.build.image.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
 from rocmforge.build.image.tarcodec import BLOCK, looks_like_tar_header
 
 GZIP_MAGIC = b"\x1f\x8b\x08"          # the magic, then deflate, gzip's only method

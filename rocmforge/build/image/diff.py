@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rocmforge.build.image.errors import ImageArchiveError
 from rocmforge.build.image.archive import read_manifest, walk_archive
 from rocmforge.build.image.layers import layer_path
-from rocmforge.build.image.streams import HashingWindow
+from rocmforge.shared.streams import HashingWindow
 from rocmforge.build.image.tarcodec import BLK, CHR, REG, TYPE_NAMES, TarReader
 from rocmforge.shared.files import iso_utc
 

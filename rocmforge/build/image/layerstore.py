@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from rocmforge.build.image.streams import CHUNK_SIZE
+from rocmforge.shared.streams import CHUNK_SIZE
 
 
 def chain_ids(diff_ids: list[str]) -> list[str]:

@@ -25,7 +25,7 @@ from typing import BinaryIO, Callable, Iterable, NamedTuple
 from rocmforge.build.image.errors import ImageArchiveError
 from rocmforge.build.image.layers import layer_path
 from rocmforge.build.image.layerstore import chain_ids
-from rocmforge.build.image.streams import ChunkStream, HashingWindow
+from rocmforge.shared.streams import ChunkStream, HashingWindow
 from rocmforge.build.image.tarcodec import CHR, BLK, DIR, LNK, REG, TarEntry, TarReader
 
 FORMAT = 1                      # bump when what a row holds changes: older cache files are rebuilt

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from rocmforge.build.image.layers import LayerResult, layer_path, sort_key
 from rocmforge.build.image.lowerindex import OPAQUE, WHITEOUT, LowerIndex, Node, join, node_of, split
-from rocmforge.build.image.streams import ChunkStream
+from rocmforge.shared.streams import ChunkStream
 from rocmforge.build.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
 
 RULES = (

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Iterator
 
 from rocmforge.build.image.errors import ImageArchiveError
 from rocmforge.build.image.archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
-from rocmforge.build.image.oci import manifest_layers
+from rocmforge.host.ocilayout import manifest_layers
 from rocmforge.build.image.config import normalise_config
 from rocmforge.build.image.layers import LayerResult, rewrite_layer
 from rocmforge.build.image.layerstore import LayerStore
@@ -21,7 +21,7 @@ from rocmforge.build.image import lowerindex
 from rocmforge.build.image.lowerrules import CanonicalResult, canonicalise
 from rocmforge.build.image import ociload
 from rocmforge.host import engineinfo, imageid
-from rocmforge.build.image.streams import CHUNK_SIZE, ChunkStream, HashingWindow
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 from rocmforge.shared.files import iso_utc
 
 
