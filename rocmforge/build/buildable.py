@@ -7,7 +7,7 @@ import shutil
 
 def _local_images() -> set[str] | None:
     try:
-        import docker
+        import docker  # docker-py (0.17 s) loads at the first engine call
 
         client = docker.from_env(timeout=5)
         return {t for img in client.images.list() for t in img.tags}

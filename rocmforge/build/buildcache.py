@@ -21,6 +21,7 @@ from pathlib import Path
 from rocmforge.build import engine
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
+from rocmforge.shared.records import load_internal
 
 REPO = "rocmforge-cache"
 _IMAGE_ID = re.compile(r"^(?:sha256:)?[0-9a-f]{12,64}$")
@@ -49,8 +50,6 @@ def recorded(state: Path, target: str) -> list[str]:
     """Step images the target's kept cache holds (short or full IDs). A record that is not one reads
     as no cache, with a warning: its images are then left for `clean`, never removed on its word,
     and the next build of the target writes a new record."""
-    from rocmforge.shared.records import load_internal
-
     data = load_internal(_record(state, target), _record_problem,
                          f"delete it; `python build.py clean --target {target}` removes what it kept")
     return list(data["images"]) if data else []
@@ -65,7 +64,7 @@ def _record_problem(data) -> str | None:
 
 def added_bytes(client, made: list[str]) -> int:
     """Bytes the build's steps added on top of the images they started from."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     total = 0
     for short in set(made):

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 import tarfile
 import time
 import uuid
 from pathlib import Path
 
-from rocmforge.host import aptmirror, aptsources, engineinfo
 from rocmforge.build import steplock
-from rocmforge.shared.errors import BuildError
-from rocmforge.render.plan import TargetPlan
+from rocmforge.build.image.history import stage_steps
+from rocmforge.host import aptmirror, aptsources, engineinfo, imageid, registry
 from rocmforge.render.contexts import CA_PLACEHOLDER
+from rocmforge.render.plan import TargetPlan
+from rocmforge.resolve import bases
+from rocmforge.shared.errors import BuildError
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")   # the image a finished step left
@@ -21,8 +24,8 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def connect():
-    import docker
-    import docker.errors
+    import docker  # docker-py (0.17 s) loads at the first engine call
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     try:
         client = docker.from_env(timeout=600)
@@ -36,8 +39,6 @@ def connect():
 def image_id(client, ref: str) -> str | None:
     """The image's identity (its config digest) on any store; None when ref names no image. Use
     ref, not this, to name the image to the engine: the containerd store knows it by manifest."""
-    from rocmforge.host import imageid
-
     return imageid.image_id(client, ref)
 
 
@@ -74,8 +75,6 @@ def final_base(client, tp: TargetPlan, *, fetch: bool = True) -> str | None:
     if not froms:
         raise BuildError(f"the Dockerfile of {tp.name} has no FROM")
     if froms[-1].startswith("${") and tp.registry_base:
-        from rocmforge.host import registry
-
         image, digest = tp.registry_base
         return registry.pull(client, image, digest, mirror=registry.mirror_from_env(), fetch=fetch)
     return froms[-1] if fetch or image_id(client, froms[-1]) else None
@@ -83,8 +82,6 @@ def final_base(client, tp: TargetPlan, *, fetch: bool = True) -> str | None:
 
 def free_disk(client) -> tuple[str, int] | None:
     """(the engine's data root, bytes free there) when the engine runs on this host, else None."""
-    import shutil
-
     root = (client.info() or {}).get("DockerRootDir")
     try:
         return (root, shutil.disk_usage(root).free) if root else None
@@ -121,8 +118,6 @@ def build_labels(tp: TargetPlan) -> dict[str, str]:
 
 def history_steps(tp: TargetPlan) -> list[str]:
     """The image's own history entries, as rocmforge words them on every engine (image.history)."""
-    from rocmforge.build.image.history import stage_steps
-
     labels = " ".join(f"{k}={v}" for k, v in build_labels(tp).items())
     return stage_steps(tp.files["Dockerfile"].decode()) + [f"LABEL {labels}"]
 
@@ -140,9 +135,6 @@ def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files
     if mirror:   # dropped from the normalised history: the mirror is not part of the image
         buildargs[aptmirror.ARG] = mirror
     if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
-        from rocmforge.resolve import bases
-        from rocmforge.host import registry
-
         image, digest = tp.registry_base
         buildargs[bases.BASE_ARG] = registry.pull(client, image, digest, mirror=registry.mirror_from_env())
     try:
@@ -177,7 +169,7 @@ def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -
     """Kills the container of the step in progress. The stream may not have named it yet (the
     interrupt can come between a step's announcement and its container), so containers made from
     the last step's image are looked for until one is found or `wait` runs out."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     deadline = time.monotonic() + wait
     while True:
@@ -256,7 +248,7 @@ def discard(client, made: list[str]) -> None:
 
 
 def remove_untagged(client, images: list[str]) -> None:
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     for short in reversed(images):
         try:

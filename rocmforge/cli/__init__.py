@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from rocmforge.shared.errors import BuildError, UserError
-from rocmforge.workflow.project import MACHINE_ERRNOS
+from rocmforge.cli.parser import MAIN_JOB, build_parser
+from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 
 
 def os_error_exit(exc: OSError) -> int:
@@ -23,12 +23,13 @@ def os_error_exit(exc: OSError) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rocmforge.cli.invocation import Invocation
-    from rocmforge.cli.parser import build_parser
-
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.run == MAIN_JOB and not args.target:   # a bare `build.py`: the usage
+        parser.print_help()
+        return 2
     try:
-        return args.run(Invocation(args))
+        return args.run(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

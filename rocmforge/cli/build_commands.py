@@ -6,36 +6,34 @@ import json
 import sys
 from pathlib import Path
 
-from rocmforge.shared.errors import UserError
-from rocmforge.workflow.project import ca_bundle, writable_dir, writable_file
+from rocmforge.build import engine, steplock
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
+from rocmforge.release import matrix_report as report
+from rocmforge.resolve import lock as locking, lockfile
+from rocmforge.shared.errors import UserError
+from rocmforge.shared.files import atomic_write
+from rocmforge.verify import suites
+from rocmforge.workflow import cleanup
+from rocmforge.workflow.pipeline import require_built
+from rocmforge.workflow.project import ca_bundle, writable_dir, writable_file
+from rocmforge.workflow.repro_check import verify_repro as run
 
 
 def build_and_test(inv: Invocation) -> int:
-    """`build.py --target X`: the main job."""
-    if not inv.args.target:
-        from rocmforge.cli.parser import build_parser
-
-        build_parser().print_help()
-        return 2
+    """`build.py --target X`: the main job (a bare `build.py` prints the usage instead: cli.main)."""
     return build(inv) or test(inv)
 
 
 def build(inv: Invocation) -> int:
     name = inv.target_name()
     results = inv.pipeline.build(name)
-    from rocmforge.build import engine
 
     show.build_table(inv.out, engine.connect(), inv.plan, results)
     return 0
 
 
 def test(inv: Invocation) -> int:
-    from rocmforge.build import engine
-    from rocmforge.verify import suites
-    from rocmforge.workflow.pipeline import require_built
-
     args, project = inv.args, inv.project
     target, image = inv.target_name(), getattr(args, "image", None)
     if not target and not image:
@@ -67,8 +65,6 @@ def test(inv: Invocation) -> int:
 
 
 def verify_repro(inv: Invocation) -> int:
-    from rocmforge.workflow.repro_check import verify_repro as run
-
     name = inv.target_name()
     result = run(inv.pipeline, name)
     if inv.args.json:
@@ -82,9 +78,6 @@ def verify_repro(inv: Invocation) -> int:
 
 
 def manifest(inv: Invocation) -> int:
-    from rocmforge.build import engine
-    from rocmforge.workflow.pipeline import require_built
-
     name = inv.target_name()
     inv.project.target(name)
     inv.project.writable_state()
@@ -98,8 +91,6 @@ def manifest(inv: Invocation) -> int:
 
 def context(inv: Invocation) -> int:
     """The folder `docker build` takes by hand: the rendered files, the probes and the fetched inputs."""
-    from rocmforge.shared.files import atomic_write
-
     name = inv.target_name()
     out = Path(inv.args.out)
     inv.project.buildable_target(name)
@@ -117,10 +108,6 @@ def context(inv: Invocation) -> int:
 
 
 def lock(inv: Invocation) -> int:
-    from rocmforge.build import engine
-    from rocmforge.resolve import lock as locking, lockfile
-    from rocmforge.release import matrix_report as report
-
     project, args = inv.project, inv.args
     targets = args.lock_targets
     for t in targets or []:
@@ -146,7 +133,6 @@ def lock(inv: Invocation) -> int:
         return 0
     with inv.progress.status("resolving pins"):
         out = locking.resolve(client, m, old, targets=targets, work=work, ca_bundle=ca_bundle(args.ca_bundle), log=log)
-    from rocmforge.shared.files import atomic_write
 
     atomic_write(project.lock_path, lockfile.dump(out.lock).encode())
     for r in out.resolved:
@@ -158,9 +144,6 @@ def lock(inv: Invocation) -> int:
 
 
 def clean(inv: Invocation) -> int:
-    from rocmforge.workflow import cleanup
-    from rocmforge.build import engine, steplock
-
     project, target, dry_run = inv.project, inv.target_name(), inv.args.clean_dry_run
     names = [target] if target else sorted(inv.plan.targets)
     for n in names:

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-from rocmforge.shared.errors import BuildError, UserError
-from rocmforge.workflow.project import writable_dir, writable_file
+from rocmforge import doctor as host_doctor
+from rocmforge.build import engine
+from rocmforge.build.buildable import buildability
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
+from rocmforge.host import dockerrun
+from rocmforge.host.container import host_gpu_access
+from rocmforge.release import matrix_report as reports, publish
+from rocmforge.render import contexts as rendering
+from rocmforge.render.plan import pruned
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.shared.files import atomic_write
+from rocmforge.verify import manifest
+from rocmforge.verify.readers import archs as arch_reader, rocminfo as rocminfo_reader
+from rocmforge.workflow.project import writable_dir, writable_file
 
 
 def list_targets(inv: Invocation) -> int:
-    from rocmforge.render import archprune
-    from rocmforge.build.buildable import buildability
-    from rocmforge.render.plan import pruned
-
     plan, m = inv.plan, inv.plan.matrix
     rows = []
     for name in plan.order():
@@ -29,7 +38,7 @@ def list_targets(inv: Invocation) -> int:
                      "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag,
                      "level": m.level(name), "runs_on": m.runner_of(name).labels,
                      "disk_gb": m.runner_of(name).disk_gb, "pruned": pruned(m, name),
-                     "prune": archprune.recorded(inv.project.state, name)})
+                     "prune": manifest.prune_summary(inv.project.state, name)})
     if inv.args.json and inv.args.gpu_jobs:
         print(json.dumps([{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
                           for r in rows for a in r["archs"]], indent=2))
@@ -41,8 +50,6 @@ def list_targets(inv: Invocation) -> int:
 
 
 def render(inv: Invocation) -> int:
-    from rocmforge.render import contexts as rendering
-
     plan = inv.plan
     out = Path(inv.args.out) if inv.args.out else inv.project.root / "images"
     if inv.args.check:
@@ -63,29 +70,25 @@ def render(inv: Invocation) -> int:
 
 
 def rocminfo(inv: Invocation) -> int:
-    from rocmforge.verify.readers import rocminfo as reader
-
-    info = reader.parse(reader.read_saved(inv.args.file))
-    print(json.dumps(info.to_json(), indent=2) if inv.args.json else reader.format_table(info))
+    info = rocminfo_reader.parse(rocminfo_reader.read_saved(inv.args.file))
+    print(json.dumps(info.to_json(), indent=2) if inv.args.json else rocminfo_reader.format_table(info))
     return 0
 
 
 def archs(inv: Invocation) -> int:
-    from rocmforge.verify.readers import archs as reader
-
     paths = inv.args.paths
     for p in paths:
         if not Path(p).exists():
             raise UserError("no such file or folder", file=p)
         try:
-            why = reader.not_scannable(p)
+            why = arch_reader.not_scannable(p)
         except OSError as exc:
             raise UserError(f"cannot read: {exc.strerror or exc}", file=p) from None
         if why:
             raise UserError(why, file=p)
     # A damaged file (cut short, corrupt, unreadable) is listed with what was found in it, and
     # the run ends with exit 2 naming it: its list of archs cannot be trusted to be complete.
-    results = reader.scan_checked(paths)
+    results = arch_reader.scan_checked(paths)
     if inv.args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -94,7 +97,7 @@ def archs(inv: Invocation) -> int:
                 print(f"{r.path}: {' '.join(r.archs) or '-'} ({r.kind}){'  ERROR: ' + r.error if r.error else ''}")
         if not any(r.archs for r in results):
             print("no GPU code found")
-    damaged = [r for r in results if reader.damaged(r)]
+    damaged = [r for r in results if arch_reader.damaged(r)]
     if damaged:
         more = f" (and {len(damaged) - 1} more damaged file(s), see their entries)" if len(damaged) > 1 else ""
         raise UserError(damaged[0].error + more, file=damaged[0].path)
@@ -102,9 +105,6 @@ def archs(inv: Invocation) -> int:
 
 
 def push(inv: Invocation) -> int:
-    from rocmforge.build import engine
-    from rocmforge.release import publish
-
     project, target, registry = inv.project, inv.target_name(), inv.args.registry
     project.target(target)
     writable_dir(project.record_dir, "publish records")
@@ -118,9 +118,6 @@ def push(inv: Invocation) -> int:
 
 
 def pull(inv: Invocation) -> int:
-    from rocmforge.build import engine
-    from rocmforge.release import publish
-
     target, record_dir = inv.target_name(), inv.project.record_dir
     publish.read_record(record_dir / f"{target}.json", target)   # a missing record needs no engine
     client = engine.connect()
@@ -131,10 +128,6 @@ def pull(inv: Invocation) -> int:
 
 
 def report(inv: Invocation) -> int:
-    from rocmforge.build import engine
-    from rocmforge.release import matrix_report as reports
-    from rocmforge.shared.files import atomic_write
-
     project, args = inv.project, inv.args
     out_dir = Path(args.report_out) if args.report_out else project.state / "report"
     writable_dir(out_dir, "--out" if args.report_out else "--state-dir")
@@ -162,21 +155,13 @@ def report(inv: Invocation) -> int:
 
 
 def doctor(inv: Invocation) -> int:
-    from rocmforge import doctor as host_doctor
-
     report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology)
     print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
     return report.exit_code
 
 
 def run(inv: Invocation) -> int:
-    import shutil
-    import subprocess
 
-    from rocmforge import doctor as host_doctor
-    from rocmforge.host import dockerrun
-    from rocmforge.build import engine
-    from rocmforge.host.container import host_gpu_access
 
     target, cmd = inv.target_name(), inv.args.cmd
     tp = inv.project.target(target)

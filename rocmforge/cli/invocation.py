@@ -5,16 +5,15 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
+from rich.console import Console
+
+from rocmforge.host import aptmirror
 from rocmforge.workflow.pipeline import BuildOptions, Pipeline, Progress
 from rocmforge.workflow.project import Project
 
 
 class Invocation:
     def __init__(self, args) -> None:
-        from rich.console import Console
-
-        from rocmforge.host import aptmirror
-
         self.args = args
         self.project = Project(Path(args.matrix), Path(args.state_dir) if args.state_dir else None)
         self.out = Console()

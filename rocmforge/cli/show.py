@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
+from rich import box
+from rich.table import Table
+
+from rocmforge.render.archprune import describe
+
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
-    from rich import box
-
-    from rocmforge.render.archprune import describe
-    from rich.table import Table
-
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)   # 80 columns must stay readable
     for col in ("target", "stack"):
         table.add_column(col, no_wrap=True)
@@ -28,8 +28,6 @@ def targets_table(out, title: str, rows: list[dict]) -> None:
 
 
 def build_table(out, client, plan, results) -> None:
-    from rich.table import Table
-
     table = Table(title="build")
     table.add_column("target", no_wrap=True)
     for col in ("status", "image", "size"):
@@ -45,8 +43,6 @@ def build_table(out, client, plan, results) -> None:
 
 
 def suites_table(out, report) -> None:
-    from rich.table import Table
-
     colour = {"passed": "green", "failed": "red", "not GPU-verified": "yellow", "not applicable": "dim"}
     table = Table(title=f"suites in {report.image} ({report.image_id[7:19]})")
     for col in ("suite", "result", "detail"):

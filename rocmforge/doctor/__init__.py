@@ -15,14 +15,14 @@ or warns.
 
 from __future__ import annotations
 
-from rocmforge.render.archprune import LABEL
-from rocmforge.verify.readers import kfd, rocminfo
 from rocmforge.doctor.checks import CHECKS, diagnose
 from rocmforge.doctor.facts import HostFacts, NodeFacts, built_targets_from_labels, built_targets_from_plan, connect_engine, gather, image_rocminfo_runner, pruned_targets_from_labels
+from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, Verdict
 from rocmforge.doctor.gfx import GFX_OVERRIDES, hsa_override_version
 from rocmforge.doctor.gpu_checks import SEED_ERROR
 from rocmforge.doctor.host_checks import LOW_DISK_BYTES
-from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, Verdict
+from rocmforge.render.archprune import LABEL
+from rocmforge.verify.readers import kfd, rocminfo
 
 __all__ = [
     "CHECKS", "FAIL", "GFX_OVERRIDES", "LOW_DISK_BYTES", "OK", "SEED_ERROR", "SKIPPED", "WARN",

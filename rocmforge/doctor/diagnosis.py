@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocmforge.verify.readers import rocminfo
 from rocmforge.doctor.facts import HostFacts, NodeFacts
+from rocmforge.verify.readers import rocminfo
 
 
 @dataclass(frozen=True)

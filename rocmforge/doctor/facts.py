@@ -11,12 +11,17 @@ the free space under Docker's data root.
 from __future__ import annotations
 
 import glob
+import grp
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rocmforge.build.engine import image_id
+from rocmforge.host import engineinfo
+from rocmforge.host.container import TrackedContainer, host_gpu_access
+from rocmforge.render.archprune import LABEL
 from rocmforge.verify.readers import kfd as kfd_reader, rocminfo
 
 DEFAULT_DOCKER_ROOT = "/var/lib/docker"
@@ -75,7 +80,7 @@ class EngineFacts:
 def connect_engine():
     """A docker client from the environment. Raises what docker-py raises (no socket, bad
     DOCKER_HOST) or ImportError without docker-py."""
-    import docker
+    import docker  # docker-py (0.17 s) loads at the first engine call
 
     return docker.from_env(timeout=10)
 
@@ -91,8 +96,6 @@ def _node(path: str) -> NodeFacts:
         return NodeFacts(path=path, exists=False)
     group = None
     try:
-        import grp
-
         group = grp.getgrgid(st.st_gid).gr_name
     except (ImportError, KeyError):
         pass
@@ -143,16 +146,12 @@ def built_targets_from_labels(client) -> dict[str, tuple[str, ...]]:
 
 def pruned_targets_from_labels(client) -> frozenset[str]:
     """Targets with a tagged image whose label says its GPU files were pruned to its archs."""
-    from rocmforge.render.archprune import LABEL
-
     return frozenset(img.labels["io.rocmforge.target"] for img in client.images.list(filters={"label": f"{LABEL}=true"})
                      if img.tags and (img.labels or {}).get(LABEL) == "true" and "io.rocmforge.target" in img.labels)
 
 
 def built_targets_from_plan(client, plan) -> dict[str, tuple[str, ...]]:
     """The plan's targets whose current content tag exists on the engine (built from this matrix)."""
-    from rocmforge.build.engine import image_id
-
     return {name: tuple(tp.archs) for name, tp in plan.targets.items()
             if image_id(client, tp.content_tag) is not None}
 
@@ -161,8 +160,6 @@ def image_rocminfo_runner(client, image: str, *, dev_root: str = "/dev", timeout
     """A rocminfo_runner for :func:`gather`: rocminfo in a throw-away container of image, with
     the host's GPU device nodes and their groups passed. Returns (output, source)."""
     def run_it() -> tuple[str, str]:
-        from rocmforge.host.container import TrackedContainer, host_gpu_access
-
         with TrackedContainer(client, image, gpu=host_gpu_access(dev_root)) as c:
             r = c.exec(["rocminfo"], timeout=timeout)
         if r.rc == 127:
@@ -185,8 +182,6 @@ def _read_engine(client, built_targets: dict[str, tuple[str, ...]] | None) -> En
         return EngineFacts(error=_error_text(exc), built_targets=built_targets)
     try:
         data_root = client.info().get("DockerRootDir")
-        from rocmforge.host import engineinfo
-
         described = engineinfo.of(client)
         description, problem = described.describe(), engineinfo.problem(described)
     except Exception:  # info is a nicety

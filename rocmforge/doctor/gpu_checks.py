@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocmforge.doctor.diagnosis import Diagnosis, Gpu, describe_all
-from rocmforge.doctor.gfx import GFX_OVERRIDES, NATIVE, OVERRIDE, UNCOVERED, coverage, hsa_override_version, runs_natively
 from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Recommendation, Verdict
+from rocmforge.doctor.gfx import GFX_OVERRIDES, NATIVE, OVERRIDE, UNCOVERED, coverage, hsa_override_version, runs_natively
 
 SEED_ERROR = "HIP error: invalid device function"
 NO_GPU = Verdict(SKIPPED, "no GPU listed")

@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 
 from rocmforge.host import engineinfo
+from rocmforge.host.ocilayout import blob_name, config_digest
+from rocmforge.shared.streams import ChunkStream
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -41,8 +43,6 @@ def remember(blob: bytes) -> str:
 
 def _from_cache(digest: str) -> str | None:
     """The config digest a manifest rocmforge wrote names (its bytes checked against the digest)."""
-    from rocmforge.host.ocilayout import blob_name, config_digest
-
     try:
         blob = (cache_dir() / digest[7:]).read_bytes()
     except (OSError, ValueError):
@@ -53,9 +53,6 @@ def _from_cache(digest: str) -> str | None:
 def _from_export(client, ref: str, digest: str) -> str | None:
     """Reads the image's export only as far as its manifest, which names the config (the blobs
     come in digest order, so on average half of the export is read)."""
-    from rocmforge.host.ocilayout import config_digest
-    from rocmforge.shared.streams import ChunkStream
-
     small: dict[str, bytes] = {}
     chunks = client.api.get_image(ref)
     try:
@@ -76,7 +73,7 @@ def _from_export(client, ref: str, digest: str) -> str | None:
 
 def image_id(client, ref: str) -> str | None:
     """The image's config digest, whatever the store; None when ref names no image."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     try:
         shown = client.api.inspect_image(ref)["Id"]
@@ -89,7 +86,7 @@ def image_id(client, ref: str) -> str | None:
 
 def manifest_digest(client, ref: str) -> str | None:
     """What the containerd image store shows as the image ID (the manifest digest); None elsewhere."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     if engineinfo.of(client).store != engineinfo.CONTAINERD:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from rocmforge.build.image.errors import ImageArchiveError
+from rocmforge.shared.errors import ImageArchiveError
 
 PLATFORM = ("linux", "amd64")          # what rocmforge builds
 NESTED_INDEXES = 1                     # Docker's: index.json -> the image's index -> manifests

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmforge.host import aptmirror
+from rocmforge.host.container import TrackedContainer
 
 # The distributions that make up "the image's torch": never replaced by an environment.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
@@ -93,8 +94,6 @@ def torch_version_problem(version, dist_version) -> str | None:
 
 def resolve(client, image: str, *, python_bin: str, requirements: dict[str, str], apt_pins: list[str],
             ca_bundle: Path | None, log, stack_name: str | None = None) -> Resolved:
-    from rocmforge.host.container import TrackedContainer
-
     with TrackedContainer(client, image) as tc:
         if apt_pins:
             log(f"python lock in {image}: installing the {len(apt_pins)} packages the environment builds on")

@@ -371,7 +371,7 @@ def pull(client, image: str, digest: str, *, mirror: Mirror | str | None = None,
     set) and return the local reference a Dockerfile FROM can use with pull=False, e.g.
     '127.0.0.1:5000/rocm/pytorch@sha256:…' or 'rocm/pytorch@sha256:…'. Skips the pull when that
     reference is already present; checks the engine's RepoDigests record the digest."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     mirror = _as_mirror(mirror)
     if not _DIGEST_RE.match(digest):

@@ -15,10 +15,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rocmforge.build import engine
+from rocmforge.release.publish import DIGEST_RE
 from rocmforge.render import archprune
-from rocmforge.verify.manifest import checked_artifacts
 from rocmforge.render.plan import pruned
+from rocmforge.shared.files import atomic_write, iso_utc
 from rocmforge.shared.records import load_internal
+from rocmforge.verify import manifest
+from rocmforge.verify.manifest import checked_artifacts
 from rocmforge.verify.suites import NOT_GPU_VERIFIED, recorded, suites_present
 
 CHECKS = "checks"          # <state>/checks/: what lock --check and verify-repro last found
@@ -68,8 +72,6 @@ class Report:
 
 def save_check(state: Path, name: str, data: dict) -> None:
     """Keeps what a check found (lock --check, verify-repro), atomically, for the report."""
-    from rocmforge.shared.files import atomic_write, iso_utc
-
     record = {**data, "checked": iso_utc(time.time())}
     atomic_write(state / CHECKS / f"{name}.json", json.dumps(record, indent=2).encode())
 
@@ -102,8 +104,6 @@ def _repro(state: Path, name: str) -> dict | None:
 
 def _published_problem(data, name: str) -> str | None:
     """What the report shows of a publish record must be sound (`pull` checks the whole record)."""
-    from rocmforge.release.publish import DIGEST_RE
-
     if not isinstance(data, dict) or data.get("target") != name:
         return f"not a publish record of {name}"
     for key in ("digest", "image_id"):
@@ -137,8 +137,6 @@ def _drift(check: dict | None, matrix, name: str) -> list[str] | None:
 
 def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Path, matrix_label: str) -> Report:
     """Everything the report shows, for every target in build order."""
-    from rocmforge.build import engine
-
     suites = suites_present()
     lock_check = _lock_check(state)
     rows = []
@@ -173,7 +171,7 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
             repro=_repro(state, name),
             published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")} if published else None,
             manifest=rel(manifest_path), sbom=rel(sbom_path),
-            prune=archprune.describe(pruned(plan.matrix, name), archprune.recorded(state, name))))
+            prune=archprune.describe(pruned(plan.matrix, name), manifest.prune_summary(state, name))))
     return Report(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), matrix=matrix_label,
                   host_gpu=Path("/dev/kfd").exists(), suites=suites, targets=rows)
 

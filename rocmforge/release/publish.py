@@ -9,12 +9,13 @@ import json
 import re
 from pathlib import Path
 
-from rocmforge.resolve import bases
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
-from rocmforge.verify import suites
+from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
+from rocmforge.shared.records import BadRecord, read_json
+from rocmforge.verify import suites
 
 LABEL_TARGET = "io.rocmforge.target"
 LABEL_HASH = "io.rocmforge.content-hash"
@@ -101,7 +102,7 @@ def _other_tested(state: Path, target: str, image_id: str) -> str | None:
 def temporary_tag(client, source: str, repository: str, tag: str):
     """The engine pushes only by name, so the image (named by source) needs the registry's name for
     the push alone; whatever that name pointed to before is put back afterwards."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     ref = f"{repository}:{tag}"
     try:
@@ -119,8 +120,8 @@ def temporary_tag(client, source: str, repository: str, tag: str):
 
 
 def push_one(client, repository: str, tag: str) -> str:
-    import docker.errors
-    import requests.exceptions
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
+    import requests.exceptions  # comes with docker-py, loaded with it on the first engine call
 
     digest = None
     try:
@@ -184,8 +185,6 @@ def pull(client, target_name: str, *, record_dir) -> dict:
 def read_record(path: Path, target_name: str) -> dict:
     """The publish record `pull` trusts: refused (exit 2, naming file, line or field) unless it is
     exactly what `push` writes."""
-    from rocmforge.shared.records import BadRecord, read_json
-
     try:
         record = read_json(path)
     except BadRecord as exc:
@@ -220,8 +219,8 @@ def read_record(path: Path, target_name: str) -> dict:
 
 
 def pull_one(client, repository: str, digest: str) -> None:
-    import docker.errors
-    import requests.exceptions
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
+    import requests.exceptions  # comes with docker-py, loaded with it on the first engine call
 
     try:
         for chunk in client.api.pull(repository, tag=digest, stream=True, decode=True):
@@ -235,7 +234,7 @@ def pull_one(client, repository: str, digest: str) -> None:
 def undo_pull(client, ref: str, pulled, *, existed: bool) -> str:
     """Drop what the refused pull added. An image that was here before loses only the new digest
     reference, and only when other references keep it alive."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     pulled.reload()
     others = [r for r in (pulled.attrs.get("RepoTags") or []) + (pulled.attrs.get("RepoDigests") or []) if r != ref]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
+from rocmforge.release import publish
 from rocmforge.shared.errors import BuildError, UserError
 
 ENV = "ROCMFORGE_CACHE_REGISTRY"
@@ -53,8 +54,6 @@ def from_options(text: str | None, readonly: bool = False) -> Cache | None:
 def fetch(client, cache: Cache, tp, base_ref: str | None, epoch_iso: str, warn) -> str | None:
     """The target's image from the cache, tagged with its content and readable tags; None on a miss
     (or a refused or unreachable entry, after a warning)."""
-    from rocmforge.release import publish
-
     repository, tag = cache.ref(tp)
     try:
         digest = reg.manifest_digest(client, repository, tag, timeout=15)
@@ -104,8 +103,6 @@ def _refusal(client, attrs: dict, tp, base_ref: str | None, epoch_iso: str) -> s
 def store(client, cache: Cache, tp, warn) -> str | None:
     """Pushes the built image under its cache tag; returns the digest, or None (read-only, or a
     warning when the registry refused)."""
-    from rocmforge.release import publish
-
     if cache.readonly:
         return None
     repository, tag = cache.ref(tp)

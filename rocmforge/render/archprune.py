@@ -49,17 +49,6 @@ def summary(pruned: bool, records: list[dict]) -> dict:
             "removed_bytes": sum(r.get("removed_bytes", 0) for r in records)}
 
 
-def recorded(state, target: str) -> dict | None:
-    """The prune summary of the target's last written manifest, if there is one."""
-    from rocmforge.verify.manifest import checked_artifacts
-
-    path, _sbom = checked_artifacts(state, target)
-    if path is None:
-        return None
-    prune = json.loads(path.read_text(encoding="utf-8")).get("prune")
-    return prune if isinstance(prune, dict) else None
-
-
 def describe(pruned: bool, summary: dict | None) -> str:
     """"pruned, 1.06 GB saved", "pruned" (no manifest yet) or "not pruned"."""
     if not pruned:

@@ -6,13 +6,13 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
+from rocmforge.define.matrix import Matrix, load_matrix
 from rocmforge.render import archprune
+from rocmforge.render.contexts import Renderer, TargetInputs
 from rocmforge.resolve import bases, lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import iso_utc
-from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
-from rocmforge.define.matrix import Matrix
-from rocmforge.render.contexts import Renderer, TargetInputs
 
 UNRESOLVED = "UNRESOLVED"
 
@@ -192,8 +192,6 @@ def require_resolved(tp: TargetPlan, field: str = "--target") -> None:
 
 def load_plan(matrix_path: Path | str) -> BuildPlan:
     """The plan for a matrix file and the matrix.lock beside it (templates/ and probes/ beside it too)."""
-    from rocmforge.define.matrix import load_matrix
-
     matrix_path = Path(matrix_path)
     return make_plan(load_matrix(matrix_path), matrix_path.resolve().parent,
                      lockfile.load(matrix_path.with_suffix(".lock")))

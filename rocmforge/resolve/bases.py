@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from rocmforge.define.matrix import Stack
+from rocmforge.define.schema import Stack
 
 IMAGE_NAMESPACE = "rocmforge"
 BASE_ARG = "ROCMFORGE_BASE"   # the build argument through which a registry base is named in FROM

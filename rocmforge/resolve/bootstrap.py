@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from rocmforge.define.schema import Stack
 from rocmforge.host import aptmirror
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError
-from rocmforge.define.matrix import Stack
 
 # Paths that differ between two debootstraps of the same packages (logs, caches, host identity).
 SCRUB = ["var/cache/ldconfig/aux-cache", "var/log/bootstrap.log", "var/log/dpkg.log",
@@ -227,7 +227,7 @@ def _scratch_dir(workdir: Path, log):
 
 def ensure_base(client, stack_name: str, stack: Stack, workdir: Path, log) -> str:
     """Return the base image ref, bootstrapping it when no image carries its recipe tag."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     ref = bases.bootstrap_ref(stack_name, stack)
     try:

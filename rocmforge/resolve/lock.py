@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from rocmforge.host import aptmirror, aptsources
-from rocmforge.resolve import bases, lockfile
-from rocmforge.build import engine
-from rocmforge.shared.errors import BuildError
 from rocmforge.define.kinds import LockEntry
 from rocmforge.define.matrix import Matrix
+from rocmforge.host import aptmirror, aptsources, imageid, registry
+from rocmforge.host.container import TrackedContainer
+from rocmforge.resolve import bases, bootstrap, lockfile
+from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
+from rocmforge.shared.errors import BuildError
 
 INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
 
@@ -46,14 +47,15 @@ class LockRun:
     def base_image(self, stack_name: str) -> str:
         return base_image(self.client, self.matrix, stack_name, self.lock, self.work, self.log)
 
+    def builder_image_pins(self, target: str, component: str) -> tuple[list[tuple[str, str]], list[str]]:
+        return lockfile.builder_image_pins(self.lock, self.matrix, target, component)
+
 
 class AptProbe:
     """One container of a stack's base with fresh apt lists, reused for every query. A registry
     base first gets the stack's apt_sources applied, as every apt step of its build does."""
 
     def __init__(self, client, image: str, stack_name: str, stack) -> None:
-        from rocmforge.host.container import TrackedContainer
-
         self.tc = TrackedContainer(client, image).start()
         self.lists: list[str] = []
         if stack.base.bootstrap:
@@ -111,10 +113,7 @@ def base_image(client, m: Matrix, stack_name: str, lock: dict, work, log) -> str
     (through the registry mirror when one is set). Raises RuntimeError saying why not."""
     stack = m.stacks[stack_name]
     if stack.base.bootstrap:
-        from rocmforge.resolve import bootstrap
-
         return bootstrap.ensure_base(client, stack_name, stack, work, log)
-    from rocmforge.host import registry
 
     reg = stack.base.registry
     digest = reg.digest or (lock["bases"].get(stack_name) or {}).get("digest")
@@ -139,8 +138,6 @@ def _stack_probe(client, m: Matrix, stack_name: str, probes: dict, work, log, lo
 
 def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> bool:
     """The base's digest into the lock; False when it could not be resolved (reported)."""
-    from rocmforge.host import registry
-
     reg = stack.base.registry
     entry = {"kind": "registry", "image": f"{reg.image}:{reg.tag}", "digest": reg.digest,
              "apt_sources": aptsources.record(stack.apt_sources)}
@@ -168,9 +165,6 @@ def _record_base_packages(client, m: Matrix, stack_name: str, lock: dict, out: "
     """The dpkg set of a registry base pulled by its digest, into bases.<stack>.packages: the suites
     expect exactly it plus the locked apt steps (rocmforge.resolve.image_packages). Read before any apt
     update, so a dead vendor list does not stand in the way."""
-    from rocmforge.host.container import TrackedContainer
-    from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
-
     entry = lock["bases"][stack_name]
     try:
         image = base_image(client, m, stack_name, lock, work, log)
@@ -212,7 +206,7 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
             if _probe_failed(probe):
                 out.failed.append(f"base {sname}: {probe}")
                 continue
-            image_id = engine.image_id(client, bases.bootstrap_ref(sname, stack))
+            image_id = imageid.image_id(client, bases.bootstrap_ref(sname, stack))
             lock["bases"][sname] = {"kind": "bootstrap", "recipe": bases.recipe_hash(stack), "image_id": image_id,
                                     "packages": dict(sorted(probe.installed().items()))}
             out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+
+# Errors of the machine rather than of a path the user named: reported like a failed build (exit 1).
+MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+
 
 class UserError(Exception):
     """Bad input from the user (matrix, template, CLI, lock). Never shown with a traceback."""
@@ -24,3 +29,7 @@ class UserError(Exception):
 
 class BuildError(Exception):
     """A build or engine step failed (exit code 1): not the user's input, but the user must see why."""
+
+
+class ImageArchiveError(BuildError):
+    """An image archive (or one of its layer tars) could not be read or rewritten."""

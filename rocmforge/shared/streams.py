@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import BinaryIO, Iterable, Iterator
 
-from rocmforge.build.image.errors import ImageArchiveError
+from rocmforge.shared.errors import ImageArchiveError
 
 CHUNK_SIZE = 1 << 20
 

@@ -10,11 +10,13 @@ import uuid
 import warnings
 from pathlib import Path
 
-from rocmforge.host import aptmirror
-from rocmforge.render import archprune
-from rocmforge.shared.files import atomic_write
 from rocmforge.define.kinds import GitSourceFetch
+from rocmforge.host import aptmirror
+from rocmforge.host.container import TrackedContainer
+from rocmforge.render import archprune
 from rocmforge.render.plan import TargetPlan
+from rocmforge.shared.files import atomic_write
+from rocmforge.shared.records import load_internal, warn_ignored
 
 PY_INVENTORY = ("import importlib.metadata as m, json; "
                 "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
@@ -23,8 +25,6 @@ PY_INVENTORY = ("import importlib.metadata as m, json; "
 
 def inventory(client, image: str) -> dict:
     """dpkg and Python packages installed in the image (one throw-away container)."""
-    from rocmforge.host.container import TrackedContainer
-
     with TrackedContainer(client, image) as tc:
         r = tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
         dpkg = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line) if r.rc == 0 else {}
@@ -63,10 +63,10 @@ def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: 
 
 
 def make_sbom(manifest: dict) -> str:
-    from cyclonedx.model.bom import Bom
-    from cyclonedx.model.component import Component, ComponentType
-    from cyclonedx.output.json import JsonV1Dot5
-    from packageurl import PackageURL
+    from cyclonedx.model.bom import Bom  # cyclonedx (0.11 s) only for the SBOM
+    from cyclonedx.model.component import Component, ComponentType  # cyclonedx (0.11 s) only for the SBOM
+    from cyclonedx.output.json import JsonV1Dot5  # cyclonedx (0.11 s) only for the SBOM
+    from packageurl import PackageURL  # with cyclonedx, only for the SBOM
 
     bom = Bom()
     content = json.dumps({k: manifest[k] for k in ("image_id", "dpkg", "python", "git")}, sort_keys=True)
@@ -110,8 +110,6 @@ def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | Non
     """The target's manifest and SBOM, each only when it is what `write` made: a manifest of this
     target, and an SBOM whose sha256 its manifest records. Anything else is not linked, with a
     warning naming the file."""
-    from rocmforge.shared.records import load_internal, warn_ignored
-
     folder = state / "artifacts" / target
     fix = f"run `python build.py manifest --target {target}` again"
     manifest = load_internal(folder / "manifest.json", lambda d: _manifest_problem(d, target), fix)
@@ -134,3 +132,12 @@ def _manifest_problem(data, target: str) -> str | None:
     if not isinstance(data.get("image_id"), str) or not isinstance(data.get("sbom_sha256"), str):
         return "not a manifest written by rocmforge (no 'image_id' or 'sbom_sha256')"
     return None
+
+
+def prune_summary(state: Path, target: str) -> dict | None:
+    """The prune summary of the target's last written manifest, if there is one."""
+    path, _sbom = checked_artifacts(state, target)
+    if path is None:
+        return None
+    prune = json.loads(path.read_text(encoding="utf-8")).get("prune")
+    return prune if isinstance(prune, dict) else None

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from rocmforge.build import engine
 from rocmforge.host.container import remove_session_leftovers
+from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
+from rocmforge.shared.records import load_internal
 
 SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs", "workload")
 NOT_GPU_VERIFIED = "not GPU-verified"
@@ -93,8 +95,6 @@ def run_suites(client, image_ref: str, target: str | None, matrix: Path,
                junit: Path | None = None, require_gpu: bool = False) -> SuitesReport:
     """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd)."""
     if not (PROJECT_ROOT / "tests" / "suites").is_dir():   # an installed rocmforge without its checkout
-        from rocmforge.shared.errors import UserError
-
         raise UserError(f"the suites are not in {PROJECT_ROOT / 'tests' / 'suites'}: `test` runs from a rocmforge "
                         "checkout (tests/suites/ and probes/ are not installed with the package)")
     session = uuid.uuid4().hex[:12]
@@ -146,8 +146,6 @@ def recorded(state: Path, image_id: str) -> SuitesReport | None:
     """The suite outcome recorded for exactly this image ID, or None when it was never tested. A
     record that is not a results record of this image is never trusted: it reads as "never
     tested" (nothing is published on its word), with a warning naming it."""
-    from rocmforge.shared.records import load_internal
-
     data = load_internal(results_path(state, image_id), lambda data: _results_problem(data, image_id),
                          "delete it and run `python build.py test` on the image again")
     return None if data is None else SuitesReport.from_json(data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
+from rocmforge.build import buildcache, engine, steplock
 from rocmforge.workflow.project import Project
 
 
@@ -22,8 +23,6 @@ class Found:
 
 
 def find(client, project: Project, names: list[str], all_targets: bool, alone: bool, dry_run: bool) -> Found:
-    from rocmforge.build import buildcache, engine, steplock
-
     plan = project.plan
     cached = {i[:12] for n in names for i in buildcache.recorded(project.state, n)}
     kept = {i[:12] for n in plan.targets for i in buildcache.recorded(project.state, n)}
@@ -40,8 +39,6 @@ def find(client, project: Project, names: list[str], all_targets: bool, alone: b
 
 def remove(client, project: Project, found: Found, names: list[str], alone: bool, warn) -> None:
     """Each item on its own: one that cannot be removed is reported and the rest still go."""
-    from rocmforge.build import buildcache, engine
-
     for item in sorted(found.items, key=lambda f: f.kind != "container"):   # a container holds its image
         try:
             if item.kind == "container":

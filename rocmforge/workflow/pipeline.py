@@ -11,8 +11,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from rich.console import Console
+
+from rocmforge.build import buildcache, engine, image
+from rocmforge.host import fetch, imageid
+from rocmforge.release import regcache
+from rocmforge.resolve import bootstrap
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
+from rocmforge.verify import manifest, suites
 from rocmforge.workflow.project import Project, ca_bundle
 
 
@@ -46,8 +53,6 @@ class Progress:
 
     def __init__(self, console=None) -> None:
         if console is None:
-            from rich.console import Console
-
             console = Console(stderr=True, quiet=True)
         self.console = console
 
@@ -81,9 +86,6 @@ class Pipeline:
     # -- the chain of a target ----------------------------------------------------------------
     def build(self, name: str) -> list[BuiltTarget]:
         """Build name and its prerequisites: each is taken from the engine, the cache registry or built."""
-        from rocmforge.build import buildcache, engine
-        from rocmforge.release import regcache
-
         self.project.target(name)
         self.project.writable_state()
         tp = self.project.buildable_target(name)
@@ -110,10 +112,6 @@ class Pipeline:
         return results
 
     def build_one(self, client, name: str, cache=None) -> BuiltTarget:
-        from rocmforge.build import buildcache, engine
-        from rocmforge.host import imageid
-        from rocmforge.release import regcache
-
         tp = self.plan.targets[name]
         if self.options.check_disk:
             self.check_disk(client, name)
@@ -138,9 +136,6 @@ class Pipeline:
         return BuiltTarget(name, "built", built.image_id)
 
     def from_cache(self, client, cache, name: str) -> str | None:
-        from rocmforge.build import engine
-        from rocmforge.release import regcache
-
         tp = self.plan.targets[name]
         epoch = iso_utc(self.plan.matrix.targets[name].source_date_epoch)
         with self.progress.status(f"{name}: asking the cache {cache.where.host}"):
@@ -154,8 +149,6 @@ class Pipeline:
         return image
 
     def check_disk(self, client, name: str) -> None:
-        from rocmforge.build import engine
-
         need = self.plan.matrix.runner_of(name).disk_gb
         free = engine.free_disk(client)
         if need and free and free[1] < need * 10**9:
@@ -165,8 +158,6 @@ class Pipeline:
 
     def ensure_base(self, client, tp) -> None:
         """Cheap when present; a removed bootstrapped base must come back before any FROM names it."""
-        from rocmforge.resolve import bootstrap
-
         if tp.bootstrap_stack:
             stack = self.plan.matrix.stacks[tp.bootstrap_stack]
             with self.progress.status(f"bootstrapping base of {tp.bootstrap_stack}"):
@@ -176,8 +167,6 @@ class Pipeline:
     # -- the steps ----------------------------------------------------------------------------
     def fetch_inputs(self, tp) -> dict[str, bytes]:
         """Host-side inputs of a build (locked wheels, git sources), from the state's cache or fetched."""
-        from rocmforge.host import fetch
-
         lock = self.project.lock()
         context: dict[str, bytes] = {}
         try:
@@ -191,8 +180,6 @@ class Pipeline:
                     log_name: str | None = None, nocache: bool = False) -> BuiltImage:
         """One `docker build` of tp, normalised so the same inputs give the same image ID, tagged tags.
         On failure the raw image and the step images of this build are discarded."""
-        from rocmforge.build import buildcache, engine
-
         log_name = log_name or tp.name
         raw_tag = raw_tag or engine.raw_tag(tp)
         made: list[str] = []
@@ -218,8 +205,6 @@ class Pipeline:
 
     def normalise(self, client, tp, raw_ref: str, tags: list[str], log_name: str, progress=None) -> str:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
-        from rocmforge.build import engine, image
-
         return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
                                tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
                                base_ref=engine.final_base(client, tp), progress=progress,
@@ -227,8 +212,6 @@ class Pipeline:
 
     @staticmethod
     def discard_raw(client, raw_tag: str, made: list[str]) -> None:
-        from rocmforge.build import engine
-
         try:
             client.api.remove_image(raw_tag, noprune=True)   # the tag; discard removes the images
         except Exception:  # noqa: BLE001 - never made, or already gone
@@ -236,9 +219,6 @@ class Pipeline:
         engine.discard(client, made)
 
     def write_manifest(self, client, name: str) -> Path:
-        from rocmforge.build import engine
-        from rocmforge.verify import manifest, suites
-
         tp = self.project.target(name)
         image_id = engine.image_id(client, tp.content_tag)
         rec = suites.recorded(self.project.state, image_id)
@@ -250,9 +230,6 @@ class Pipeline:
     def test(self, client, image: str, target: str | None, junit: Path | None = None,
              require_gpu: bool = False):
         """Run the suites in image and record them; a target's own image gets them in its manifest too."""
-        from rocmforge.build import engine
-        from rocmforge.verify import suites
-
         with self.progress.status(f"running suites in {image}"):
             report = suites.run_suites(client, image, target, self.project.matrix_path.resolve(),
                                        junit, require_gpu=require_gpu)
@@ -268,8 +245,6 @@ class Pipeline:
 
 
 def require_built(client, tp, flag: str = "--target") -> str:
-    from rocmforge.build import engine
-
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
         raise UserError(f"target {tp.name!r} is not built ({tp.content_tag} not found); run "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import tempfile
@@ -10,12 +9,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.render.plan import load_plan, require_resolved
+from rocmforge.resolve import lockfile
+from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 from rocmforge.shared.files import append_line
 
 CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
-# Errors of the machine rather than of a path the user named: reported like a failed build (exit 1).
-MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
 
 
 class Project:
@@ -35,13 +34,9 @@ class Project:
 
     @cached_property
     def plan(self):
-        from rocmforge.render.plan import load_plan
-
         return load_plan(self.matrix_path)
 
     def lock(self) -> dict:
-        from rocmforge.resolve import lockfile
-
         return lockfile.load(self.lock_path)
 
     def target(self, name: str, flag: str = "--target"):
@@ -51,8 +46,6 @@ class Project:
 
     def buildable_target(self, name: str):
         """A target a command will build or needs built: refused while unresolved, without the engine."""
-        from rocmforge.render.plan import require_resolved
-
         tp = self.target(name)
         require_resolved(tp)
         return tp

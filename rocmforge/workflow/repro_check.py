@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rocmforge.build import engine, image
+from rocmforge.release import matrix_report as reports
 from rocmforge.workflow.pipeline import Pipeline
 
 RUNS = ("a", "b")
@@ -28,9 +30,6 @@ class ReproReport:
 
 
 def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
-    from rocmforge.build import engine, image
-    from rocmforge.release import matrix_report as reports
-
     project = pipe.project
     project.target(name)
     project.writable_state()

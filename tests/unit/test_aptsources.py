@@ -4,7 +4,7 @@ names the list file and host of a failed source (the Debian mirror only when it 
 from __future__ import annotations
 
 from rocmforge.host import aptsources
-from rocmforge.define.matrix import AptSources
+from rocmforge.define.schema import AptSources
 
 # apt 2.x's output for a list whose host does not resolve, then the marked source lines the
 # checked update prints (the shape seen in the stand-in integration test).

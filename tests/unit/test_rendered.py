@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import ROOT, copy_project, run_cli
 from rocmforge.render import contexts as render
-from rocmforge.define.matrix import COMMIT_RE, load_matrix
+from rocmforge.define.kinds import COMMIT_RE
+from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import load_plan
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")

@@ -13,14 +13,14 @@ The canonical layer is what GNU tar writes with `--format=gnu --sort=name --nume
 byte identical, so its diff ID never changes.
 
 The rest of rocmforge calls normalise_image, diff_images and describe_difference, and catches
-ImageArchiveError (a BuildError). The modules, lowest first:
-  errors      ImageArchiveError
-  streams     forward-only byte streams over `docker save` chunks, hashed per member
+ImageArchiveError (a BuildError, in shared.errors). Below this package: shared.streams (forward-only
+byte streams over `docker save` chunks, hashed per member) and host.ocilayout (the OCI image layout
+of `docker save` with the containerd image store: index.json), which host.imageid reads too.
+The modules, lowest first:
   tarcodec    the tar reader and the GNU tar writer (why not the stdlib's: its docstring)
   layers      which layer entries are dropped or blanked, and the canonical rewrite of one layer
   config      the canonical image config
   blobs       layer members known by their first bytes: tars, gzip- or zstd-compressed tars
-  oci         the OCI image layout (`docker save` with the containerd image store): index.json
   archive     the docker-archive format: reading `docker save`, writing what `docker load` takes
   layerstore  layers read straight from the engine's overlay2 store
   lowerindex  the merged filesystem below a layer (per chain ID, cached on disk)
@@ -34,7 +34,7 @@ ImageArchiveError (a BuildError). The modules, lowest first:
 from __future__ import annotations
 
 from rocmforge.build.image.diff import describe_difference, diff_images
-from rocmforge.build.image.errors import ImageArchiveError
 from rocmforge.build.image.normalise import normalise_image
+from rocmforge.shared.errors import ImageArchiveError
 
 __all__ = ["ImageArchiveError", "describe_difference", "diff_images", "normalise_image"]

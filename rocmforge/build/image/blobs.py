@@ -10,9 +10,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Generator, Iterator
 
-from rocmforge.build.image.errors import ImageArchiveError
-from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
 from rocmforge.build.image.tarcodec import BLOCK, looks_like_tar_header
+from rocmforge.shared.errors import ImageArchiveError
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
 
 GZIP_MAGIC = b"\x1f\x8b\x08"          # the magic, then deflate, gzip's only method
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -81,12 +81,12 @@ GZIP = Codec("gzip", lambda: zlib.decompressobj(wbits=31), feed_zlib, (zlib.erro
 def zstd_codec() -> Codec | None:
     """The zstd decoder this Python has: the standard library's from 3.14, else zstandard's."""
     try:
-        from compression import zstd
+        from compression import zstd  # optional: the standard library's zstd exists from Python 3.14
         return Codec("zstd", zstd.ZstdDecompressor, feed_buffering, (zstd.ZstdError,))
     except ImportError:
         pass
     try:
-        import zstandard
+        import zstandard  # optional: only a zstd layer needs it
     except ImportError:
         return None
     return Codec("zstd", lambda: zstandard.ZstdDecompressor().decompressobj(), feed_zstandard,

@@ -8,12 +8,12 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from rocmforge.build.image.errors import ImageArchiveError
 from rocmforge.build.image.archive import read_manifest, walk_archive
 from rocmforge.build.image.layers import layer_path
-from rocmforge.shared.streams import HashingWindow
 from rocmforge.build.image.tarcodec import BLK, CHR, REG, TYPE_NAMES, TarReader
+from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc
+from rocmforge.shared.streams import HashingWindow
 
 # The attributes of an entry, in the order a difference is looked for.
 FIELDS = ("type", "linkname", "size", "content", "mode", "owner", "device", "xattrs", "mtime")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
-from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 from rocmforge.build.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 
 # What normalisation drops or blanks, and why (paths relative to the layer root). Whiteouts
 # (`.wh.*`) are never dropped: they delete files of lower layers.

@@ -22,11 +22,11 @@ import sqlite3
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, NamedTuple
 
-from rocmforge.build.image.errors import ImageArchiveError
 from rocmforge.build.image.layers import layer_path
 from rocmforge.build.image.layerstore import chain_ids
-from rocmforge.shared.streams import ChunkStream, HashingWindow
 from rocmforge.build.image.tarcodec import CHR, BLK, DIR, LNK, REG, TarEntry, TarReader
+from rocmforge.shared.errors import ImageArchiveError
+from rocmforge.shared.streams import ChunkStream, HashingWindow
 
 FORMAT = 1                      # bump when what a row holds changes: older cache files are rebuilt
 KEEP = 8                        # cached indexes kept (most recently used): one per base in use

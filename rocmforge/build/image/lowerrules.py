@@ -17,8 +17,8 @@ from typing import Iterator
 
 from rocmforge.build.image.layers import LayerResult, layer_path, sort_key
 from rocmforge.build.image.lowerindex import OPAQUE, WHITEOUT, LowerIndex, Node, join, node_of, split
-from rocmforge.shared.streams import ChunkStream
 from rocmforge.build.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
+from rocmforge.shared.streams import ChunkStream
 
 RULES = (
     "W: every whiteout is written with mode 0, owner 0:0, mtime 0, no data, no xattrs",

@@ -11,18 +11,18 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from rocmforge.build.image.errors import ImageArchiveError
+from rocmforge.build.image import lowerindex
+from rocmforge.build.image import ociload
 from rocmforge.build.image.archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
-from rocmforge.host.ocilayout import manifest_layers
 from rocmforge.build.image.config import normalise_config
 from rocmforge.build.image.layers import LayerResult, rewrite_layer
 from rocmforge.build.image.layerstore import LayerStore
-from rocmforge.build.image import lowerindex
 from rocmforge.build.image.lowerrules import CanonicalResult, canonicalise
-from rocmforge.build.image import ociload
 from rocmforge.host import engineinfo, imageid
-from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
+from rocmforge.host.ocilayout import manifest_layers
+from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 
 
 class ReadMeter:
@@ -259,7 +259,7 @@ def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch
 # --- the engine ---------------------------------------------------------------------------------
 
 def _tag(client, image_id: str, tags: list[str]) -> None:
-    from docker.utils import parse_repository_tag
+    from docker.utils import parse_repository_tag  # docker-py (0.17 s) loads at the first engine call
 
     for t in tags:
         repo, tag = parse_repository_tag(t)
@@ -267,7 +267,7 @@ def _tag(client, image_id: str, tags: list[str]) -> None:
 
 
 def _exists(client, image_id: str) -> bool:
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     try:
         client.api.inspect_image(image_id)
@@ -343,7 +343,7 @@ def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], work
     steps: the image's own instructions as its Dockerfile words them (history.stage_steps), so
     that its history reads the same whichever builder ran them.
     image_ref itself is left as it is (its tags move when tags name them)."""
-    import docker.errors
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     started = time.monotonic()
     workdir = Path(workdir)

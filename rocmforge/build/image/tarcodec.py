@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import BinaryIO, Iterable, Iterator
 
-from rocmforge.build.image.errors import ImageArchiveError
+from rocmforge.shared.errors import ImageArchiveError
 
 BLOCK = 512
 RECORD = 20 * BLOCK                 # GNU tar pads an archive to whole 10 KiB records

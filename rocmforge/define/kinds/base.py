@@ -6,32 +6,15 @@ name, so a component of an existing kind is added in matrix.yaml alone."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from rocmforge.define.schema import Strict
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lock import LockRun
-    from rocmforge.define.matrix import Stack, Target
+    from rocmforge.define.schema import Stack, Target
     from rocmforge.shared.yamlsrc import SourceMap
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-def null_or_matching(field: str, pattern: re.Pattern, message: str) -> Any:
-    """A validator of a pin that `build.py lock` may fill in: null, or a value matching pattern."""
-
-    def check(cls, value: str | None) -> str | None:
-        if value is not None and not pattern.match(value):
-            raise ValueError(message)
-        return value
-
-    return field_validator(field)(check)
 
 
 class FetchItem(Protocol):
@@ -42,12 +25,47 @@ class FetchItem(Protocol):
         ...
 
 
+class MatrixView(Protocol):
+    """The part of the matrix a lock entry reads (define.matrix.Matrix is one)."""
+    targets: Mapping[str, Target]
+    stacks: Mapping[str, Stack]
+    components: Mapping[str, Any]
+
+    def torch_of(self, name: str) -> tuple[str | None, str]: ...
+
+
+class LockOutcome(Protocol):
+    """Where a lock entry reports: one line per entry resolved, failed here, or found stale."""
+    resolved: list[str]
+    failed: list[str]
+    problems: list[str]
+
+
+class LockContext(Protocol):
+    """What a component's lock entries resolve and check with; resolve.lock.LockRun provides it.
+    Declared here so that kinds name it without importing the resolve stage, which imports them."""
+    client: Any                 # a docker.DockerClient
+    matrix: MatrixView
+    names: list[str]            # the targets the run covers, in build order
+    lock: dict                  # the lock being written (resolve) or read (check)
+    out: LockOutcome
+    work: Path
+    ca_bundle: Path | None
+    log: Callable[[str], None]
+
+    def first_user(self, component: str) -> str: ...
+
+    def base_image(self, stack_name: str) -> str: ...
+
+    def builder_image_pins(self, target: str, component: str) -> tuple[list[tuple[str, str]], list[str]]: ...
+
+
 class LockEntry(Protocol):
     """What `build.py lock` resolves for a component, and what `lock --check` checks again."""
 
-    def resolve(self, run: LockRun) -> None: ...
+    def resolve(self, run: LockContext) -> None: ...
 
-    def check(self, run: LockRun) -> None: ...
+    def check(self, run: LockContext) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
-from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockEntry, TargetUse
+from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockContext, LockEntry, TargetUse
 from rocmforge.define.kinds.git_source import GitSource, GitSourceFetch, GitSourceLock
+from rocmforge.host.container import TrackedContainer
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lock import LockRun
     from rocmforge.shared.yamlsrc import SourceMap
 
 HIP_SHORT_RE = re.compile(r"^([0-9]+)\.([0-9]+)")
@@ -84,9 +84,7 @@ class CmakeToolLock:
     component: str
     spec: CmakeWheel
 
-    def resolve(self, run: LockRun) -> None:
-        from rocmforge.host.container import TrackedContainer
-
+    def resolve(self, run: LockContext) -> None:
         minimum = self.spec.cmake_minimum
         if not minimum or "cmake" in self.spec.builder_apt:
             return
@@ -112,5 +110,5 @@ class CmakeToolLock:
                 f"to components.{self.component}.builder_apt")
             return
 
-    def check(self, run: LockRun) -> None:
+    def check(self, run: LockContext) -> None:
         """Nothing pinned to compare: `lock` looks at the base itself."""

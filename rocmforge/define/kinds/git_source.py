@@ -6,13 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from rocmforge.define.kinds.base import LockContext
+from rocmforge.define.schema import Strict, null_or_matching
 from rocmforge.host import fetch
-from rocmforge.define.kinds.base import Strict, null_or_matching
-
-if TYPE_CHECKING:
-    from rocmforge.resolve.lock import LockRun
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -50,7 +47,7 @@ class GitSourceLock:
     component: str
     source: GitSource
 
-    def resolve(self, run: LockRun) -> None:
+    def resolve(self, run: LockContext) -> None:
         src, entries = self.source, run.lock["git"]
         try:
             commit = fetch.ls_remote(src.url, src.ref)
@@ -61,7 +58,7 @@ class GitSourceLock:
         entries[self.component] = {"url": src.url, "ref": src.ref, "commit": commit}
         run.out.resolved.append(f"git {self.component}: {src.ref} -> {commit}")
 
-    def check(self, run: LockRun) -> None:
+    def check(self, run: LockContext) -> None:
         src, problems = self.source, run.out.problems
         entry = run.lock["git"].get(self.component) or {}
         if not entry.get("commit"):

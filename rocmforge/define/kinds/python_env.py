@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from rocmforge.host import fetch
-from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockEntry, TargetUse
+from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockContext, LockEntry, TargetUse
+from rocmforge.host import fetch, pylock
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lock import LockRun
     from rocmforge.shared.yamlsrc import SourceMap
 
 ENTRY_POINTS_SCRIPT = Path(__file__).with_name("venv_entry_points.py")
@@ -93,7 +92,7 @@ class PythonEnvLock:
     component: str
     spec: PythonEnv
 
-    def resolve(self, run: LockRun) -> None:
+    def resolve(self, run: LockContext) -> None:
         """Against the first target (in build order) that lists the environment."""
         name = self.component
         tname = run.first_user(name)
@@ -108,18 +107,15 @@ class PythonEnvLock:
             return
         run.out.resolved.append(f"python {name}: {len(run.lock['python'][name])} wheel(s) with hashes")
 
-    def _resolve_on_image(self, run: LockRun, tname: str) -> None:
+    def _resolve_on_image(self, run: LockContext, tname: str) -> None:
         """On a torch image: resolved in a container of the image it builds on."""
-        from rocmforge.resolve import lockfile
-        from rocmforge.host import pylock
-
         name, stack_name = self.component, run.matrix.targets[tname].stack
         try:
             image = run.base_image(stack_name)
         except RuntimeError as exc:
             run.out.failed.append(f"python {name}: {exc}; entry left as it was")
             return
-        pins, missing = lockfile.builder_image_pins(run.lock, run.matrix, tname, name)
+        pins, missing = run.builder_image_pins(tname, name)
         if missing:
             run.out.failed.append(f"python {name}: the apt closure of {', '.join(missing)} is not locked; "
                                   "entry left as it was")
@@ -137,7 +133,7 @@ class PythonEnvLock:
             f"python {name}: {len(res.wheels)} wheel(s) with hashes, resolved in {image} against its "
             f"torch {res.held['torch_version']} (held: {', '.join(res.held['packages']) or 'none'})")
 
-    def check(self, run: LockRun) -> None:
+    def check(self, run: LockContext) -> None:
         locked = run.lock["python"].get(self.component, {})
         for pkg, ver in sorted(self.spec.requirements.items()):
             if pkg not in locked:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import Field
 
-from rocmforge.shared.errors import UserError
 from rocmforge.define.kinds.base import ComponentPlan, TargetUse, WithoutBuilderApt
+from rocmforge.shared.errors import UserError
 
 if TYPE_CHECKING:
     from rocmforge.shared.yamlsrc import SourceMap

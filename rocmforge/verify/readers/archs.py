@@ -21,6 +21,8 @@ import struct
 import sys
 from pathlib import Path
 
+from rocmforge.shared.errors import UserError
+
 PROBE_PATH = Path(__file__).resolve().parents[3] / "probes" / "archs.py"
 _MODULE_NAME = "rocmforge.verify.readers._probe_archs"
 
@@ -29,8 +31,6 @@ def _load():
     if _MODULE_NAME in sys.modules:
         return sys.modules[_MODULE_NAME]
     if not PROBE_PATH.is_file():   # an installed rocmforge without its checkout
-        from rocmforge.shared.errors import UserError
-
         raise UserError(f"the architecture probe {PROBE_PATH} is not there: `archs` and `doctor` run from a "
                         "rocmforge checkout (probes/ is not installed with the package)")
     spec = importlib.util.spec_from_file_location(_MODULE_NAME, PROBE_PATH)

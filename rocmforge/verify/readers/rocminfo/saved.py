@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from rocmforge.shared.errors import UserError
 from rocmforge.verify.readers.rocminfo import lines as ln
 from rocmforge.verify.readers.rocminfo.model import RocmInfo
 from rocmforge.verify.readers.rocminfo.parser import parse
@@ -92,8 +93,6 @@ def recognise(text: str) -> RocmInfo:
 def read_saved(path: str) -> str:
     """The text of the saved rocminfo output at ``path``, checked by :func:`recognise`. Raises
     UserError (file, and the line where one line tells) for anything else."""
-    from rocmforge.shared.errors import UserError
-
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_SAVED + 1)     # bounded: /dev/zero or a disk image is no rocminfo output
