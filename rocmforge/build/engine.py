@@ -8,6 +8,7 @@ import shutil
 import tarfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocmforge.build import steplock
@@ -122,14 +123,39 @@ def history_steps(tp: TargetPlan) -> list[str]:
     return stage_steps(tp.files["Dockerfile"].decode()) + [f"LABEL {labels}"]
 
 
+@dataclass(frozen=True)
+class BuildRequest:
+    """One call of the engine's build API: what it is given."""
+    name: str
+    content_tag: str
+    context: dict[str, bytes]        # the target's files and the fetched inputs
+    tag: str
+    labels: dict[str, str]
+    buildargs: dict[str, str]
+    nocache: bool
+    ca_bundle: Path | None
+    log_path: Path
+
+
+@dataclass
+class BuildTrace:
+    """What the build's output named as it went: on a failure or an interrupt, the step in progress
+    is stopped from it and the step images are discarded from it."""
+    made: list[str]                                       # the image of every step, in order
+    reused: set[str] = field(default_factory=set)         # cache hits: an earlier build's, not ours to discard
+    running: list[str] = field(default_factory=list)      # the container of the step in progress (last)
+    step: str = "(before the first step)"
+    image_id: str | None = None
+    error: str | None = None
+
+    def ours(self) -> list[str]:
+        return [m for m in self.made if m not in self.reused]
+
+
 def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files, tag, nocache, made) -> str:
-    reused: set[str] = set()     # cache hits: steps of an earlier build, not ours to discard
-    running: list[str] = []      # the container of the step in progress
-    tag = tag or raw_tag(tp)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
-    labels = build_labels(tp)
     buildargs = {}
     mirror = aptmirror.from_env()
     if mirror:   # dropped from the normalised history: the mirror is not part of the image
@@ -137,26 +163,28 @@ def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files
     if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
         image, digest = tp.registry_base
         buildargs[bases.BASE_ARG] = registry.pull(client, image, digest, mirror=registry.mirror_from_env())
+    request = BuildRequest(tp.name, tp.content_tag, {**tp.files, **(extra_files or {})}, tag or raw_tag(tp),
+                           build_labels(tp), buildargs, nocache, ca_bundle, log_path)
+    trace = BuildTrace(made)
     try:
-        new_id, error, step = _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle,
-                                            extra_files, progress, made, reused, running)
+        _stream_build(client, request, trace, progress)
     except BaseException:
         # Ctrl-C: the classic builder goes on when the client hangs up (it would commit the step,
         # finish the build and tag it), so the step in progress is killed; the build then fails there.
-        _stop_step(client, running, made)
-        discard(client, [m for m in made if m not in reused])
+        _stop_step(client, trace)
+        discard(client, trace.ours())
         raise
-    if error or not new_id:
-        discard(client, [m for m in made if m not in reused])
-        why = (error or 'no image produced').strip()
+    if trace.error or not trace.image_id:
+        discard(client, trace.ours())
+        why = (trace.error or 'no image produced').strip()
         tail = _tail(log_path)
         sources = aptsources.failure_message(tp.stack, tail, mirror=mirror) if aptsources.update_failed(tail) else None
         if sources:   # names the list file and host that failed (the Debian mirror only when it was that)
             why = sources
         elif aptmirror.unreachable_hint(tail):
             why = aptmirror.unreachable_message(mirror)
-        raise BuildError(f"build of {tp.name} failed at {step}\n  {why}\n  full log: {log_path}")
-    return new_id
+        raise BuildError(f"build of {tp.name} failed at {trace.step}\n  {why}\n  full log: {log_path}")
+    return trace.image_id
 
 
 def _tail(path: Path, size: int = 8192) -> str:
@@ -165,7 +193,7 @@ def _tail(path: Path, size: int = 8192) -> str:
         return f.read().decode(errors="replace")
 
 
-def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -> None:
+def _stop_step(client, trace: BuildTrace, wait: float = 5.0) -> None:
     """Kills the container of the step in progress. The stream may not have named it yet (the
     interrupt can come between a step's announcement and its container), so containers made from
     the last step's image are looked for until one is found or `wait` runs out."""
@@ -173,9 +201,9 @@ def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -
 
     deadline = time.monotonic() + wait
     while True:
-        ids = set(running[-1:])
-        if made:
-            ids |= {c["Id"] for c in client.api.containers(all=True, filters={"ancestor": made[-1]})}
+        ids = set(trace.running[-1:])
+        if trace.made:
+            ids |= {c["Id"] for c in client.api.containers(all=True, filters={"ancestor": trace.made[-1]})}
         stopped = False
         for cid in ids:
             try:
@@ -190,50 +218,45 @@ def _stop_step(client, running: list[str], made: list[str], wait: float = 5.0) -
     time.sleep(1)    # the builder fails the step and removes the container (forcerm)
 
 
-def _stream_build(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files, progress, made, reused,
-                  running):
+def _stream_build(client, req: BuildRequest, trace: BuildTrace, progress) -> None:
     try:
-        return _stream_build_logged(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files,
-                                    progress, made, reused, running)
+        _stream_build_logged(client, req, trace, progress)
     except OSError as exc:      # a full disk under the log: a write names no path, so say which
         if exc.errno is not None and exc.filename is None:
-            exc.filename = str(log_path)
+            exc.filename = str(req.log_path)
         raise
 
 
-def _stream_build_logged(client, tp, tag, labels, buildargs, nocache, log_path, ca_bundle, extra_files, progress,
-                         made, reused, running):
-    step, new_id, error, cached = "(before the first step)", None, None, False
+def _stream_build_logged(client, req: BuildRequest, trace: BuildTrace, progress) -> None:
+    cached = False
     started = time.monotonic()
-    with open(log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
-        log.write(f"# rocmforge build {tp.name} -> {tp.content_tag}\n")
-        context = {**tp.files, **(extra_files or {})}
-        stream = client.api.build(fileobj=context_tar(context, ca_bundle), custom_context=True,
-                                  tag=tag, labels=labels, buildargs=buildargs, rm=True, forcerm=True, nocache=nocache,
-                                  pull=False, decode=True)
+    with open(req.log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
+        log.write(f"# rocmforge build {req.name} -> {req.content_tag}\n")
+        stream = client.api.build(fileobj=context_tar(req.context, req.ca_bundle), custom_context=True,
+                                  tag=req.tag, labels=req.labels, buildargs=req.buildargs, rm=True, forcerm=True,
+                                  nocache=req.nocache, pull=False, decode=True)
         for chunk in stream:
             if "stream" in chunk:
                 text = ANSI_RE.sub("", chunk["stream"])
                 log.write(text)
                 for line in text.splitlines():
                     if line.startswith(" ---> Running in "):
-                        running.append(line.split()[-1])
+                        trace.running.append(line.split()[-1])
                     if STEP_IMAGE_RE.match(line):
-                        made.append(line.split()[-1])
+                        trace.made.append(line.split()[-1])
                         if cached:
-                            reused.add(made[-1])
+                            trace.reused.add(trace.made[-1])
                     cached = line.strip() == "---> Using cache"
                     m = STEP_RE.match(line.strip())
                     if m:
-                        step = line.strip()
-                        progress(step)
+                        trace.step = line.strip()
+                        progress(trace.step)
             if "aux" in chunk and "ID" in chunk["aux"]:
-                new_id = chunk["aux"]["ID"]
+                trace.image_id = chunk["aux"]["ID"]
             if "error" in chunk:
-                error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-                log.write(f"ERROR: {error}\n")
+                trace.error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                log.write(f"ERROR: {trace.error}\n")
         log.write(f"# finished in {time.monotonic() - started:.1f}s\n")
-    return new_id, error, step
 
 
 def discard(client, made: list[str]) -> None:

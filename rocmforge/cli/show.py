@@ -8,6 +8,7 @@ from rich import box
 from rich.table import Table
 
 from rocmforge.render.archprune import describe
+from rocmforge.verify.suites import SuiteStatus
 
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
@@ -43,7 +44,8 @@ def build_table(out, client, plan, results) -> None:
 
 
 def suites_table(out, report) -> None:
-    colour = {"passed": "green", "failed": "red", "not GPU-verified": "yellow", "not applicable": "dim"}
+    colour = {SuiteStatus.PASSED: "green", SuiteStatus.FAILED: "red", SuiteStatus.NOT_GPU_VERIFIED: "yellow",
+              SuiteStatus.NOT_APPLICABLE: "dim"}
     table = Table(title=f"suites in {report.image} ({report.image_id[7:19]})")
     for col in ("suite", "result", "detail"):
         table.add_column(col, overflow="fold")

@@ -58,7 +58,7 @@ def effective(environ=None) -> str:
 
 
 def container_env(environ=None) -> tuple[dict[str, str], dict[str, str]]:
-    """For apt in a throw-away container (lock's probes): the environment of the one command that
+    """For apt in a throw-away container (lock's apt sessions): the environment of the one command that
     runs SETUP and UPDATE, and of every later apt command there."""
     mirror = from_env(environ)
     if not mirror:

@@ -23,14 +23,14 @@ from rocmforge.shared.files import atomic_write, iso_utc
 from rocmforge.shared.records import load_internal
 from rocmforge.verify import manifest
 from rocmforge.verify.manifest import checked_artifacts
-from rocmforge.verify.suites import NOT_GPU_VERIFIED, recorded, suites_present
+from rocmforge.verify.suites import SuiteStatus, recorded, suites_present
 
 CHECKS = "checks"          # <state>/checks/: what lock --check and verify-repro last found
 
 
 @dataclass
 class SuiteCell:
-    status: str            # passed, failed, not GPU-verified, not applicable, not run, not built, unresolved
+    status: SuiteStatus
     detail: str = ""
 
 
@@ -150,11 +150,11 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
         cells = {}
         for s in suites:
             if tp.unresolved:
-                cells[s] = SuiteCell("unresolved", "; ".join(tp.unresolved))
+                cells[s] = SuiteCell(SuiteStatus.UNRESOLVED, "; ".join(tp.unresolved))
             elif not image:
-                cells[s] = SuiteCell("not built", f"python build.py build --target {name}")
+                cells[s] = SuiteCell(SuiteStatus.NOT_BUILT, f"python build.py build --target {name}")
             elif rec is None or s not in rec.suites:
-                cells[s] = SuiteCell("not run", f"python build.py test --target {name}")
+                cells[s] = SuiteCell(SuiteStatus.NOT_RUN, f"python build.py test --target {name}")
             else:
                 cells[s] = SuiteCell(rec.suites[s].status, rec.suites[s].detail)
         published = _published(record_dir, name)
@@ -177,10 +177,10 @@ def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Pat
 
 
 # -- presentation -------------------------------------------------------------------------------
-STATUS_CLASS = {"passed": "ok", "failed": "bad", NOT_GPU_VERIFIED: "ngv", "not applicable": "na",
-                "not run": "none", "not built": "none", "unresolved": "unres"}
-SHORT = {"passed": "passed", "failed": "FAILED", NOT_GPU_VERIFIED: "not GPU-verified", "not applicable": "n/a",
-         "not run": "not run", "not built": "not built", "unresolved": "unresolved"}
+STATUS_CLASS = {SuiteStatus.PASSED: "ok", SuiteStatus.FAILED: "bad", SuiteStatus.NOT_GPU_VERIFIED: "ngv",
+                SuiteStatus.NOT_APPLICABLE: "na", SuiteStatus.NOT_RUN: "none", SuiteStatus.NOT_BUILT: "none",
+                SuiteStatus.UNRESOLVED: "unres"}
+SHORT = {SuiteStatus.FAILED: "FAILED", SuiteStatus.NOT_APPLICABLE: "n/a"}   # the rest as they are
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:1rem;color:#1b1f24;background:#fff}
@@ -209,7 +209,7 @@ def _suite_td(suite: str, cell: SuiteCell) -> str:
     cls = STATUS_CLASS.get(cell.status, "none")
     label = SHORT.get(cell.status, cell.status)
     inner = f'<span class="cell">{_esc(label)}</span>'
-    if cell.detail and cell.status not in ("passed",):
+    if cell.detail and cell.status != SuiteStatus.PASSED:
         inner = f'<details><summary class="cell">{_esc(label)}</summary><div class="why">{_esc(cell.detail)}</div></details>'
     return f'<td class="{cls}" data-suite="{_esc(suite)}" data-status="{_esc(cell.status)}" data-label="{_esc(suite)}">{inner}</td>'
 
@@ -249,7 +249,7 @@ def to_html(rep: Report) -> str:
             f'<td data-label="drift (lock --check)">{drift}</td>'
             f'<td data-label="verify-repro">{_esc(_repro_text(row))}</td>'
             f'<td data-label="published">{pub}</td><td data-label="records">{links}</td></tr>')
-    legend = "".join(f'<span class="{cls}">{_esc(SHORT[s])}</span>' for s, cls in STATUS_CLASS.items())
+    legend = "".join(f'<span class="{cls}">{_esc(SHORT.get(s, s.value))}</span>' for s, cls in STATUS_CLASS.items())
     gpu = "this host has /dev/kfd" if rep.host_gpu else "no AMD GPU on this host: GPU checks are not GPU-verified"
     return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
             '<meta name=viewport content="width=device-width,initial-scale=1">'

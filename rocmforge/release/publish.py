@@ -78,7 +78,7 @@ def _require_passed(state: Path, tp, image_id: str, test_cmd: str) -> "suites.Su
         raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) has no recorded suite "
                         f"results in {state / 'results'}; run {test_cmd} first", field="--target")
     if not result.ok:
-        failed = [n for n, status in result.statuses().items() if status == "failed"]
+        failed = [n for n, status in result.statuses().items() if status == suites.SuiteStatus.FAILED]
         raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) failed its suites "
                         f"({', '.join(failed) or 'see the recorded results'}); only images that passed are "
                         f"published. Fix, rebuild and run {test_cmd} again", field="--target")

@@ -65,7 +65,10 @@ def undated_shadow(text: str) -> str:
     return "".join(out)
 
 
-def normalise(rootfs: Path, suite: str) -> None:
+def settle_rootfs(rootfs: Path, suite: str) -> None:
+    """What debootstrap leaves that differs run to run, made the same: the sources list, the
+    shadow files' change dates, and caches and logs removed. (build.image normalises built
+    images; this settles a root file system before it becomes the base's one layer.)"""
     (rootfs / SOURCES).parent.mkdir(parents=True, exist_ok=True)
     (rootfs / SOURCES).write_text(canonical_sources(suite))
     for rel in SHADOW:
@@ -258,7 +261,7 @@ def bootstrap_archive(stack_name: str, stack: Stack, tmp: Path, log) -> tuple[Pa
     _debootstrap(boot, rootfs, ref, log)
     if boot.snapshot:
         (rootfs / SNAPSHOT_CONF).write_text('Acquire::Check-Valid-Until "false";\n')
-    normalise(rootfs, boot.suite)
+    settle_rootfs(rootfs, boot.suite)
     layer = tmp / "layer.tar"
     diff_id = layer_tar(rootfs, layer)
     shutil.rmtree(rootfs)

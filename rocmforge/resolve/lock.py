@@ -51,7 +51,7 @@ class LockRun:
         return lockfile.builder_image_pins(self.lock, self.matrix, target, component)
 
 
-class AptProbe:
+class AptSession:
     """One container of a stack's base with fresh apt lists, reused for every query. A registry
     base first gets the stack's apt_sources applied, as every apt step of its build does."""
 
@@ -125,15 +125,15 @@ def base_image(client, m: Matrix, stack_name: str, lock: dict, work, log) -> str
         raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
 
 
-def _stack_probe(client, m: Matrix, stack_name: str, probes: dict, work, log, lock: dict):
-    """An apt probe in the stack's base, or the reason there is none (a string)."""
-    if stack_name not in probes:
+def _apt_session(client, m: Matrix, stack_name: str, sessions: dict, work, log, lock: dict):
+    """An apt session in the stack's base, or the reason there is none (a string)."""
+    if stack_name not in sessions:
         try:
-            probes[stack_name] = AptProbe(client, base_image(client, m, stack_name, lock, work, log), stack_name,
+            sessions[stack_name] = AptSession(client, base_image(client, m, stack_name, lock, work, log), stack_name,
                                           m.stacks[stack_name])
         except RuntimeError as exc:
-            probes[stack_name] = str(exc)
-    return probes[stack_name]
+            sessions[stack_name] = str(exc)
+    return sessions[stack_name]
 
 
 def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> bool:
@@ -183,8 +183,8 @@ def _record_base_packages(client, m: Matrix, stack_name: str, lock: dict, out: "
     out.resolved.append(f"base {stack_name}: {len(entry['packages'])} dpkg packages")
 
 
-def _probe_failed(probe) -> str | None:
-    return probe if isinstance(probe, str) else None
+def _session_failed(session) -> str | None:
+    return session if isinstance(session, str) else None
 
 
 def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca_bundle=None,
@@ -194,7 +194,7 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()
     stacks = sorted({m.targets[n].stack for n in names})
-    probes: dict = {}
+    sessions: dict = {}
     try:
         for sname in stacks:
             stack = m.stacks[sname]
@@ -202,27 +202,27 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
                 if _resolve_digest(sname, stack, lock, out):
                     _record_base_packages(client, m, sname, lock, out, work, log)
                 continue
-            probe = _stack_probe(client, m, sname, probes, work, log, lock)
-            if _probe_failed(probe):
-                out.failed.append(f"base {sname}: {probe}")
+            session = _apt_session(client, m, sname, sessions, work, log, lock)
+            if _session_failed(session):
+                out.failed.append(f"base {sname}: {session}")
                 continue
             image_id = imageid.image_id(client, bases.bootstrap_ref(sname, stack))
             lock["bases"][sname] = {"kind": "bootstrap", "recipe": bases.recipe_hash(stack), "image_id": image_id,
-                                    "packages": dict(sorted(probe.installed().items()))}
+                                    "packages": dict(sorted(session.installed().items()))}
             out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
                 continue
-            probe = _stack_probe(client, m, step.stack, probes, work, log, lock)
-            if _probe_failed(probe):
-                out.failed.append(f"apt {step.key}: {probe}; entry left as it was")
+            session = _apt_session(client, m, step.stack, sessions, work, log, lock)
+            if _session_failed(session):
+                out.failed.append(f"apt {step.key}: {session}; entry left as it was")
                 continue
-            if probe.lists and step.stack in lock["bases"]:   # what the base shipped, beside what is done to it
-                lock["bases"][step.stack]["apt_lists_found"] = probe.lists
+            if session.lists and step.stack in lock["bases"]:   # what the base shipped, beside what is done to it
+                lock["bases"][step.stack]["apt_lists_found"] = session.lists
             pins = m.stacks[step.stack].apt
             try:
-                before = probe.simulate([f"{n}={pins[n]}" for n in step.before])
-                after = probe.simulate([f"{n}={pins[n]}" for n in step.before + step.names])
+                before = session.simulate([f"{n}={pins[n]}" for n in step.before])
+                after = session.simulate([f"{n}={pins[n]}" for n in step.before + step.names])
             except RuntimeError as exc:
                 out.failed.append(f"apt {step.key}: {exc}")
                 continue
@@ -230,8 +230,8 @@ def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca
             lock["apt"][step.key] = dict(sorted(closure.items()))
             out.resolved.append(f"apt {step.key}: {len(closure)} packages")
     finally:
-        for p in probes.values():
-            if isinstance(p, AptProbe):
+        for p in sessions.values():
+            if isinstance(p, AptSession):
                 p.close()
     run = LockRun(client, m, names, lock, out, work, ca_bundle, log)
     for entry in _lock_entries(m, names):
@@ -249,33 +249,33 @@ def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log
     """Every stale or unresolvable pin at once; builds nothing."""
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()
-    probes: dict = {}
+    sessions: dict = {}
     base_packages: dict[str, dict | None] = {}
     try:
         for sname in sorted({m.targets[n].stack for n in names}):
-            probe = _stack_probe(client, m, sname, probes, work, log, lock)
-            base_packages[sname] = None if _probe_failed(probe) else probe.installed()
+            session = _apt_session(client, m, sname, sessions, work, log, lock)
+            base_packages[sname] = None if _session_failed(session) else session.installed()
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
                 continue
             _, stale = lockfile.apt_pins_for(lock, m, step)
             if stale:
                 out.problems.append(stale)
-            probe = _stack_probe(client, m, step.stack, probes, work, log, lock)
-            if _probe_failed(probe):
-                out.problems.append(f"apt {step.key}: cannot check: {probe}")
+            session = _apt_session(client, m, step.stack, sessions, work, log, lock)
+            if _session_failed(session):
+                out.problems.append(f"apt {step.key}: cannot check: {session}")
                 continue
             # Both the matrix's pins and the locked closure must exist in the mirror.
             wanted = {(n, m.stacks[step.stack].apt[n]) for n in step.names}
             wanted |= set(lock["apt"].get(step.key, {}).items())
-            avail = probe.available(sorted({n for n, _ in wanted}))
+            avail = session.available(sorted({n for n, _ in wanted}))
             for n, v in sorted(wanted):
                 if v not in avail[n]:
                     have = ", ".join(avail[n]) or "none"
                     out.problems.append(f"apt {step.key}: {n}={v} is not in the mirror (it has: {have})")
     finally:
-        for p in probes.values():
-            if isinstance(p, AptProbe):
+        for p in sessions.values():
+            if isinstance(p, AptSession):
                 p.close()
     for sname in sorted({m.targets[n].stack for n in names}):
         stack = m.stacks[sname]

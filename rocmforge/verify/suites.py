@@ -9,6 +9,7 @@ import sys
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from rocmforge.build import engine
@@ -18,7 +19,25 @@ from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 
 SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs", "workload")
-NOT_GPU_VERIFIED = "not GPU-verified"
+
+
+class SuiteStatus(str, Enum):
+    """A suite's result, and what the report shows for a suite that has none."""
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_GPU_VERIFIED = "not GPU-verified"
+    NOT_APPLICABLE = "not applicable"
+    # the report's cells of targets without a result
+    NOT_RUN = "not run"
+    NOT_BUILT = "not built"
+    UNRESOLVED = "unresolved"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# A GPU check's skip reason starts with it: "not GPU-verified: no /dev/kfd".
+NOT_GPU_VERIFIED = SuiteStatus.NOT_GPU_VERIFIED.value
 # The suites and probes ship with rocmforge itself, whichever matrix is in use.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +49,7 @@ def suites_present() -> list[str]:
 
 @dataclass
 class SuiteOutcome:
-    status: str          # passed, failed, not GPU-verified or not applicable
+    status: SuiteStatus  # passed, failed, not GPU-verified or not applicable
     detail: str
     passed: int = 0
     failed: int = 0
@@ -39,7 +58,7 @@ class SuiteOutcome:
 
     @classmethod
     def from_json(cls, data: dict) -> "SuiteOutcome":
-        return cls(data["status"], data.get("detail", ""), data.get("passed", 0), data.get("failed", 0),
+        return cls(SuiteStatus(data["status"]), data.get("detail", ""), data.get("passed", 0), data.get("failed", 0),
                    data.get("not_gpu_verified", 0), data.get("figures") or {})
 
 
@@ -55,7 +74,7 @@ class SuitesReport:
     tests: list[dict] = field(default_factory=list)
     log: str = ""          # pytest's output; shown on failure, never recorded
 
-    def statuses(self) -> dict[str, str]:
+    def statuses(self) -> dict[str, SuiteStatus]:
         return {name: s.status for name, s in self.suites.items()}
 
     def to_json(self) -> dict:
@@ -78,15 +97,15 @@ def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
         passed = [r for r in rows if r["outcome"] == "passed"]
         figures = {k: v for r in rows if r.get("figures") for k, v in r["figures"].items()}
         if failed:
-            status, detail = "failed", "; ".join(f"{r['test']}: {r['detail']}" for r in failed)
+            status, detail = SuiteStatus.FAILED, "; ".join(f"{r['test']}: {r['detail']}" for r in failed)
         elif ngv:
-            status, detail = NOT_GPU_VERIFIED, ngv[0]["detail"].removeprefix(NOT_GPU_VERIFIED + ": ")
+            status, detail = SuiteStatus.NOT_GPU_VERIFIED, ngv[0]["detail"].removeprefix(NOT_GPU_VERIFIED + ": ")
         elif passed:
-            status, detail = "passed", f"{len(passed)} check(s)"
+            status, detail = SuiteStatus.PASSED, f"{len(passed)} check(s)"
         elif rows:
-            status, detail = "not applicable", rows[0]["detail"]
+            status, detail = SuiteStatus.NOT_APPLICABLE, rows[0]["detail"]
         else:
-            status, detail = "failed", "the suite did not run"
+            status, detail = SuiteStatus.FAILED, "the suite did not run"
         out[suite] = SuiteOutcome(status, detail, len(passed), len(failed), len(ngv), figures)
     return out
 
@@ -118,7 +137,7 @@ def run_suites(client, image_ref: str, target: str | None, matrix: Path,
     summary = judge(summarise(results), results, proc.returncode, proc.stdout)
     return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=target,
                         pytest_exit=proc.returncode, suites=summary, tests=results, log=proc.stdout,
-                        ok=proc.returncode == 0 and not any(s.status == "failed" for s in summary.values()))
+                        ok=proc.returncode == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
 
 
 def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: int,
@@ -127,9 +146,9 @@ def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: in
     suite failed (a collection error, an internal error, a crash of the run) is a failure too,
     named "pytest", never a pass."""
     if not results:
-        summary["suites"] = SuiteOutcome("failed", "pytest produced no results:\n" + log[-3000:], failed=1)
-    elif pytest_exit != 0 and not any(s.status == "failed" for s in summary.values()):
-        summary["pytest"] = SuiteOutcome("failed", f"pytest exited {pytest_exit} although no suite failed:\n"
+        summary["suites"] = SuiteOutcome(SuiteStatus.FAILED, "pytest produced no results:\n" + log[-3000:], failed=1)
+    elif pytest_exit != 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()):
+        summary["pytest"] = SuiteOutcome(SuiteStatus.FAILED, f"pytest exited {pytest_exit} although no suite failed:\n"
                                          + log[-3000:], failed=1)
     return summary
 
@@ -163,7 +182,8 @@ def _results_problem(data, image_id: str) -> str | None:
     if not isinstance(data.get("ok"), bool):
         return "not a suite results record: 'ok' is not true or false"
     suites = data.get("suites")
-    if not isinstance(suites, dict) or not all(isinstance(s, dict) and isinstance(s.get("status"), str)
+    known = {s.value for s in SuiteStatus}
+    if not isinstance(suites, dict) or not all(isinstance(s, dict) and s.get("status") in known
                                                for s in suites.values()):
         return "not a suite results record: 'suites' must map each suite to its status"
     return None

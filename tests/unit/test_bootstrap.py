@@ -33,7 +33,7 @@ def test_normalised_layers_are_identical_and_scrubbed(tmp_path):
     for i, stamp in enumerate((b"run-one", b"run-two")):
         root = tmp_path / f"r{i}"
         _fake_rootfs(root, stamp)
-        bootstrap.normalise(root, "trixie")
+        bootstrap.settle_rootfs(root, "trixie")
         assert (root / "etc/resolv.conf").read_bytes() == b""
         assert not (root / "var/log/dpkg.log").exists()
         assert not (root / "var/lib/apt/lists/x_Packages").exists()
@@ -67,7 +67,7 @@ def test_the_base_does_not_depend_on_the_host_s_debootstrap(tmp_path):
     for version in ("1.0.128", "1.0.141", "1.0.145"):
         root = tmp_path / version
         _debootstrap_as(root, version)
-        bootstrap.normalise(root, "trixie")
+        bootstrap.settle_rootfs(root, "trixie")
         assert (root / "run/lock").is_dir() and not (root / "run/mount").exists()
         assert (root / "etc/hostname").stat().st_mode & 0o777 == 0o644
         ids.add(bootstrap.layer_tar(root, tmp_path / f"{version}.tar"))
@@ -79,7 +79,7 @@ def test_a_file_a_package_puts_under_run_is_kept(tmp_path):
     _debootstrap_as(root, "1.0.145")
     (root / "run/pkg").mkdir()
     (root / "run/pkg/state").write_text("x")
-    bootstrap.normalise(root, "trixie")
+    bootstrap.settle_rootfs(root, "trixie")
     assert (root / "run/pkg/state").read_text() == "x"
 
 ARCHIVE_SCRIPT = """
@@ -89,7 +89,7 @@ from rocmforge.resolve import bootstrap
 from rocmforge.define.matrix import load_matrix
 root, out = Path(sys.argv[1]), Path(sys.argv[2])
 stack = load_matrix(sys.argv[3]).stacks["debian13-rocm5.7"]
-bootstrap.normalise(root, "trixie")
+bootstrap.settle_rootfs(root, "trixie")
 diff = bootstrap.layer_tar(root, out.with_suffix(".layer"))
 cfg = bootstrap.image_config(diff, "debian13-rocm5.7", stack)
 print(bootstrap.write_archive(out.with_suffix(".layer"), diff, cfg, "rocmforge/base-x:recipe-1", out))
