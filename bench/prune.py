@@ -26,7 +26,7 @@ from rocmforge.build.buildable import buildability  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
-COPIED = ("matrix.yaml", "matrix.lock", "templates", "probes", "build.py", "rocmforge", "wheels")
+COPIED = ("matrix.yaml", "matrix.lock", "build.py", "rocmforge", "wheels")
 
 
 def unpruned_copy(dest: Path) -> Path:

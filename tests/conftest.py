@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from rocmforge.shared.packagedata import DATA
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_PY = ROOT / "build.py"
 
@@ -25,7 +27,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
 def copy_project(dst: Path) -> Path:
     """A scratch copy of the parts of the project that rendering reads; returns its matrix path."""
     for name in ("templates", "probes"):
-        shutil.copytree(ROOT / name, dst / name)
+        shutil.copytree(DATA / name, dst / name)
     shutil.copy(ROOT / "matrix.yaml", dst / "matrix.yaml")
     shutil.copy(ROOT / "matrix.lock", dst / "matrix.lock")
     shutil.copy(ROOT / ".hadolint.yaml", dst / ".hadolint.yaml")

@@ -1,4 +1,4 @@
-"""Keeping a target's per-arch GPU data files only for its archs. probes/perarch.py does the work
+"""Keeping a target's per-arch GPU data files only for its archs. data/probes/perarch.py does the work
 inside the build, in the RUN that installs the packages (so removed bytes never reach a layer),
 and leaves one JSON record per target under PRUNE_DIR; the manifest, `list` and the report read
 those records back."""

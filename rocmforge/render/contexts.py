@@ -13,6 +13,7 @@ from rocmforge.define.kinds import ComponentPlan
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources
 from rocmforge.render import archprune
+from rocmforge.shared import packagedata
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 
@@ -36,8 +37,8 @@ class TargetInputs:
 class Renderer:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.templates = root / "templates"
-        self.probes = root / "probes"
+        self.templates = packagedata.folder(root, "templates")
+        self.probes = packagedata.folder(root, "probes")
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(self.templates)),
             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -63,12 +64,15 @@ class Renderer:
                         line = tpl.get_corresponding_lineno(tb.tb_lineno)
                 tb = tb.tb_next
         if name:
-            name = os.path.relpath(name, self.root) if os.path.isabs(name) else f"templates/{name}"
+            name = self._shown(name if os.path.isabs(name) else self.templates / name)
         message = getattr(exc, "message", None) or str(exc)
         undefined = re.search(r"^'([^']+)' is undefined|has no attribute '([^']+)'", message)
         return UserError(f"template error while rendering target {target!r}: {message}",
-                         file=name or "templates/", line=line,
+                         file=name or self._shown(self.templates), line=line,
                          field=(undefined.group(1) or undefined.group(2)) if undefined else None)
+
+    def _shown(self, path) -> str:
+        return packagedata.shown(Path(path), self.root)
 
     def partial_for(self, name: str, kind: str) -> str:
         """A component's own partial when it has one (an override), else the partial of its kind."""
@@ -91,7 +95,7 @@ class Renderer:
                      "builder_pins": inputs.pins_by_step.get(f"{name}/{cname}-build", []), **cp.template_vars}
             if not (self.templates / entry["partial"]).is_file():
                 raise UserError(f"component {cname!r} has no template (expected {entry['partial']})",
-                                file=f"templates/{entry['partial']}", field=f"components.{cname}")
+                                file=self._shown(self.templates / entry["partial"]), field=f"components.{cname}")
             files.update(cp.files)
             components.append(entry)
         files[CA_PLACEHOLDER] = b""
@@ -121,7 +125,7 @@ class Renderer:
         try:
             text = self.env.get_template("Dockerfile.j2").render(ctx)
         except jinja2.TemplateNotFound as exc:
-            raise UserError(f"template not found: {exc.name}", file=f"templates/{exc.name}") from None
+            raise UserError(f"template not found: {exc.name}", file=self._shown(self.templates / exc.name)) from None
         except (jinja2.TemplateError, TypeError) as exc:
             raise self._template_error(exc, name) from None
         # Collapse the blank lines left by empty partials so the output reads cleanly.

@@ -64,7 +64,8 @@ def content_hash(files: dict[str, bytes]) -> str:
 
 
 def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
-    """root holds templates/ and probes/ (the matrix file's folder); lock is matrix.lock's content."""
+    """root is the matrix file's folder (a templates/ or probes/ there replaces the package's);
+    lock is matrix.lock's content."""
     lock = lock if lock is not None else lockfile.empty()
     renderer = Renderer(root)
     plan = BuildPlan(m)
@@ -191,7 +192,7 @@ def require_resolved(tp: TargetPlan, field: str = "--target") -> None:
 
 
 def load_plan(matrix_path: Path | str) -> BuildPlan:
-    """The plan for a matrix file and the matrix.lock beside it (templates/ and probes/ beside it too)."""
+    """The plan for a matrix file and the matrix.lock beside it."""
     matrix_path = Path(matrix_path)
     return make_plan(load_matrix(matrix_path), matrix_path.resolve().parent,
                      lockfile.load(matrix_path.with_suffix(".lock")))

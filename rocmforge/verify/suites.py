@@ -1,4 +1,4 @@
-"""Run the in-image suites (tests/suites) against one image and summarise them honestly:
+"""Run the in-image suites (rocmforge/data/suites) against one image and summarise them honestly:
 passed, failed (with the reason) or not GPU-verified (with the reason), per suite."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rocmforge.build import engine
 from rocmforge.host.container import remove_session_leftovers
-from rocmforge.shared.errors import UserError
+from rocmforge.shared import packagedata
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 
@@ -38,13 +38,11 @@ class SuiteStatus(str, Enum):
 
 # A GPU check's skip reason starts with it: "not GPU-verified: no /dev/kfd".
 NOT_GPU_VERIFIED = SuiteStatus.NOT_GPU_VERIFIED.value
-# The suites and probes ship with rocmforge itself, whichever matrix is in use.
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def suites_present() -> list[str]:
-    """The suites of SUITES whose module is in the tree (tests/suites/test_<suite>.py)."""
-    return [s for s in SUITES if (PROJECT_ROOT / "tests" / "suites" / f"test_{s}.py").is_file()]
+    """The suites of SUITES whose module the package ships (rocmforge/data/suites/test_<suite>.py)."""
+    return [s for s in SUITES if (packagedata.SUITES / f"test_{s}.py").is_file()]
 
 
 @dataclass
@@ -113,16 +111,14 @@ def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
 def run_suites(client, image_ref: str, target: str | None, matrix: Path,
                junit: Path | None = None, require_gpu: bool = False) -> SuitesReport:
     """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd)."""
-    if not (PROJECT_ROOT / "tests" / "suites").is_dir():   # an installed rocmforge without its checkout
-        raise UserError(f"the suites are not in {PROJECT_ROOT / 'tests' / 'suites'}: `test` runs from a rocmforge "
-                        "checkout (tests/suites/ and probes/ are not installed with the package)")
     session = uuid.uuid4().hex[:12]
     with tempfile.TemporaryDirectory(prefix="rocmforge-test-") as tmp:
         results_json = Path(tmp) / "results.json"
-        root = PROJECT_ROOT
-        cmd = [sys.executable, "-m", "pytest", str(root / "tests" / "suites"), "-p", "no:cacheprovider",
+        # The suites' own ini and rootdir: none of the checkout's (or of a folder above the install) applies.
+        root = packagedata.SUITES
+        cmd = [sys.executable, "-m", "pytest", str(root), "-p", "no:cacheprovider",
                "-q", "-rA", "--image", image_ref, "--matrix", str(matrix), "--results-json", str(results_json),
-               "--session-id", session, "--rootdir", str(root), "-c", str(root / "pyproject.toml")]
+               "--session-id", session, "--rootdir", str(root), "-c", str(root / "pytest.ini")]
         if target:
             cmd += ["--target", target]
         if junit:
@@ -130,7 +126,7 @@ def run_suites(client, image_ref: str, target: str | None, matrix: Path,
         if require_gpu:
             cmd += ["--require-gpu"]
         try:
-            proc = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         finally:
             remove_session_leftovers(client, session)
         results = json.loads(results_json.read_text()) if results_json.exists() else []

@@ -19,11 +19,12 @@ import pytest
 
 from rocmforge.render import archprune
 from rocmforge.verify.readers import archs
+from rocmforge.shared.packagedata import PROBES
 
 pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = ROOT / "probes" / "archs.py"
+PROBE = PROBES / "archs.py"
 IMAGE = "rocmforge/hip-devel:debian13-rocm5.7"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 HOST_LIBS = ("librocblas.so", "librocsolver.so.0", "libamdhip64.so.5")

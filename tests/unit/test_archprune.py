@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rocmforge.render import archprune
 from rocmforge.render.plan import load_plan
+from rocmforge.shared.packagedata import PROBES
 from tests.conftest import ROOT
 
 
@@ -27,8 +28,6 @@ def test_opting_out_renders_no_prune_and_labels_it(tmp_path):
     for name in ("matrix.lock",):
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     (tmp_path / "matrix.yaml").write_text(head + sep + targets)
-    for folder in ("templates", "probes"):
-        (tmp_path / folder).symlink_to(ROOT / folder)
     tp = load_plan(tmp_path / "matrix.yaml").targets["hip-runtime"]
     dockerfile = tp.files["Dockerfile"].decode()
     assert "perarch.py" not in dockerfile and tp.labels[archprune.LABEL] == "false"
@@ -51,7 +50,7 @@ def test_the_step_skips_images_without_gpu_data_folders_and_its_patterns_cover_t
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("perarch_for_archprune", ROOT / "probes" / "perarch.py")
+    spec = importlib.util.spec_from_file_location("perarch_for_archprune", PROBES / "perarch.py")
     perarch = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = perarch
     spec.loader.exec_module(perarch)

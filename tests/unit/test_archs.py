@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from rocmforge.verify.readers import archs
+from rocmforge.shared.packagedata import PROBES
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = ROOT / "probes" / "archs.py"
+PROBE = PROBES / "archs.py"
 FIX = ROOT / "tests" / "fixtures" / "archs"
 PROBE_MODULE = sys.modules[archs.FileArchs.__module__]
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rocmforge.shared.packagedata import PROBES, TEMPLATES
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -53,8 +54,8 @@ def case_expect(path: Path) -> dict[str, str]:
 def project(tmp_path: Path, matrix: Path) -> Path:
     """tmp_path laid out like the project: matrix.yaml, templates/, probes/ and an images/ with a sentinel."""
     shutil.copyfile(matrix, tmp_path / "matrix.yaml")
-    shutil.copytree(ROOT / "templates", tmp_path / "templates")
-    shutil.copytree(ROOT / "probes", tmp_path / "probes")
+    shutil.copytree(TEMPLATES, tmp_path / "templates")
+    shutil.copytree(PROBES, tmp_path / "probes")
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / SENTINEL).write_bytes(SENTINEL_BYTES)
     return tmp_path

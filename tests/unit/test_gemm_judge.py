@@ -8,7 +8,8 @@ import pytest
 
 from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT
-from tests.suites.test_gemm import MAX_FRACTION_OF_PEAK, _judge, peak_for
+from rocmforge.data.suites.test_gemm import MAX_FRACTION_OF_PEAK, _judge, peak_for
+from rocmforge.shared.packagedata import PROBES
 
 GPUS = load_matrix(ROOT / "matrix.yaml").gpus
 
@@ -72,7 +73,7 @@ def test_a_figure_without_a_peak_beside_others_fails_as_unbounded():
 def test_every_kernel_launch_in_the_smoke_program_is_checked():
     """A launch reports its errors (no code object for this GPU) only through hipGetLastError: each
     `<<<...>>>` in the program is followed by LAUNCH_OK on the same line, and dst is compared."""
-    src = (ROOT / "probes" / "rocblas_gemm_smoke.cpp").read_text()
+    src = (PROBES / "rocblas_gemm_smoke.cpp").read_text()
     launches = [ln for ln in src.splitlines() if "<<<" in ln and "__global__" not in ln]
     assert len(launches) >= 3
     for ln in launches:

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from rocmforge.shared.packagedata import PROBES
 
-PROBE = ROOT / "probes" / "gemm_torch.py"
+PROBE = PROBES / "gemm_torch.py"
 # Every device hidden, so the probe takes its no-GPU path even on a host that has one.
 NO_DEVICES = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": ""}
 

@@ -16,11 +16,12 @@ from rocmforge.verify import suites as suite_runs
 from rocmforge.host.container import GpuAccess
 from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT
-from tests.suites import conftest as suites
+from rocmforge.data.suites import conftest as suites
+from rocmforge.shared.packagedata import SUITES
 
 with warnings.catch_warnings():   # its `gpu` marker is registered by the suites' conftest, not here
     warnings.simplefilter("ignore")
-    from tests.suites import test_gemm
+    from rocmforge.data.suites import test_gemm
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 
@@ -127,7 +128,7 @@ def test_summary_keeps_not_gpu_verified_and_failures_apart():
     assert s["gemm"].status == "not GPU-verified" and s["gemm"].passed == 0
     assert s["rocminfo"].status == "failed"
     assert s["linkage"].status == "failed" and s["linkage"].detail == "the suite did not run"
-    assert ("workload" in s) == (ROOT / "tests" / "suites" / "test_workload.py").is_file()
+    assert ("workload" in s) == (SUITES / "test_workload.py").is_file()
 
 
 def test_pytest_exit_status_is_part_of_the_verdict():

@@ -29,6 +29,7 @@ from rocmforge.define.kinds import KIND_NAMES, GitSourceFetch, WheelsFetch
 from rocmforge.resolve.lock import LockRun, Outcome
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import make_plan
+from rocmforge.shared.packagedata import TEMPLATES
 
 from tests.conftest import ROOT
 
@@ -43,7 +44,7 @@ TAG_HASH_RE = re.compile(r":(content|recipe)-[0-9a-f]{12}\b")
 def plan(tmp_path_factory):
     """The golden matrix planned with the real templates/kinds and partials, and the stand-in Dockerfile.j2."""
     root = tmp_path_factory.mktemp("kinds")
-    shutil.copytree(ROOT / "templates", root / "templates")
+    shutil.copytree(TEMPLATES, root / "templates")
     shutil.copyfile(GOLDEN / "Dockerfile.j2", root / "templates" / "Dockerfile.j2")
     return make_plan(MATRIX, root, lockfile.load(GOLDEN / "kinds-matrix.lock"))
 
@@ -70,7 +71,7 @@ def test_every_kind_has_a_partial_and_a_golden_case():
     used = {MATRIX.components[c].kind for t in CASES for c in MATRIX.targets[t].components}
     assert used == set(KIND_NAMES)
     for kind in KIND_NAMES:
-        assert (ROOT / "templates" / "kinds" / f"{kind}.j2").is_file(), kind
+        assert (TEMPLATES / "kinds" / f"{kind}.j2").is_file(), kind
     assert {p.stem for p in GOLDEN.glob("*.txt")} == set(CASES), "a golden text without its case, or the reverse"
 
 
@@ -78,12 +79,12 @@ def test_component_partials_are_overrides_of_real_components():
     """templates/partials/<name>.j2 replaces a component's kind partial; a file there that names no
     component (other than shared macro files, _*.j2) would silently never be used."""
     components = load_matrix(ROOT / "matrix.yaml").components
-    for path in (ROOT / "templates" / "partials").glob("*.j2"):
+    for path in (TEMPLATES / "partials").glob("*.j2"):
         assert path.name.startswith("_") or path.stem in components, f"{path.name} names no component"
 
 
 def test_a_components_own_partial_overrides_its_kind(tmp_path):
-    shutil.copytree(ROOT / "templates", tmp_path / "templates")
+    shutil.copytree(TEMPLATES, tmp_path / "templates")
     shutil.copyfile(GOLDEN / "Dockerfile.j2", tmp_path / "templates" / "Dockerfile.j2")
     (tmp_path / "templates" / "partials" / "smoke.j2").write_text(
         "{% macro runtime(c, ctx) %}\nCOPY own/{{ c.name }} /opt/own\n{% endmacro %}\n")

@@ -11,13 +11,14 @@ import sys
 import warnings
 
 from rocmforge.verify.readers import ldd
+from rocmforge.shared.packagedata import PROBES
 from tests.conftest import ROOT
 
 with warnings.catch_warnings():   # its markers are registered by the suites' conftest, not here
     warnings.simplefilter("ignore")
-    from tests.suites import test_linkage
+    from rocmforge.data.suites import test_linkage
 
-PROBE = ROOT / "probes" / "load.py"
+PROBE = PROBES / "load.py"
 FIX = ROOT / "tests" / "fixtures" / "load"
 
 

@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from rocmforge.shared.packagedata import PROBES
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("perarch_under_test", ROOT / "probes" / "perarch.py")
+_spec = importlib.util.spec_from_file_location("perarch_under_test", PROBES / "perarch.py")
 perarch = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = perarch
 _spec.loader.exec_module(perarch)
@@ -174,7 +175,7 @@ def test_command_line_prune_writes_a_one_line_record_and_refuses_unknown_archs(t
 
 
 def test_the_inventory_expects_no_file_a_prune_record_says_was_removed(tmp_path):
-    spec = importlib.util.spec_from_file_location("linkage_under_test", ROOT / "probes" / "linkage.py")
+    spec = importlib.util.spec_from_file_location("linkage_under_test", PROBES / "linkage.py")
     linkage = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = linkage
     spec.loader.exec_module(linkage)

@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from rocmforge.shared.packagedata import PROBES
 
-PROBE = ROOT / "probes" / "workload.py"
+PROBE = PROBES / "workload.py"
 
 SEED000_TRAINING_ARGS = {
     "output_dir": "./results_qlora", "num_train_epochs": 1, "per_device_train_batch_size": 2,

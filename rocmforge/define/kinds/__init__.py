@@ -1,5 +1,5 @@
 """Component kinds, the unit of design (as hpccm's building blocks): one module per kind, one
-partial per kind under templates/kinds/. See base.py for what a kind provides."""
+partial per kind under data/templates/kinds/. See base.py for what a kind provides."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What every component kind provides. A kind is one module under rocmforge/define/kinds/ holding its
 matrix model, the plan it makes for one target from the lock (template variables, build-context
-files, fetch items, what is unresolved), its lock entries and its checks; templates/kinds/<kind>.j2
+files, fetch items, what is unresolved), its lock entries and its checks; data/templates/kinds/<kind>.j2
 is its partial. matrix.py, plan.py, render.py and lock.py call these hooks and never test a kind's
 name, so a component of an existing kind is added in matrix.yaml alone."""
 

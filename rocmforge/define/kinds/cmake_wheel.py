@@ -1,5 +1,5 @@
 """cmake-wheel: a Python package with HIP code, compiled by CMake from a git source for exactly the
-target's archs in a builder stage; only its wheel leaves that stage (templates/kinds/cmake-wheel.j2)."""
+target's archs in a builder stage; only its wheel leaves that stage (data/templates/kinds/cmake-wheel.j2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""hip-program: one HIP source file under probes/, compiled with hipcc for the target's archs in a
-builder stage; the image receives only the binary (templates/kinds/hip-program.j2)."""
+"""hip-program: one HIP source file under data/probes/, compiled with hipcc for the target's archs in a
+builder stage; the image receives only the binary (data/templates/kinds/hip-program.j2)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 class HipProgram(WithoutBuilderApt):
     kind: Literal["hip-program"]
-    program: str = Field(min_length=1)         # a file under probes/
+    program: str = Field(min_length=1)         # a file under data/probes/ (or the project's probes/)
     link: list[str] = Field(default_factory=list)
 
     def check_in_target(self, name: str, use: TargetUse, src: SourceMap) -> None:

@@ -1,6 +1,6 @@
 """python-env: exact pip requirements installed into a venv in a builder stage, offline from wheels
 whose hashes the lock records; on a torch image the lock also holds that torch family, resolved in a
-container of the image (templates/kinds/python-env.j2)."""
+container of the image (data/templates/kinds/python-env.j2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """settings: files written from matrix.yaml (JSON or YAML) and copied into the image under
-/opt/rocmforge/config (templates/kinds/settings.j2)."""
+/opt/rocmforge/config (data/templates/kinds/settings.j2)."""
 
 from __future__ import annotations
 

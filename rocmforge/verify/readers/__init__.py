@@ -1,2 +1,2 @@
 """Pure parsers of what built images and hosts print or contain: ldd output, rocminfo output, GPU
-architectures in binaries (the last through probes/archs.py, which also runs inside images)."""
+architectures in binaries (the last through data/probes/archs.py, which also runs inside images)."""

@@ -1,8 +1,8 @@
-"""GPU architectures compiled into files: a thin shim over ``probes/archs.py``.
+"""GPU architectures compiled into files: a thin shim over the probe ``rocmforge/data/probes/archs.py``.
 
-The implementation lives in ``probes/archs.py`` because it is also copied into containers and
+The implementation lives in the probe because it is also copied into containers and
 run there with the container's python3 (standard library only); this module loads that file
-from the repository root and re-exports its public API. Its gfx tables (``GENERIC_TARGETS``) are
+(shipped with the package) and re-exports its public API. Its gfx tables (``GENERIC_TARGETS``) are
 the project's only copy: the rest of rocmforge takes them from here.
 
 It adds what `build.py archs` needs to refuse input (the probe itself only reports): a file named
@@ -21,18 +21,15 @@ import struct
 import sys
 from pathlib import Path
 
-from rocmforge.shared.errors import UserError
+from rocmforge.shared import packagedata
 
-PROBE_PATH = Path(__file__).resolve().parents[3] / "probes" / "archs.py"
+PROBE_PATH = packagedata.PROBES / "archs.py"
 _MODULE_NAME = "rocmforge.verify.readers._probe_archs"
 
 
 def _load():
     if _MODULE_NAME in sys.modules:
         return sys.modules[_MODULE_NAME]
-    if not PROBE_PATH.is_file():   # an installed rocmforge without its checkout
-        raise UserError(f"the architecture probe {PROBE_PATH} is not there: `archs` and `doctor` run from a "
-                        "rocmforge checkout (probes/ is not installed with the package)")
     spec = importlib.util.spec_from_file_location(_MODULE_NAME, PROBE_PATH)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the architecture probe from {PROBE_PATH}")

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified
 
 GEMM_BIN = "/opt/rocmforge/bin/rocblas-gemm-smoke"
 # A working GPU reaches far more than this at n=8192; less means a wrong code path (e.g. a

@@ -1,6 +1,6 @@
 """Suites that run inside one built image: `python build.py test --target X` (or --image REF).
 
-Run directly with pytest: `pytest tests/suites --image rocmforge/hip-runtime:debian13-rocm5.7 --target hip-runtime`.
+Run directly with pytest: `pytest rocmforge/data/suites --matrix matrix.yaml --image rocmforge/hip-runtime:debian13-rocm5.7 --target hip-runtime`.
 GPU honesty, both ways:
 - on a host without /dev/kfd a check that needs a GPU is skipped with a reason starting
   "not GPU-verified:" (JUnit: skipped, with that message); it never passes there: a test marked
@@ -20,18 +20,18 @@ from rocmforge.host.container import TrackedContainer, host_gpu_access
 from rocmforge.shared.errors import UserError
 from rocmforge.resolve.image_packages import expected_packages
 from rocmforge.define.matrix import load_matrix
+from rocmforge.shared import packagedata
+from rocmforge.verify.suites import NOT_GPU_VERIFIED
 
-ROOT = Path(__file__).resolve().parents[2]
 PROBES_IN_CONTAINER = "/tmp/rocmforge-probes"
 EXPECTED_IN_CONTAINER = "/tmp/rocmforge-expected"     # what the host knows the image must hold
-NOT_GPU_VERIFIED = "not GPU-verified"
 
 
 def pytest_addoption(parser):
     g = parser.getgroup("rocmforge suites")
     g.addoption("--image", help="image reference to verify")
     g.addoption("--target", help="matrix target the image was built from (default: its io.rocmforge.target label)")
-    g.addoption("--matrix", default=str(ROOT / "matrix.yaml"))
+    g.addoption("--matrix", default="matrix.yaml")
     g.addoption("--results-json", help="write per-test outcomes here (used by build.py test)")
     g.addoption("--session-id", default=None, help="label value for containers started by this run")
     g.addoption("--require-gpu", action="store_true", default=False,
@@ -125,7 +125,8 @@ def container(request, client, image_ref, gpu):
         tc.session = request.config.getoption("--session-id")
     tc.start()
     request.addfinalizer(tc.remove)
-    files = {p.name: p.read_bytes() for p in (ROOT / "probes").iterdir() if p.is_file()}
+    probes = packagedata.folder(Path(request.config.getoption("--matrix")).resolve().parent, "probes")
+    files = {p.name: p.read_bytes() for p in probes.iterdir() if p.is_file()}
     tc.put_files(PROBES_IN_CONTAINER, files)
     return tc
 

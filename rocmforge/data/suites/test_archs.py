@@ -16,7 +16,7 @@ import pytest
 
 from rocmforge.render import archprune
 from rocmforge.verify.readers import archs
-from tests.suites.conftest import PROBES_IN_CONTAINER, missing_expected
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, missing_expected
 
 # Files of a Python distribution that are GPU libraries by name; its other files are host code.
 PYTHON_GPU_LIBRARY = re.compile(r"(?:^|/)lib(?:bitsandbytes_(?:rocm|hip)\w*|torch_hip|c10_hip|MIOpen|rocblas|"

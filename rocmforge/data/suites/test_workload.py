@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified, target_chain
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified, target_chain
 
 CHECKS = ["settings/training_args.json", "settings/amp.json", "settings/config.yaml",
           "train", "lora", "qlora-4bit", "inference"]

@@ -6,7 +6,7 @@ crashes or prints something else fails, whatever the host."""
 import pytest
 
 from rocmforge.verify.readers import rocminfo
-from tests.suites.conftest import not_gpu_verified
+from rocmforge.data.suites.conftest import not_gpu_verified
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import json
 import pytest
 
 from rocmforge.verify.readers import ldd
-from tests.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, missing_expected
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, missing_expected
 
 # A few of the entry points bitsandbytes' Python code calls in its ROCm library (csrc/pythonInterface.cpp
 # at 4aad810): the contexts CudaBNBNativeLibrary sets up, and the 4-bit paths QLoRA uses.

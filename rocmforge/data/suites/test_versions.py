@@ -14,7 +14,7 @@ import pytest
 from packaging.version import InvalidVersion, Version
 
 from rocmforge.resolve.image_packages import DPKG_STATUS, compare, parse_dpkg_status
-from tests.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, target_chain
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, target_chain
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"
 HIP_PACKAGES = ("libamdhip64-*", "hip-runtime-amd")

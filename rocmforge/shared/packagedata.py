@@ -1,0 +1,30 @@
+"""What the package ships besides its modules, under rocmforge/data/: the Jinja templates, the
+probes copied into every image, and the suites that run against a container of one. They travel
+with the package (a non-editable install has them), so no command reads the checkout's tests/.
+
+A project folder (the matrix file's) may hold its own templates/ or probes/; each then replaces
+the package's folder of that name for that project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TEMPLATES = DATA / "templates"
+PROBES = DATA / "probes"
+SUITES = DATA / "suites"
+
+
+def folder(project: Path, name: str) -> Path:
+    """The project's own templates/ or probes/ when it has one, else the package's."""
+    own = project / name
+    return own if own.is_dir() else DATA / name
+
+
+def shown(path: Path, project: Path) -> str:
+    """A file of either as messages name it: relative to the project, or as rocmforge/data/... ."""
+    path = Path(path)
+    for base in (project, DATA.parents[1]):
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return str(path)
