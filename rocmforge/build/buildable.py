@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rocmforge.render.plan import BuildPlan
 
 
 def _local_images() -> set[str] | None:
@@ -15,7 +19,7 @@ def _local_images() -> set[str] | None:
         return None
 
 
-def buildability(plan, name: str, _cache: dict = {}) -> tuple[bool, list[str]]:
+def buildability(plan: BuildPlan, name: str, _cache: dict = {}) -> tuple[bool, list[str]]:
     if "images" not in _cache:
         _cache["images"] = _local_images()
     images = _cache["images"]

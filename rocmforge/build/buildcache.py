@@ -17,11 +17,15 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 REPO = "rocmforge-cache"
 _IMAGE_ID = re.compile(r"^(?:sha256:)?[0-9a-f]{12,64}$")
@@ -62,7 +66,7 @@ def _record_problem(data) -> str | None:
     return None
 
 
-def added_bytes(client, made: list[str]) -> int:
+def added_bytes(client: DockerClient, made: list[str]) -> int:
     """Bytes the build's steps added on top of the images they started from."""
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
@@ -80,7 +84,7 @@ def added_bytes(client, made: list[str]) -> int:
     return total
 
 
-def settle(client, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
+def settle(client: DockerClient, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
     """After a successful build and normalisation: keep the build as the target's cache when it fits
     the budget, else discard it; the previous cache goes either way. True when kept."""
     with _settling(state, target):
@@ -98,7 +102,7 @@ def _settling(state: Path, target: str):
         yield
 
 
-def _settle(client, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
+def _settle(client: DockerClient, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
     old = recorded(state, target)
     keep = 0 < (limit := budget()) and added_bytes(client, made) <= limit
     path = _record(state, target)
@@ -115,14 +119,14 @@ def _settle(client, state: Path, target: str, raw_tag: str, made: list[str]) -> 
     return keep
 
 
-def forget(client, state: Path, target: str) -> None:
+def forget(client: DockerClient, state: Path, target: str) -> None:
     """Removes the target's kept cache (what `clean` does)."""
     _untag(client, f"{REPO}/{target}:last")
     engine.discard(client, recorded(state, target))
     _record(state, target).unlink(missing_ok=True)
 
 
-def _untag(client, ref: str) -> None:
+def _untag(client: DockerClient, ref: str) -> None:
     try:
         client.api.remove_image(ref, noprune=True)
     except Exception:  # noqa: BLE001 - never made, or already gone

@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from rocmforge.build import steplock
 from rocmforge.build.image.history import stage_steps
@@ -18,6 +19,11 @@ from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from docker import DockerClient
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")   # the image a finished step left
@@ -37,7 +43,7 @@ def connect():
     return client
 
 
-def image_id(client, ref: str) -> str | None:
+def image_id(client: DockerClient, ref: str) -> str | None:
     """The image's identity (its config digest) on any store; None when ref names no image. Use
     ref, not this, to name the image to the engine: the containerd store knows it by manifest."""
     return imageid.image_id(client, ref)
@@ -68,7 +74,7 @@ def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
     return buf
 
 
-def final_base(client, tp: TargetPlan, *, fetch: bool = True) -> str | None:
+def final_base(client: DockerClient, tp: TargetPlan, *, fetch: bool = True) -> str | None:
     """The image the target's last stage starts FROM, as the engine knows it: its layers are the
     ones normalisation passes through. With fetch=False: None when it is not on the engine."""
     froms = [line.split()[1] for line in tp.files["Dockerfile"].decode().splitlines()
@@ -81,11 +87,16 @@ def final_base(client, tp: TargetPlan, *, fetch: bool = True) -> str | None:
     return froms[-1] if fetch or image_id(client, froms[-1]) else None
 
 
-def free_disk(client) -> tuple[str, int] | None:
-    """(the engine's data root, bytes free there) when the engine runs on this host, else None."""
+class DiskSpace(NamedTuple):
+    path: str            # the engine's data root
+    free_bytes: int
+
+
+def free_disk(client: DockerClient) -> DiskSpace | None:
+    """The engine's data root and the bytes free there when the engine runs on this host, else None."""
     root = (client.info() or {}).get("DockerRootDir")
     try:
-        return (root, shutil.disk_usage(root).free) if root else None
+        return DiskSpace(root, shutil.disk_usage(root).free) if root else None
     except OSError:
         return None
 
@@ -100,8 +111,8 @@ def raw_tag(tp: TargetPlan) -> str:
     return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}-{_RUN}"
 
 
-def build(client, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
-          progress, extra_files: dict[str, bytes] | None = None, tag: str | None = None,
+def build(client: DockerClient, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
+          progress: Callable[[str], None], extra_files: dict[str, bytes] | None = None, tag: str | None = None,
           nocache: bool = False, made: list[str] | None = None) -> str:
     """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
     temporary tag). The caller moves the real tags after normalising, then discards `made`: the
@@ -152,7 +163,9 @@ class BuildTrace:
         return [m for m in self.made if m not in self.reused]
 
 
-def _build(client, tp: TargetPlan, *, log_path, ca_bundle, progress, extra_files, tag, nocache, made) -> str:
+def _build(client: DockerClient, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
+           progress: Callable[[str], None], extra_files: dict[str, bytes] | None, tag: str | None, nocache: bool,
+           made: list[str]) -> str:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
@@ -193,7 +206,7 @@ def _tail(path: Path, size: int = 8192) -> str:
         return f.read().decode(errors="replace")
 
 
-def _stop_step(client, trace: BuildTrace, wait: float = 5.0) -> None:
+def _stop_step(client: DockerClient, trace: BuildTrace, wait: float = 5.0) -> None:
     """Kills the container of the step in progress. The stream may not have named it yet (the
     interrupt can come between a step's announcement and its container), so containers made from
     the last step's image are looked for until one is found or `wait` runs out."""
@@ -218,7 +231,7 @@ def _stop_step(client, trace: BuildTrace, wait: float = 5.0) -> None:
     time.sleep(1)    # the builder fails the step and removes the container (forcerm)
 
 
-def _stream_build(client, req: BuildRequest, trace: BuildTrace, progress) -> None:
+def _stream_build(client: DockerClient, req: BuildRequest, trace: BuildTrace, progress: Callable[[str], None]) -> None:
     try:
         _stream_build_logged(client, req, trace, progress)
     except OSError as exc:      # a full disk under the log: a write names no path, so say which
@@ -227,7 +240,8 @@ def _stream_build(client, req: BuildRequest, trace: BuildTrace, progress) -> Non
         raise
 
 
-def _stream_build_logged(client, req: BuildRequest, trace: BuildTrace, progress) -> None:
+def _stream_build_logged(client: DockerClient, req: BuildRequest, trace: BuildTrace,
+                         progress: Callable[[str], None]) -> None:
     cached = False
     started = time.monotonic()
     with open(req.log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
@@ -259,7 +273,7 @@ def _stream_build_logged(client, req: BuildRequest, trace: BuildTrace, progress)
         log.write(f"# finished in {time.monotonic() - started:.1f}s\n")
 
 
-def discard(client, made: list[str]) -> None:
+def discard(client: DockerClient, made: list[str]) -> None:
     """Removes the step images a build made, newest first, with the untagged parents only they
     use. A tagged image (the base, a prerequisite) and one another image still uses are kept.
     While another build runs on the engine they are left to it (see steplock)."""
@@ -270,7 +284,7 @@ def discard(client, made: list[str]) -> None:
         remove_untagged(client, list(made) + steplock.take_pending())
 
 
-def remove_untagged(client, images: list[str]) -> None:
+def remove_untagged(client: DockerClient, images: list[str]) -> None:
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     for short in reversed(images):
@@ -295,7 +309,7 @@ LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")   # a build or verify-repr
 CACHE_REPO = "rocmforge-cache"
 
 
-def leftovers(client, targets: list[str], stacks: list[str], cached: set[str] = frozenset(),
+def leftovers(client: DockerClient, targets: list[str], stacks: list[str], cached: set[str] = frozenset(),
               kept: set[str] = frozenset()) -> list[tuple[str, str, int]]:
     """(kind, reference, bytes) of what `clean` removes: the tags of the targets' images and of the
     stacks' bases, the targets' kept build cache (tags, and the step images in `cached`), tags and

@@ -16,7 +16,7 @@ from rocmforge.cli.invocation import Invocation
 from rocmforge.host import dockerrun
 from rocmforge.host.container import host_gpu_access
 from rocmforge.release import matrix_report as reports, publish
-from rocmforge.render import contexts as rendering
+from rocmforge.render import tree as rendered_tree
 from rocmforge.render.plan import pruned
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
@@ -53,7 +53,7 @@ def render(inv: Invocation) -> int:
     plan = inv.plan
     out = Path(inv.args.out) if inv.args.out else inv.project.root / "images"
     if inv.args.check:
-        problems = rendering.check(plan, out)
+        problems = rendered_tree.check(plan, out)
         for line in problems:
             print(line)
         if problems:
@@ -62,7 +62,7 @@ def render(inv: Invocation) -> int:
         print(f"{out}: up to date ({len(plan.targets)} targets)")
         return 0
     writable_dir(out, "--out")
-    changes = rendering.write(plan, out)
+    changes = rendered_tree.write(plan, out)
     for line in changes:
         print(line)
     print(f"{out}: {len(changes)} change(s), {len(plan.targets)} targets")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -11,9 +12,12 @@ from rocmforge.host import aptmirror
 from rocmforge.workflow.pipeline import BuildOptions, Pipeline, Progress
 from rocmforge.workflow.project import Project
 
+if TYPE_CHECKING:
+    import argparse
+
 
 class Invocation:
-    def __init__(self, args) -> None:
+    def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.project = Project(Path(args.matrix), Path(args.state_dir) if args.state_dir else None)
         self.out = Console()

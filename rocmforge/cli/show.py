@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.table import Table
 
 from rocmforge.render.archprune import describe
 from rocmforge.verify.suites import SuiteStatus
+
+if TYPE_CHECKING:
+    from rocmforge.render.plan import BuildPlan
+    from docker import DockerClient
 
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
@@ -28,7 +33,7 @@ def targets_table(out, title: str, rows: list[dict]) -> None:
             out.print(f"  {b if b.startswith(r['name'] + ':') else r['name'] + ': ' + b}", highlight=False, markup=False)
 
 
-def build_table(out, client, plan, results) -> None:
+def build_table(out, client: DockerClient, plan: BuildPlan, results) -> None:
     table = Table(title="build")
     table.add_column("target", no_wrap=True)
     for col in ("status", "image", "size"):

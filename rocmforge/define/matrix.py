@@ -9,7 +9,7 @@ from pydantic import Field, ValidationError
 
 from rocmforge.define.kinds import KIND_NAMES, Component, TargetUse, kinds_with_field
 from rocmforge.define.schema import (APT_NAME_RE, APT_VERSION_RE, GFX_RE, NAME_RE, Baselines, Gpu, Project,
-                                     Runner, Stack, Strict, Target)
+                                     Runner, Stack, Strict, Target, TorchPin)
 from rocmforge.shared import yamlsrc
 from rocmforge.shared.errors import UserError
 
@@ -38,15 +38,15 @@ class Matrix(Strict):
             visit(n)
         return seen
 
-    def torch_of(self, name: str) -> tuple[str | None, str]:
+    def torch_of(self, name: str) -> TorchPin:
         """The torch version a target's image must carry (None: no torch) and its build (rocm or cpu)."""
         t = self.targets[name]
         stack = self.stacks[t.stack]
         while t is not None:
             if t.pytorch:
-                return t.pytorch, t.pytorch_build or "rocm"
+                return TorchPin(t.pytorch, t.pytorch_build or "rocm")
             t = self.targets[t.from_target] if t.from_target else None
-        return stack.pytorch, stack.pytorch_build
+        return TorchPin(stack.pytorch, stack.pytorch_build)
 
     def runner_of(self, name: str) -> Runner:
         t = self.targets[name]

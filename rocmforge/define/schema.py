@@ -5,9 +5,15 @@ without reaching matrix.py (which holds the Matrix itself, its cross-checks and 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class TorchPin(NamedTuple):
+    """The torch a target's image must carry (version None: none) and its build."""
+    version: str | None
+    build: str          # rocm or cpu
 
 
 class Strict(BaseModel):

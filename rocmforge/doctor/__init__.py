@@ -15,6 +15,8 @@ or warns.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rocmforge.doctor.checks import CHECKS, diagnose
 from rocmforge.doctor.facts import HostFacts, NodeFacts, built_targets_from_labels, built_targets_from_plan, connect_engine, gather, image_rocminfo_runner, pruned_targets_from_labels
 from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, Verdict
@@ -23,6 +25,10 @@ from rocmforge.doctor.gpu_checks import SEED_ERROR
 from rocmforge.doctor.host_checks import LOW_DISK_BYTES
 from rocmforge.render.archprune import LABEL
 from rocmforge.verify.readers import kfd, rocminfo
+
+if TYPE_CHECKING:
+    from rocmforge.render.plan import BuildPlan
+    from docker import DockerClient
 
 __all__ = [
     "CHECKS", "FAIL", "GFX_OVERRIDES", "LOW_DISK_BYTES", "OK", "SEED_ERROR", "SKIPPED", "WARN",
@@ -41,7 +47,8 @@ def _reachable_client():
     return client
 
 
-def run(*, plan=None, rocminfo_file: str | None = None, client=None, kfd_topology: str | None = None) -> Report:
+def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, client: DockerClient | None = None,
+        kfd_topology: str | None = None) -> Report:
     """`build.py doctor`: gather, then diagnose. With a plan, the built targets are the plan's
     targets whose content tag exists, and rocminfo (when the host has none) runs in the first of
     them; without one, the engine's io.rocmforge.* labelled images are used."""

@@ -16,13 +16,17 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
 from rocmforge.build.engine import image_id
 from rocmforge.host import engineinfo
 from rocmforge.host.container import TrackedContainer, host_gpu_access
 from rocmforge.render.archprune import LABEL
 from rocmforge.verify.readers import kfd as kfd_reader, rocminfo
+
+if TYPE_CHECKING:
+    from rocmforge.render.plan import BuildPlan
+    from docker import DockerClient
 
 DEFAULT_DOCKER_ROOT = "/var/lib/docker"
 ROCMINFO_TIMEOUT_S = 60
@@ -128,7 +132,7 @@ def _free_bytes(path: str) -> int | None:
         return None
 
 
-def built_targets_from_labels(client) -> dict[str, tuple[str, ...]]:
+def built_targets_from_labels(client: DockerClient) -> dict[str, tuple[str, ...]]:
     """Targets with a tagged image on the engine, by their io.rocmforge.target / .archs labels
     (the newest image per target)."""
     newest: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -144,19 +148,20 @@ def built_targets_from_labels(client) -> dict[str, tuple[str, ...]]:
     return {n: v[1] for n, v in sorted(newest.items())}
 
 
-def pruned_targets_from_labels(client) -> frozenset[str]:
+def pruned_targets_from_labels(client: DockerClient) -> frozenset[str]:
     """Targets with a tagged image whose label says its GPU files were pruned to its archs."""
     return frozenset(img.labels["io.rocmforge.target"] for img in client.images.list(filters={"label": f"{LABEL}=true"})
                      if img.tags and (img.labels or {}).get(LABEL) == "true" and "io.rocmforge.target" in img.labels)
 
 
-def built_targets_from_plan(client, plan) -> dict[str, tuple[str, ...]]:
+def built_targets_from_plan(client: DockerClient, plan: BuildPlan) -> dict[str, tuple[str, ...]]:
     """The plan's targets whose current content tag exists on the engine (built from this matrix)."""
     return {name: tuple(tp.archs) for name, tp in plan.targets.items()
             if image_id(client, tp.content_tag) is not None}
 
 
-def image_rocminfo_runner(client, image: str, *, dev_root: str = "/dev", timeout: int = 120) -> RocminfoRunner:
+def image_rocminfo_runner(client: DockerClient, image: str, *, dev_root: str = "/dev",
+                          timeout: int = 120) -> RocminfoRunner:
     """A rocminfo_runner for :func:`gather`: rocminfo in a throw-away container of image, with
     the host's GPU device nodes and their groups passed. Returns (output, source)."""
     def run_it() -> tuple[str, str]:
@@ -168,7 +173,7 @@ def image_rocminfo_runner(client, image: str, *, dev_root: str = "/dev", timeout
     return run_it
 
 
-def _read_engine(client, built_targets: dict[str, tuple[str, ...]] | None) -> EngineFacts:
+def _read_engine(client: DockerClient, built_targets: dict[str, tuple[str, ...]] | None) -> EngineFacts:
     """Never raises: an engine that cannot be reached is a fact. built_targets: given ones are
     kept, None reads the labels of the engine's images."""
     if client is None:
@@ -223,7 +228,8 @@ def _read_rocminfo(*, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo
         return None, f"rocminfo in a built image failed: {exc}"
 
 
-def gather(*, client=None, dev_root: str = "/dev", sys_root: str = "/sys", proc_root: str = "/proc",
+def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_root: str = "/sys",
+           proc_root: str = "/proc",
            docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
            rocminfo_runner: RocminfoRunner | None = None,
            rocminfo_file: str | None = None, host_rocminfo: bool = True,

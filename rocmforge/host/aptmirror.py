@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from rocmforge.shared.errors import UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ENV = "ROCMFORGE_DEBIAN_MIRROR"
 CANONICAL = "http://deb.debian.org/debian"
@@ -40,7 +44,7 @@ SETUP = (
 UPDATE = f"apt-get update -o Acquire::Retries={RETRIES} --error-on=any"
 
 
-def from_env(environ=None) -> str | None:
+def from_env(environ: Mapping[str, str] | None = None) -> str | None:
     """The mirror URL, or None for the canonical archive. Raises UserError for a value apt or the
     shell could misread (spaces, quotes, no scheme)."""
     value = (os.environ if environ is None else environ).get(ENV, "").strip()
@@ -52,12 +56,12 @@ def from_env(environ=None) -> str | None:
     return value.rstrip("/")
 
 
-def effective(environ=None) -> str:
+def effective(environ: Mapping[str, str] | None = None) -> str:
     """The archive apt uses: the mirror, or the canonical one."""
     return from_env(environ) or CANONICAL
 
 
-def container_env(environ=None) -> tuple[dict[str, str], dict[str, str]]:
+def container_env(environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """For apt in a throw-away container (lock's apt sessions): the environment of the one command that
     runs SETUP and UPDATE, and of every later apt command there."""
     mirror = from_env(environ)

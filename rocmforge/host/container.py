@@ -9,6 +9,10 @@ import os
 import tarfile
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 TEST_LABEL = "io.rocmforge.test-session"
 
@@ -110,7 +114,7 @@ class TrackedContainer:
         self.remove()
 
 
-def remove_session_leftovers(client, session: str) -> int:
+def remove_session_leftovers(client: DockerClient, session: str) -> int:
     """Safety net after Ctrl-C or a crashed run: remove every container of the session."""
     n = 0
     for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={session}"}):

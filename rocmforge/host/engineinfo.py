@@ -8,8 +8,12 @@ digest; `docker load` needs every layer in the archive)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rocmforge.shared.errors import UserError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 GRAPHDRIVER, CONTAINERD, PODMAN = "graphdriver", "containerd", "podman"
 MIN_API = (1, 41)          # Docker 20.10 and podman's compatible API; older lacks what normalise uses
@@ -37,7 +41,7 @@ def _api_tuple(text: str) -> tuple[int, ...]:
         return ()
 
 
-def read(client) -> EngineInfo:
+def read(client: DockerClient) -> EngineInfo:
     version = client.version() or {}
     info = client.info() or {}
     names = [c.get("Name", "") for c in version.get("Components") or []]
@@ -67,7 +71,7 @@ def problem(engine: EngineInfo) -> str | None:
     return None
 
 
-def of(client) -> EngineInfo:
+def of(client: DockerClient) -> EngineInfo:
     """The engine's description, read once per client."""
     engine = getattr(client, "_rocmforge_engine", None)
     if engine is None:
@@ -76,7 +80,7 @@ def of(client) -> EngineInfo:
     return engine
 
 
-def require(client) -> EngineInfo:
+def require(client: DockerClient) -> EngineInfo:
     """The engine's description; a UserError (exit 2) naming what is missing when it cannot be used."""
     engine = of(client)
     why = problem(engine)

@@ -54,7 +54,7 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def resolve_wheels(requirements: dict[str, str], python: str, work: Path, ca_bundle=None) -> dict:
+def resolve_wheels(requirements: dict[str, str], python: str, work: Path, ca_bundle: Path | None = None) -> dict:
     """The full closure of `requirements` for CPython `python` as wheels: name → version, file, sha256."""
     with tempfile.TemporaryDirectory(dir=_mk(work), prefix="resolve-") as tmp:
         _pip_download([f"{k}=={v}" for k, v in sorted(requirements.items())] + _target_args(python),
@@ -110,7 +110,7 @@ def _cached_bytes(cached: Path, digest: str) -> tuple[bytes | None, str | None]:
     return None, actual
 
 
-def _download_wheel(name: str, entry: dict, python: str, work: Path, ca_bundle) -> None:
+def _download_wheel(name: str, entry: dict, python: str, work: Path, ca_bundle: Path | None) -> None:
     with tempfile.TemporaryDirectory(dir=_mk(work), prefix="fetch-") as tmp:
         _pip_download(["--no-deps", f"{name}=={entry['version']}"] + _target_args(python), Path(tmp), ca_bundle)
         for wheel in Path(tmp).glob("*.whl"):
@@ -118,7 +118,7 @@ def _download_wheel(name: str, entry: dict, python: str, work: Path, ca_bundle) 
                 store(work, wheel)
 
 
-def wheels_for(locked: dict, python: str, work: Path, ca_bundle=None) -> dict[str, bytes]:
+def wheels_for(locked: dict, python: str, work: Path, ca_bundle: Path | None = None) -> dict[str, bytes]:
     """The locked wheels as {file name: bytes}, from the cache or downloaded and verified. A cached
     wheel whose bytes do not match its sha256 is never used: it is removed and fetched again."""
     files: dict[str, bytes] = {}

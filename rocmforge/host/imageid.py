@@ -11,10 +11,14 @@ import os
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.host import engineinfo
 from rocmforge.host.ocilayout import blob_name, config_digest
 from rocmforge.shared.streams import ChunkStream
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -50,7 +54,7 @@ def _from_cache(digest: str) -> str | None:
     return config_digest({blob_name(digest): blob}, digest) if digest_of(blob) == digest else None
 
 
-def _from_export(client, ref: str, digest: str) -> str | None:
+def _from_export(client: DockerClient, ref: str, digest: str) -> str | None:
     """Reads the image's export only as far as its manifest, which names the config (the blobs
     come in digest order, so on average half of the export is read)."""
     small: dict[str, bytes] = {}
@@ -71,7 +75,7 @@ def _from_export(client, ref: str, digest: str) -> str | None:
             close()
 
 
-def image_id(client, ref: str) -> str | None:
+def image_id(client: DockerClient, ref: str) -> str | None:
     """The image's config digest, whatever the store; None when ref names no image."""
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
@@ -84,7 +88,7 @@ def image_id(client, ref: str) -> str | None:
     return _from_cache(shown) or _from_export(client, ref, shown) or shown
 
 
-def manifest_digest(client, ref: str) -> str | None:
+def manifest_digest(client: DockerClient, ref: str) -> str | None:
     """What the containerd image store shows as the image ID (the manifest digest); None elsewhere."""
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
 

@@ -14,9 +14,14 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.host import aptmirror
 from rocmforge.host.container import TrackedContainer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from docker import DockerClient
 
 # The distributions that make up "the image's torch": never replaced by an environment.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
@@ -92,8 +97,8 @@ def torch_version_problem(version, dist_version) -> str | None:
     return None
 
 
-def resolve(client, image: str, *, python_bin: str, requirements: dict[str, str], apt_pins: list[str],
-            ca_bundle: Path | None, log, stack_name: str | None = None) -> Resolved:
+def resolve(client: DockerClient, image: str, *, python_bin: str, requirements: dict[str, str], apt_pins: list[str],
+            ca_bundle: Path | None, log: Callable[[str], None], stack_name: str | None = None) -> Resolved:
     with TrackedContainer(client, image) as tc:
         if apt_pins:
             log(f"python lock in {image}: installing the {len(apt_pins)} packages the environment builds on")

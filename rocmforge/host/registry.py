@@ -20,9 +20,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, TYPE_CHECKING
 
 from rocmforge.shared.errors import BuildError, UserError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 # Docker's reference grammar for one path component; the namespace may have several.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -69,7 +72,7 @@ def split_repository(repository: str) -> tuple[str, str]:
     return host, name
 
 
-def _insecure(client, host: str) -> bool:
+def _insecure(client: DockerClient, host: str) -> bool:
     """Plain HTTP exactly where the engine would use it: its insecure-registries setting."""
     cfg = client.info().get("RegistryConfig") or {}
     index = (cfg.get("IndexConfigs") or {}).get(host)
@@ -86,7 +89,7 @@ def _insecure(client, host: str) -> bool:
     return any(addr in ipaddress.ip_network(cidr) for cidr in cfg.get("InsecureRegistryCIDRs") or [])
 
 
-def manifest_digest(client, repository: str, tag: str, timeout: float = 30) -> str | None:
+def manifest_digest(client: DockerClient, repository: str, tag: str, timeout: float = 30) -> str | None:
     """The Docker-Content-Digest the registry gives for repository:tag, or None if the tag is gone."""
     host, name = split_repository(repository)
     scheme = "http" if _insecure(client, host) else "https"
@@ -366,7 +369,8 @@ def _familiar(host: str, repo: str) -> str:
     return f"{host}/{repo}"
 
 
-def pull(client, image: str, digest: str, *, mirror: Mirror | str | None = None, fetch: bool = True) -> str | None:
+def pull(client: DockerClient, image: str, digest: str, *, mirror: Mirror | str | None = None,
+         fetch: bool = True) -> str | None:
     """Make image@digest present on the engine (through the mirror for a Docker Hub name when one is
     set) and return the local reference a Dockerfile FROM can use with pull=False, e.g.
     '127.0.0.1:5000/rocm/pytorch@sha256:…' or 'rocm/pytorch@sha256:…'. Skips the pull when that

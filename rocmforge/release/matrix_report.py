@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
 from rocmforge.release.publish import DIGEST_RE
@@ -24,6 +25,11 @@ from rocmforge.shared.records import load_internal
 from rocmforge.verify import manifest
 from rocmforge.verify.manifest import checked_artifacts
 from rocmforge.verify.suites import SuiteStatus, recorded, suites_present
+
+if TYPE_CHECKING:
+    from rocmforge.define.matrix import Matrix
+    from rocmforge.render.plan import BuildPlan
+    from docker import DockerClient
 
 CHECKS = "checks"          # <state>/checks/: what lock --check and verify-repro last found
 
@@ -119,7 +125,7 @@ def _published(record_dir: Path, name: str) -> dict | None:
                          f"restore it from version control or run `python build.py push --target {name}` again")
 
 
-def _pins(lock: dict, matrix, name: str) -> dict[str, int]:
+def _pins(lock: dict, matrix: Matrix, name: str) -> dict[str, int]:
     t = matrix.targets[name]
     apt = sum(len(v or {}) for k, v in (lock.get("apt") or {}).items() if k == name or k.startswith(f"{name}/"))
     pip = sum(len((lock.get("python") or {}).get(c) or {}) for c in t.components)
@@ -127,7 +133,7 @@ def _pins(lock: dict, matrix, name: str) -> dict[str, int]:
     return {"apt": apt, "pip": pip, "git": git}
 
 
-def _drift(check: dict | None, matrix, name: str) -> list[str] | None:
+def _drift(check: dict | None, matrix: Matrix, name: str) -> list[str] | None:
     if not check or name not in check.get("targets", []):
         return None
     t = matrix.targets[name]
@@ -135,7 +141,8 @@ def _drift(check: dict | None, matrix, name: str) -> list[str] | None:
     return [p for p in check.get("problems", []) if any(w in p for w in words)]
 
 
-def gather(plan, client, state: Path, lock: dict, record_dir: Path, out_dir: Path, matrix_label: str) -> Report:
+def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: dict, record_dir: Path, out_dir: Path,
+           matrix_label: str) -> Report:
     """Everything the report shows, for every target in build order."""
     suites = suites_present()
     lock_check = _lock_check(state)

@@ -8,6 +8,7 @@ import contextlib
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
@@ -17,6 +18,11 @@ from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import BadRecord, read_json
 from rocmforge.verify import suites
 
+if TYPE_CHECKING:
+    from rocmforge.render.plan import BuildPlan
+    from rocmforge.render.plan import TargetPlan
+    from docker import DockerClient
+
 LABEL_TARGET = "io.rocmforge.target"
 LABEL_HASH = "io.rocmforge.content-hash"
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -25,7 +31,8 @@ RECORD_KEYS = ("content_hash", "digest", "image_id", "registry", "repository", "
 
 
 # -- push ---------------------------------------------------------------------------------------
-def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir) -> dict:
+def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str, *, state_dir: Path,
+         record_dir: Path) -> dict:
     """Push the target's content-tag image under its content and readable tags; returns the record."""
     if target_name not in plan.targets:
         raise UserError(f"unknown target {target_name!r}; known: {', '.join(sorted(plan.targets))}",
@@ -67,7 +74,7 @@ def push(client, plan, target_name: str, registry: str, *, state_dir, record_dir
     return record
 
 
-def _require_passed(state: Path, tp, image_id: str, test_cmd: str) -> "suites.SuitesReport":
+def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str) -> "suites.SuitesReport":
     result = suites.recorded(state, image_id)
     if result is None:
         earlier = _other_tested(state, tp.name, image_id)
@@ -99,7 +106,7 @@ def _other_tested(state: Path, target: str, image_id: str) -> str | None:
 
 
 @contextlib.contextmanager
-def temporary_tag(client, source: str, repository: str, tag: str):
+def temporary_tag(client: DockerClient, source: str, repository: str, tag: str):
     """The engine pushes only by name, so the image (named by source) needs the registry's name for
     the push alone; whatever that name pointed to before is put back afterwards."""
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
@@ -119,7 +126,7 @@ def temporary_tag(client, source: str, repository: str, tag: str):
             client.api.tag(previous, repository, tag)
 
 
-def push_one(client, repository: str, tag: str) -> str:
+def push_one(client: DockerClient, repository: str, tag: str) -> str:
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
     import requests.exceptions  # comes with docker-py, loaded with it on the first engine call
 
@@ -145,7 +152,7 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 # -- pull ---------------------------------------------------------------------------------------
-def pull(client, target_name: str, *, record_dir) -> dict:
+def pull(client: DockerClient, target_name: str, *, record_dir: Path) -> dict:
     """Pull the published image by digest, check it, then tag it rocmforge/<target>:<tag> for each
     recorded tag. Returns the record plus 'local_tags'."""
     path = Path(record_dir) / f"{target_name}.json"
@@ -218,7 +225,7 @@ def read_record(path: Path, target_name: str) -> dict:
     return record
 
 
-def pull_one(client, repository: str, digest: str) -> None:
+def pull_one(client: DockerClient, repository: str, digest: str) -> None:
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
     import requests.exceptions  # comes with docker-py, loaded with it on the first engine call
 
@@ -231,7 +238,7 @@ def pull_one(client, repository: str, digest: str) -> None:
         raise BuildError(f"pull of {repository}@{digest} failed: {exc}") from None
 
 
-def undo_pull(client, ref: str, pulled, *, existed: bool) -> str:
+def undo_pull(client: DockerClient, ref: str, pulled, *, existed: bool) -> str:
     """Drop what the refused pull added. An image that was here before loses only the new digest
     reference, and only when other references keep it alive."""
     import docker.errors  # docker-py (0.17 s) loads at the first engine call

@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
 from rocmforge.release import publish
 from rocmforge.shared.errors import BuildError, UserError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from rocmforge.render.plan import TargetPlan
+    from docker import DockerClient
 
 ENV = "ROCMFORGE_CACHE_REGISTRY"
 READONLY_ENV = "ROCMFORGE_CACHE_READONLY"
@@ -34,7 +40,7 @@ class Cache:
     where: reg.Registry
     readonly: bool
 
-    def ref(self, tp) -> tuple[str, str]:
+    def ref(self, tp: TargetPlan) -> tuple[str, str]:
         return self.where.repository(tp.name), f"content-{tp.content_hash}"
 
 
@@ -51,7 +57,8 @@ def from_options(text: str | None, readonly: bool = False) -> Cache | None:
     return Cache(where, readonly or os.environ.get(READONLY_ENV, "") not in ("", "0", "false"))
 
 
-def fetch(client, cache: Cache, tp, base_ref: str | None, epoch_iso: str, warn) -> str | None:
+def fetch(client: DockerClient, cache: Cache, tp: TargetPlan, base_ref: str | None, epoch_iso: str,
+          warn: Callable[[str], None]) -> str | None:
     """The target's image from the cache, tagged with its content and readable tags; None on a miss
     (or a refused or unreachable entry, after a warning)."""
     repository, tag = cache.ref(tp)
@@ -86,7 +93,7 @@ def fetch(client, cache: Cache, tp, base_ref: str | None, epoch_iso: str, warn) 
     return engine.image_id(client, tp.content_tag)
 
 
-def _refusal(client, attrs: dict, tp, base_ref: str | None, epoch_iso: str) -> str | None:
+def _refusal(client: DockerClient, attrs: dict, tp: TargetPlan, base_ref: str | None, epoch_iso: str) -> str | None:
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
         return (f"it is labelled {LABEL_TARGET}={labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}; "
@@ -100,7 +107,7 @@ def _refusal(client, attrs: dict, tp, base_ref: str | None, epoch_iso: str) -> s
     return None
 
 
-def store(client, cache: Cache, tp, warn) -> str | None:
+def store(client: DockerClient, cache: Cache, tp: TargetPlan, warn: Callable[[str], None]) -> str | None:
     """Pushes the built image under its cache tag; returns the digest, or None (read-only, or a
     warning when the registry refused)."""
     if cache.readonly:

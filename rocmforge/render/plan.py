@@ -5,16 +5,23 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
 from rocmforge.define.matrix import Matrix, load_matrix
 from rocmforge.render import archprune
-from rocmforge.render.contexts import Renderer, TargetInputs
+from rocmforge.render.contexts import BaseArg, Renderer, TargetInputs
 from rocmforge.resolve import bases, lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import iso_utc
 
 UNRESOLVED = "UNRESOLVED"
+
+
+class PinnedImage(NamedTuple):
+    """A registry image by its locked digest."""
+    image: str
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -29,7 +36,7 @@ class TargetPlan:
     unresolved: tuple[str, ...]         # why the build must be refused, empty when buildable
     bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
     fetches: tuple[FetchItem, ...] = ()   # host-side inputs added to the context at build time
-    registry_base: tuple[str, str] | None = None   # (image, digest) pulled before the build, FROM through BASE_ARG
+    registry_base: PinnedImage | None = None   # pulled before the build; FROM names it through BASE_ARG
 
     @property
     def content_tag(self) -> str:
@@ -106,7 +113,7 @@ def _component_plans(m: Matrix, name: str, lock: dict) -> dict[str, ComponentPla
     """What each of a target's components brings to its build, in the target's order."""
     t = m.targets[name]
     stack = m.stacks[t.stack]
-    has_torch = m.torch_of(name)[0] is not None
+    has_torch = m.torch_of(name).version is not None
     return {cname: m.components[cname].plan(cname, lock, TargetUse(name, i, t, stack, has_torch))
             for i, cname in enumerate(t.components)}
 
@@ -119,8 +126,8 @@ class _Base:
     digest: str                                # "" where the base is a local image
     unresolved: tuple[str, ...] = ()
     bootstrap_stack: str | None = None
-    registry_base: tuple[str, str] | None = None
-    base_arg: tuple[str, str] | None = None
+    registry_base: PinnedImage | None = None
+    base_arg: BaseArg | None = None
 
 
 def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
@@ -146,7 +153,8 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
     # FROM names the base through a build argument whose default is the upstream reference:
     # a build through a registry mirror passes the mirror's reference for the same digest.
     return _Base("${" + bases.BASE_ARG + "}", base_name, base_digest,
-                 registry_base=(reg.image, reg.digest or locked_digest), base_arg=(bases.BASE_ARG, from_ref))
+                 registry_base=PinnedImage(reg.image, reg.digest or locked_digest),
+                 base_arg=BaseArg(bases.BASE_ARG, from_ref))
 
 
 def pruned(m: Matrix, name: str) -> bool:

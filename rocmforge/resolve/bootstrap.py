@@ -16,11 +16,16 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.define.schema import Stack
 from rocmforge.host import aptmirror
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from docker import DockerClient
 
 # Paths that differ between two debootstraps of the same packages (logs, caches, host identity).
 SCRUB = ["var/cache/ldconfig/aux-cache", "var/log/bootstrap.log", "var/log/dpkg.log",
@@ -158,7 +163,7 @@ def write_archive(layer: Path, diff_id: str, config: bytes, ref: str, out: Path)
     return "sha256:" + config_id
 
 
-def _debootstrap(boot, rootfs: Path, ref: str, log, pause: float = 2.0) -> None:
+def _debootstrap(boot, rootfs: Path, ref: str, log: Callable[[str], None], pause: float = 2.0) -> None:
     """debootstrap through the mirror setting, tried RETRIES times when the archive does not answer."""
     mirror = aptmirror.from_env()
     cmd = ["debootstrap", f"--variant={boot.variant}"]
@@ -210,7 +215,7 @@ def _kill_chrooted(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def _scratch_dir(workdir: Path, log):
+def _scratch_dir(workdir: Path, log: Callable[[str], None]):
     """A temporary directory for the rootfs. debootstrap mounts /proc and /sys inside it and only
     unmounts them when it ends normally; removing the tree over such a mount would reach into the
     host's, so they are unmounted first, and a tree that stays mounted is left in place, named."""
@@ -228,7 +233,7 @@ def _scratch_dir(workdir: Path, log):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ensure_base(client, stack_name: str, stack: Stack, workdir: Path, log) -> str:
+def ensure_base(client: DockerClient, stack_name: str, stack: Stack, workdir: Path, log: Callable[[str], None]) -> str:
     """Return the base image ref, bootstrapping it when no image carries its recipe tag."""
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
@@ -253,7 +258,7 @@ def ensure_base(client, stack_name: str, stack: Stack, workdir: Path, log) -> st
     return ref
 
 
-def bootstrap_archive(stack_name: str, stack: Stack, tmp: Path, log) -> tuple[Path, str, str]:
+def bootstrap_archive(stack_name: str, stack: Stack, tmp: Path, log: Callable[[str], None]) -> tuple[Path, str, str]:
     """Bootstraps the stack's base into tmp: (its docker-archive, image ID, diff ID)."""
     boot = stack.base.bootstrap
     ref = bases.bootstrap_ref(stack_name, stack)

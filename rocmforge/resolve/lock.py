@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TYPE_CHECKING
 
 from rocmforge.define.kinds import LockEntry
 from rocmforge.define.matrix import Matrix
@@ -16,6 +16,9 @@ from rocmforge.host.container import TrackedContainer
 from rocmforge.resolve import bases, bootstrap, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
 from rocmforge.shared.errors import BuildError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
 
@@ -55,7 +58,7 @@ class AptSession:
     """One container of a stack's base with fresh apt lists, reused for every query. A registry
     base first gets the stack's apt_sources applied, as every apt step of its build does."""
 
-    def __init__(self, client, image: str, stack_name: str, stack) -> None:
+    def __init__(self, client: DockerClient, image: str, stack_name: str, stack) -> None:
         self.tc = TrackedContainer(client, image).start()
         self.lists: list[str] = []
         if stack.base.bootstrap:
@@ -108,7 +111,8 @@ def _apt_error(output: str) -> str:
     return "; ".join(errs) or output.strip()[-300:]
 
 
-def base_image(client, m: Matrix, stack_name: str, lock: dict, work, log) -> str:
+def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: dict, work: Path,
+               log: Callable[[str], None]) -> str:
     """A local reference of the stack's base: bootstrapped here, or pulled by its locked digest
     (through the registry mirror when one is set). Raises RuntimeError saying why not."""
     stack = m.stacks[stack_name]
@@ -125,7 +129,8 @@ def base_image(client, m: Matrix, stack_name: str, lock: dict, work, log) -> str
         raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
 
 
-def _apt_session(client, m: Matrix, stack_name: str, sessions: dict, work, log, lock: dict):
+def _apt_session(client: DockerClient, m: Matrix, stack_name: str, sessions: dict, work: Path,
+                 log: Callable[[str], None], lock: dict):
     """An apt session in the stack's base, or the reason there is none (a string)."""
     if stack_name not in sessions:
         try:
@@ -161,7 +166,8 @@ def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> bool:
     return True
 
 
-def _record_base_packages(client, m: Matrix, stack_name: str, lock: dict, out: "Outcome", work, log) -> None:
+def _record_base_packages(client: DockerClient, m: Matrix, stack_name: str, lock: dict, out: "Outcome", work: Path,
+                          log: Callable[[str], None]) -> None:
     """The dpkg set of a registry base pulled by its digest, into bases.<stack>.packages: the suites
     expect exactly it plus the locked apt steps (rocmforge.resolve.image_packages). Read before any apt
     update, so a dead vendor list does not stand in the way."""
@@ -187,8 +193,8 @@ def _session_failed(session) -> str | None:
     return session if isinstance(session, str) else None
 
 
-def resolve(client, m: Matrix, old: dict, *, targets: list[str] | None, work, ca_bundle=None,
-            log=print) -> Outcome:
+def resolve(client: DockerClient, m: Matrix, old: dict, *, targets: list[str] | None, work: Path,
+            ca_bundle: Path | None = None, log: Callable[[str], None] = print) -> Outcome:
     lock = {s: dict(old.get(s, {})) for s in lockfile.SECTIONS}
     lock["schema"] = 1
     out = Outcome(lock)
@@ -245,7 +251,8 @@ def _lock_entries(m: Matrix, names: list[str]) -> list[LockEntry]:
             if any(cname in m.targets[n].components for n in names) for entry in comp.lock_entries(cname)]
 
 
-def check(client, m: Matrix, lock: dict, *, targets: list[str] | None, work, log=print) -> Outcome:
+def check(client: DockerClient, m: Matrix, lock: dict, *, targets: list[str] | None, work: Path,
+          log: Callable[[str], None] = print) -> Outcome:
     """Every stale or unresolvable pin at once; builds nothing."""
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()

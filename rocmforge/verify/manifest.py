@@ -9,6 +9,7 @@ import json
 import uuid
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.define.kinds import GitSourceFetch
 from rocmforge.host import aptmirror
@@ -18,12 +19,15 @@ from rocmforge.render.plan import TargetPlan
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
 
+if TYPE_CHECKING:
+    from docker import DockerClient
+
 PY_INVENTORY = ("import importlib.metadata as m, json; "
                 "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
                 "if d.metadata['Name']})))")
 
 
-def inventory(client, image: str) -> dict:
+def inventory(client: DockerClient, image: str) -> dict:
     """dpkg and Python packages installed in the image (one throw-away container)."""
     with TrackedContainer(client, image) as tc:
         r = tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])

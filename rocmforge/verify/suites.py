@@ -11,12 +11,16 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
 from rocmforge.host.container import remove_session_leftovers
 from rocmforge.shared import packagedata
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs", "workload")
 
@@ -108,7 +112,7 @@ def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
     return out
 
 
-def run_suites(client, image_ref: str, target: str | None, matrix: Path,
+def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix: Path,
                junit: Path | None = None, require_gpu: bool = False) -> SuitesReport:
     """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd)."""
     session = uuid.uuid4().hex[:12]

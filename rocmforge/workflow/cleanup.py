@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rocmforge.build import buildcache, engine, steplock
 from rocmforge.workflow.project import Project
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from docker import DockerClient
 
 
 @dataclass(frozen=True)
@@ -22,7 +27,8 @@ class Found:
     waiting: int = 0      # untagged step images kept because another build may stand on them
 
 
-def find(client, project: Project, names: list[str], all_targets: bool, alone: bool, dry_run: bool) -> Found:
+def find(client: DockerClient, project: Project, names: list[str], all_targets: bool, alone: bool,
+         dry_run: bool) -> Found:
     plan = project.plan
     cached = {i[:12] for n in names for i in buildcache.recorded(project.state, n)}
     kept = {i[:12] for n in plan.targets for i in buildcache.recorded(project.state, n)}
@@ -37,7 +43,8 @@ def find(client, project: Project, names: list[str], all_targets: bool, alone: b
     return Found([f for f in items if f.kind != "leftover image"], len(waiting))
 
 
-def remove(client, project: Project, found: Found, names: list[str], alone: bool, warn) -> None:
+def remove(client: DockerClient, project: Project, found: Found, names: list[str], alone: bool,
+           warn: Callable[[str], None]) -> None:
     """Each item on its own: one that cannot be removed is reported and the rest still go."""
     for item in sorted(found.items, key=lambda f: f.kind != "container"):   # a container holds its image
         try:

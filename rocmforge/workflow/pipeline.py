@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -21,6 +22,10 @@ from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
 from rocmforge.verify import manifest, suites
 from rocmforge.workflow.project import Project, ca_bundle
+
+if TYPE_CHECKING:
+    from rocmforge.render.plan import TargetPlan
+    from docker import DockerClient
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,7 @@ class Pipeline:
                 results.append(self.build_one(client, dep, cache))
         return results
 
-    def build_one(self, client, name: str, cache=None) -> BuiltTarget:
+    def build_one(self, client: DockerClient, name: str, cache=None) -> BuiltTarget:
         tp = self.plan.targets[name]
         if self.options.check_disk:
             self.check_disk(client, name)
@@ -135,7 +140,7 @@ class Pipeline:
                            + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else ""))
         return BuiltTarget(name, "built", built.image_id)
 
-    def from_cache(self, client, cache, name: str) -> str | None:
+    def from_cache(self, client: DockerClient, cache, name: str) -> str | None:
         tp = self.plan.targets[name]
         epoch = iso_utc(self.plan.matrix.targets[name].source_date_epoch)
         with self.progress.status(f"{name}: asking the cache {cache.where.host}"):
@@ -148,15 +153,15 @@ class Pipeline:
             self.write_manifest(client, name)
         return image
 
-    def check_disk(self, client, name: str) -> None:
+    def check_disk(self, client: DockerClient, name: str) -> None:
         need = self.plan.matrix.runner_of(name).disk_gb
         free = engine.free_disk(client)
-        if need and free and free[1] < need * 10**9:
+        if need and free and free.free_bytes < need * 10**9:
             raise BuildError(f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
-                             f"its stack); {free[0]} has {free[1] / 1e9:.1f} GB. Free space (`build.py clean`, "
+                             f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space (`build.py clean`, "
                              "`docker system prune`) or use a runner with more disk")
 
-    def ensure_base(self, client, tp) -> None:
+    def ensure_base(self, client: DockerClient, tp: TargetPlan) -> None:
         """Cheap when present; a removed bootstrapped base must come back before any FROM names it."""
         if tp.bootstrap_stack:
             stack = self.plan.matrix.stacks[tp.bootstrap_stack]
@@ -165,7 +170,7 @@ class Pipeline:
                                       self.project.log(f"base-{tp.bootstrap_stack}"))
 
     # -- the steps ----------------------------------------------------------------------------
-    def fetch_inputs(self, tp) -> dict[str, bytes]:
+    def fetch_inputs(self, tp: TargetPlan) -> dict[str, bytes]:
         """Host-side inputs of a build (locked wheels, git sources), from the state's cache or fetched."""
         lock = self.project.lock()
         context: dict[str, bytes] = {}
@@ -176,7 +181,7 @@ class Pipeline:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return context
 
-    def build_image(self, client, tp, *, tags: list[str], status, raw_tag: str | None = None,
+    def build_image(self, client: DockerClient, tp: TargetPlan, *, tags: list[str], status, raw_tag: str | None = None,
                     log_name: str | None = None, nocache: bool = False) -> BuiltImage:
         """One `docker build` of tp, normalised so the same inputs give the same image ID, tagged tags.
         On failure the raw image and the step images of this build are discarded."""
@@ -203,7 +208,8 @@ class Pipeline:
             raise
         return BuiltImage(image_id, made, round(built - started, 1), round(time.monotonic() - built, 1))
 
-    def normalise(self, client, tp, raw_ref: str, tags: list[str], log_name: str, progress=None) -> str:
+    def normalise(self, client: DockerClient, tp: TargetPlan, raw_ref: str, tags: list[str], log_name: str,
+                  progress=None) -> str:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
         return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
                                tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
@@ -211,14 +217,14 @@ class Pipeline:
                                steps=engine.history_steps(tp))
 
     @staticmethod
-    def discard_raw(client, raw_tag: str, made: list[str]) -> None:
+    def discard_raw(client: DockerClient, raw_tag: str, made: list[str]) -> None:
         try:
             client.api.remove_image(raw_tag, noprune=True)   # the tag; discard removes the images
         except Exception:  # noqa: BLE001 - never made, or already gone
             pass
         engine.discard(client, made)
 
-    def write_manifest(self, client, name: str) -> Path:
+    def write_manifest(self, client: DockerClient, name: str) -> Path:
         tp = self.project.target(name)
         image_id = engine.image_id(client, tp.content_tag)
         rec = suites.recorded(self.project.state, image_id)
@@ -227,7 +233,7 @@ class Pipeline:
         data["source_revision"] = self.project.revision() or None   # the checkout that last wrote it
         return manifest.write(self.project.state, data)
 
-    def test(self, client, image: str, target: str | None, junit: Path | None = None,
+    def test(self, client: DockerClient, image: str, target: str | None, junit: Path | None = None,
              require_gpu: bool = False):
         """Run the suites in image and record them; a target's own image gets them in its manifest too."""
         with self.progress.status(f"running suites in {image}"):
@@ -244,7 +250,7 @@ class Pipeline:
         return {**tp.files, **self.fetch_inputs(tp)}
 
 
-def require_built(client, tp, flag: str = "--target") -> str:
+def require_built(client: DockerClient, tp: TargetPlan, flag: str = "--target") -> str:
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
         raise UserError(f"target {tp.name!r} is not built ({tp.content_tag} not found); run "

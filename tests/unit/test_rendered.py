@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tests.conftest import ROOT, copy_project, run_cli
-from rocmforge.render import contexts as render
+from rocmforge.render import tree as render
 from rocmforge.define.kinds import COMMIT_RE
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import load_plan

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from rocmforge.build.image.archive import read_manifest, walk_archive
 from rocmforge.build.image.layers import layer_path
@@ -14,6 +15,9 @@ from rocmforge.build.image.tarcodec import BLK, CHR, REG, TYPE_NAMES, TarReader
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc
 from rocmforge.shared.streams import HashingWindow
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 # The attributes of an entry, in the order a difference is looked for.
 FIELDS = ("type", "linkname", "size", "content", "mode", "owner", "device", "xattrs", "mtime")
@@ -97,7 +101,7 @@ def _layer_step(config: dict, index: int) -> str | None:
     return steps[index] if index < len(steps) else None
 
 
-def _scan(client, ref: str, want: str | None) -> tuple[dict, list | None]:
+def _scan(client: DockerClient, ref: str, want: str | None) -> tuple[dict, list | None]:
     """Streams ref once: its config, and the summary of its layer whose diff ID is want."""
     def on_layer(name: str, win: HashingWindow):
         if want is None:
@@ -120,7 +124,7 @@ def _first_differing_layer(la: list[str], lb: list[str]) -> int | None:
     return idx
 
 
-def diff_images(client, a: str, b: str) -> dict | None:
+def diff_images(client: DockerClient, a: str, b: str) -> dict | None:
     """None when a and b have the same image ID; else their first difference: the first layer
     (in image order) whose diff IDs differ, at its first differing path, then the config.
     Each image is streamed once and nothing is written."""

@@ -21,9 +21,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TYPE_CHECKING
 
 from rocmforge.shared.streams import CHUNK_SIZE
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 
 def chain_ids(diff_ids: list[str]) -> list[str]:
@@ -78,7 +81,7 @@ class LayerStore:
         self.imagedb = root / "image" / "overlay2" / "imagedb" / "content" / "sha256"
 
     @classmethod
-    def of(cls, client) -> "LayerStore | None":
+    def of(cls, client: DockerClient) -> "LayerStore | None":
         """The engine's store when this process can read it, else None."""
         try:
             info = client.info()

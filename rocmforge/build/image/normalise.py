@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TYPE_CHECKING
 
 from rocmforge.build.image import lowerindex
 from rocmforge.build.image import ociload
@@ -23,6 +23,9 @@ from rocmforge.host.ocilayout import manifest_layers
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 
 class ReadMeter:
@@ -258,7 +261,7 @@ def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch
 
 # --- the engine ---------------------------------------------------------------------------------
 
-def _tag(client, image_id: str, tags: list[str]) -> None:
+def _tag(client: DockerClient, image_id: str, tags: list[str]) -> None:
     from docker.utils import parse_repository_tag  # docker-py (0.17 s) loads at the first engine call
 
     for t in tags:
@@ -266,7 +269,7 @@ def _tag(client, image_id: str, tags: list[str]) -> None:
         client.api.tag(image_id, repo, tag or "latest")
 
 
-def _exists(client, image_id: str) -> bool:
+def _exists(client: DockerClient, image_id: str) -> bool:
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
 
     try:
@@ -276,7 +279,7 @@ def _exists(client, image_id: str) -> bool:
         return False
 
 
-def inherited_layers(client, image_ref: str, base_ref: str | None) -> int:
+def inherited_layers(client: DockerClient, image_ref: str, base_ref: str | None) -> int:
     """How many of image_ref's layers are its base's (the image its last stage starts FROM)."""
     if not base_ref:
         return 0
@@ -287,7 +290,7 @@ def inherited_layers(client, image_ref: str, base_ref: str | None) -> int:
     return len(base)
 
 
-def _rewrite(client, image_ref: str, info: dict, tmp: Path, *, epoch: int, inherited: int,
+def _rewrite(client: DockerClient, image_ref: str, info: dict, tmp: Path, *, epoch: int, inherited: int,
              log: Callable[[str], None], meter: ReadMeter, index_dir: Path) -> tuple[RewrittenImage, str]:
     """The rewritten image and where its layers were read from: the engine's store when this
     process can read it, else `docker save`. podman loads only archives that hold every layer, so
@@ -305,7 +308,7 @@ def _rewrite(client, image_ref: str, info: dict, tmp: Path, *, epoch: int, inher
     return rw, "docker save"
 
 
-def _load(client, rw: RewrittenImage, image_ref: str, tags: list[str],
+def _load(client: DockerClient, rw: RewrittenImage, image_ref: str, tags: list[str],
           progress: Callable[[str], None] | None) -> str:
     """Puts rw on the engine under tags; says how (an identical image may be there already). The
     containerd store knows an image by its manifest, which is written here (ociload)."""
@@ -329,7 +332,7 @@ def _load(client, rw: RewrittenImage, image_ref: str, tags: list[str],
     return "loaded" if engine_id == rw.image_id else f"loaded (the containerd store shows it as {engine_id[7:19]})"
 
 
-def normalise_image(client, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
+def normalise_image(client: DockerClient, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
                     base_ref: str | None = None, log: Callable[[str], None] = print,
                     progress: Callable[[str], None] | None = None, steps: list[str] | None = None) -> str:
     """Rewrites image_ref into its canonical form (see the package doc), loads it tagged with tags

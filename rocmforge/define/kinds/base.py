@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 from rocmforge.define.schema import Strict
 
 if TYPE_CHECKING:
-    from rocmforge.define.schema import Stack, Target
+    from rocmforge.define.schema import Stack, Target, TorchPin
     from rocmforge.shared.yamlsrc import SourceMap
 
 
@@ -31,7 +31,7 @@ class MatrixView(Protocol):
     stacks: Mapping[str, Stack]
     components: Mapping[str, Any]
 
-    def torch_of(self, name: str) -> tuple[str | None, str]: ...
+    def torch_of(self, name: str) -> TorchPin: ...
 
 
 class LockOutcome(Protocol):

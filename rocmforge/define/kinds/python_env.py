@@ -96,7 +96,7 @@ class PythonEnvLock:
         """Against the first target (in build order) that lists the environment."""
         name = self.component
         tname = run.first_user(name)
-        if run.matrix.torch_of(tname)[0] is not None:
+        if run.matrix.torch_of(tname).version is not None:
             self._resolve_on_image(run, tname)
             return
         python = run.matrix.stacks[run.matrix.targets[tname].stack].python
