@@ -9,7 +9,7 @@ maintainers point users to, e.g. ROCm/Tensile#1907 for gfx1036, ROCm/rocBLAS#153
 community reports for gfx1031/gfx1032 in ROCm/legacy-rocm-build#1756, #2720). The variable
 applies to every GPU of the process (ROCm/legacy-rocm-build#5069).
 
-The generic targets and their member processors are data/probes/archs.py's table (the project's one
+The generic targets and their member processors are data/probes/gfxnames.py's table (the project's one
 copy of it, through :mod:`rocmforge.verify.readers.archs`).
 """
 

@@ -9,8 +9,8 @@ import json
 
 PRUNE_DIR = "/opt/rocmforge/prune"
 LABEL = "io.rocmforge.archs.pruned"
-# perarch.py imports archs.py's processor table: both travel.
-PROBES = ("probes/perarch.py", "probes/archs.py")
+# perarch.py imports gfxnames.py's processor table: both travel.
+PROBES = ("probes/perarch.py", "probes/gfxnames.py")
 # Every record, one JSON document per line (an image built on a pruned target holds its parent's too).
 READ_RECORDS = f'for f in {PRUNE_DIR}/*.json; do [ -f "$f" ] && cat "$f" && echo; done; true'
 

@@ -7,7 +7,10 @@ the package's folder of that name for that project."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
+from types import ModuleType
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TEMPLATES = DATA / "templates"
@@ -28,3 +31,17 @@ def shown(path: Path, project: Path) -> str:
         if path.is_relative_to(base):
             return path.relative_to(base).as_posix()
     return str(path)
+
+
+def probe(name: str) -> ModuleType:
+    """The package's probe `name`, imported here (the archs reader and the tests use their code).
+    Probes import their parts by bare name, as they do when an image runs them as scripts from one
+    folder, so that folder joins sys.path: at its end, and a name an installed module already
+    holds is refused rather than taken for the probe."""
+    if str(PROBES) not in sys.path:
+        sys.path.append(str(PROBES))
+    module = importlib.import_module(name)
+    if Path(module.__file__ or "").resolve().parent != PROBES:
+        raise ImportError(f"probe {name!r}: the name is an installed module's ({module.__file__}), "
+                          f"not {PROBES / (name + '.py')}")
+    return module

@@ -62,7 +62,7 @@ def container(docker_client, request):
     c = docker_client.containers.run(IMAGE, ["sleep", "infinity"], detach=True,
                                      network_disabled=True, labels={"io.rocmforge.test": "archs"})
     try:
-        c.put_archive("/tmp", _tar({"archs.py": PROBE.read_bytes()}))
+        c.put_archive("/tmp", _tar({part: (PROBES / part).read_bytes() for part in archs.PARTS}))
         yield c
     finally:
         c.remove(force=True)

@@ -45,7 +45,7 @@ def rocmforge(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_the_package_carries_its_data_and_no_tests(installed):
     data = installed / "rocmforge" / "data"
     for rel in ("templates/Dockerfile.j2", "templates/partials/_common.j2", "templates/kinds/python-env.j2",
-                "probes/archs.py", "probes/workload.py", "probes/rocblas_gemm_smoke.cpp",
+                "probes/archs.py", "probes/gfxnames.py", "probes/workload.py", "probes/rocblas_gemm_smoke.cpp",
                 "suites/conftest.py", "suites/test_linkage.py", "suites/pytest.ini"):
         assert (data / rel).is_file(), rel
     assert not (installed / "tests").exists()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from rocmforge.render import archprune
 from rocmforge.render.plan import load_plan
-from rocmforge.shared.packagedata import PROBES
+from rocmforge.shared import packagedata
 from tests.conftest import ROOT
 
 
 def test_the_prune_runs_in_the_install_run_after_apt_and_before_its_clean_up():
     dockerfile = (ROOT / "images" / "hip-runtime" / "Dockerfile").read_text()
-    copy = dockerfile.index("COPY probes/perarch.py probes/archs.py /opt/rocmforge/prune/")
+    copy = dockerfile.index("COPY probes/perarch.py probes/gfxnames.py /opt/rocmforge/prune/")
     run = dockerfile.index("RUN ", copy)
     install, prune, clean = (dockerfile.index(s, run) for s in
                              ("apt-get install", "perarch.py prune --keep gfx90a,gfx1100", "apt-get clean"))
@@ -47,13 +47,8 @@ def test_records_summarise_and_describe():
 
 def test_the_step_skips_images_without_gpu_data_folders_and_its_patterns_cover_the_probes_rule():
     import fnmatch
-    import importlib.util
-    import sys
 
-    spec = importlib.util.spec_from_file_location("perarch_for_archprune", PROBES / "perarch.py")
-    perarch = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = perarch
-    spec.loader.exec_module(perarch)
+    perarch = packagedata.probe("perarch")
     assert archprune.ROOTS == perarch.DEFAULT_ROOTS
     for folder in ("/usr/lib/x86_64-linux-gnu/rocblas/2.47.0/library", "/opt/rocm-6.4.3/lib/rocblas/library",
                    "/usr/lib/x86_64-linux-gnu/hipblaslt/library", "/opt/conda/lib/python3.10/site-packages/torch/lib/rocblas/library",

@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 
 from rocmforge.verify.readers import archs
+from rocmforge.shared import packagedata
 from rocmforge.shared.packagedata import PROBES
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = PROBES / "archs.py"
 FIX = ROOT / "tests" / "fixtures" / "archs"
-PROBE_MODULE = sys.modules[archs.FileArchs.__module__]
+PROBE_MODULE = packagedata.probe("archs")
+BUNDLES = packagedata.probe("bundles")
 
 HOST_ID = "host-x86_64-unknown-linux--"
 
@@ -330,9 +332,9 @@ def test_ccob_zstd(two_arch_bundle, version):
 
 def test_ccob_zstd_without_module(two_arch_bundle, monkeypatch):
     def no_zstd():
-        raise PROBE_MODULE._NoZstd()
+        raise BUNDLES._NoZstd()
 
-    monkeypatch.setattr(PROBE_MODULE, "_zstd_decompressor", no_zstd)
+    monkeypatch.setattr(BUNDLES, "_zstd_decompressor", no_zstd)
     fake_stream = b"\x28\xb5\x2f\xfd" + b"\x00" * 40   # a zstd frame magic is all the header check needs
     blob = make_ccob(two_arch_bundle, 3, "zstd", stream=fake_stream)
     r = archs.scan_bytes(host_elf(blob + blob), "librocblas.so.4")
@@ -468,9 +470,9 @@ def test_library_coverage_generic_targets_and_bare_hosts():
 # Command line, JSON, and the probe's independence from the rocmforge package
 
 def test_cli_json(tmp_path):
-    probe_copy = tmp_path / "archs.py"                     # as in a container: no rocmforge
-    probe_copy.write_bytes(PROBE.read_bytes())
-    proc = subprocess.run([sys.executable, "-I", str(probe_copy), "--json",
+    for part in archs.PARTS:                               # as in a container: no rocmforge
+        (tmp_path / part).write_bytes((PROBES / part).read_bytes())
+    proc = subprocess.run([sys.executable, "-E", "-s", str(tmp_path / "archs.py"), "--json",
                            str(FIX / "multi_arch_exe"), str(FIX / "co_gfx90a_xnack_on.hsaco")],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -500,15 +502,14 @@ def test_to_json_round_trip():
         "entries": ["gfx942"], "error": None}
 
 
-def test_probe_imports_only_the_standard_library():
-    tree = ast.parse(PROBE.read_text())
+def test_probe_imports_only_the_standard_library_and_its_parts():
     modules = set()
-    for node in ast.walk(tree):
+    for node in (n for part in archs.PARTS for n in ast.walk(ast.parse((PROBES / part).read_text()))):
         if isinstance(node, ast.Import):
             modules |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             modules.add(node.module.split(".")[0])
-    allowed = set(sys.stdlib_module_names) | {"zstandard", "compression"}
+    allowed = set(sys.stdlib_module_names) | {"zstandard", "compression"} | {p.removesuffix(".py") for p in archs.PARTS}
     assert modules <= allowed, modules - allowed
     assert "rocmforge" not in modules
 

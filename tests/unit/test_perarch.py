@@ -5,20 +5,15 @@ catalogues, msgpack) and MIOpen's databases."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import struct
-import sys
 from pathlib import Path
 
 import pytest
-from rocmforge.shared.packagedata import PROBES
+from rocmforge.shared import packagedata
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("perarch_under_test", PROBES / "perarch.py")
-perarch = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = perarch
-_spec.loader.exec_module(perarch)
+perarch = packagedata.probe("perarch")
 
 
 def msgpack(v) -> bytes:
@@ -175,10 +170,7 @@ def test_command_line_prune_writes_a_one_line_record_and_refuses_unknown_archs(t
 
 
 def test_the_inventory_expects_no_file_a_prune_record_says_was_removed(tmp_path):
-    spec = importlib.util.spec_from_file_location("linkage_under_test", PROBES / "linkage.py")
-    linkage = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = linkage
-    spec.loader.exec_module(linkage)
+    linkage = packagedata.probe("linkage")
     records = tmp_path / "prune"
     records.mkdir()
     assert linkage._kept_archs(str(records / "*.json")) is None
@@ -187,7 +179,7 @@ def test_the_inventory_expects_no_file_a_prune_record_says_was_removed(tmp_path)
     kept = linkage._kept_archs(str(records / "*.json"))
     assert kept == {"gfx90a"}
     lib = "/usr/lib/x86_64-linux-gnu/rocblas/4.4.1/library"
-    assert linkage._pruned(f"{lib}/TensileLibrary_lazy_gfx1100.dat", kept, perarch)
-    assert not linkage._pruned(f"{lib}/Kernels.so-000-gfx90a-xnack-.hsaco", kept, perarch)
-    assert not linkage._pruned(f"{lib}/TensileLibrary.dat", kept, perarch)
-    assert not linkage._pruned("/usr/lib/x86_64-linux-gnu/librocblas.so.4.4", kept, perarch)
+    assert linkage._pruned(f"{lib}/TensileLibrary_lazy_gfx1100.dat", kept)
+    assert not linkage._pruned(f"{lib}/Kernels.so-000-gfx90a-xnack-.hsaco", kept)
+    assert not linkage._pruned(f"{lib}/TensileLibrary.dat", kept)
+    assert not linkage._pruned("/usr/lib/x86_64-linux-gnu/librocblas.so.4.4", kept)

@@ -19,12 +19,14 @@ The loading is load.py's. By hand on a GPU host:
 """
 
 import glob
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+
+# Beside this file wherever it runs (sys.path[0] when it runs as a script).
+import perarch
 
 # A package is part of the ROCm stack when its Maintainer or Homepage says so (Debian's ROCm
 # Team, github.com/ROCm/..., AMD's repository packages).
@@ -49,16 +51,7 @@ def _kept_archs(pattern=PRUNE_RECORDS):
     return kept
 
 
-def _perarch():
-    spec = importlib.util.spec_from_file_location("_linkage_perarch", os.path.join(os.path.dirname(
-        os.path.abspath(__file__)), "perarch.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _pruned(path, kept, perarch):
+def _pruned(path, kept):
     kind = perarch.data_dir_kind(os.path.dirname(path))
     arch = perarch.file_arch(os.path.basename(path), kind) if kind else None
     return arch is not None and arch not in kept
@@ -103,7 +96,6 @@ def inventory(files, dists, wanted=None, kept=None):
     """wanted: package names the image must hold (the lock's closure), or None: what is installed.
     kept: the archs prune steps kept (None: not pruned)."""
     known = _dpkg_packages()
-    perarch = _perarch() if kept is not None else None
     pruned = 0
     names = sorted(wanted) if wanted is not None else sorted(n for n, (inst, _) in known.items() if inst)
     not_installed = [n for n in names if not known.get(n, (False, False))[0]]
@@ -111,7 +103,7 @@ def inventory(files, dists, wanted=None, kept=None):
     expected, programs = {}, {}
     for pkg in packages:
         for path in _dpkg_files(pkg):
-            if KERNEL_FILE_RE.search(path) and perarch is not None and _pruned(path, kept, perarch):
+            if KERNEL_FILE_RE.search(path) and kept is not None and _pruned(path, kept):
                 pruned += 1
             elif SHARED_LIB_RE.search(path) or KERNEL_FILE_RE.search(path):
                 expected.setdefault(path, f"dpkg {pkg}")

@@ -2,8 +2,8 @@
 """Per-architecture GPU data files: find them, prune those of undeclared archs, and prove that
 every declared arch still has what its libraries open.
 
-Standard library only, and importable beside archs.py alone: the build copies this file and
-archs.py into the image before its package step and runs ``python3 perarch.py prune`` in the same
+Standard library only, and importable beside gfxnames.py alone: the build copies this file and
+gfxnames.py into the image before its package step and runs ``python3 perarch.py prune`` in the same
 RUN, so removed bytes never reach a layer; the archs suite runs ``perarch.py check`` later.
 
 Where the loading rules come from (read in each library's source):
@@ -32,7 +32,6 @@ databases, as the name's processor part). Files without one (cross-arch catalogu
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -40,19 +39,8 @@ import struct
 import sys
 from dataclasses import dataclass, field
 
-
-def _sibling(name: str):
-    """A probe beside this file (the build copies archs.py with it), loaded by path so that
-    importing this module does not touch sys.path."""
-    spec = importlib.util.spec_from_file_location(f"_perarch_{name}",
-                                                  os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module      # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
-
-
-EF_AMDGPU_MACH = _sibling("archs").EF_AMDGPU_MACH
+# Beside this file wherever it runs (sys.path[0] when it runs as a script).
+from gfxnames import EF_AMDGPU_MACH
 
 PROCESSORS = frozenset(n for n in EF_AMDGPU_MACH.values() if n.startswith("gfx") and "generic" not in n)
 _BY_LENGTH = sorted(PROCESSORS, key=len, reverse=True)
@@ -60,7 +48,6 @@ _TOKEN = re.compile(r"(?<![0-9A-Za-z])gfx[0-9]{2,4}[0-9a-f]?(?![0-9A-Za-z])")
 _MIOPEN_CU = re.compile(r"^(?:_xnack)?(?:_\d+|[0-9a-f]{2,3})?$")
 DEFAULT_ROOTS = ("/usr/lib", "/usr/local/lib", "/usr/share", "/opt")
 TENSILE_LIBRARIES = ("rocblas", "hipblaslt")
-
 
 def data_dir_kind(path: str) -> str | None:
     """'tensile' for a rocBLAS/hipBLASLt Tensile directory, 'miopen' for MIOpen's databases."""
@@ -70,7 +57,6 @@ def data_dir_kind(path: str) -> str | None:
     if parts[-1] == "db" and len(parts) > 1 and parts[-2] == "miopen":
         return "miopen"
     return None
-
 
 def file_arch(name: str, kind: str) -> str | None:
     """The one processor a data file serves, or None when it serves every arch (or none known)."""
@@ -83,7 +69,6 @@ def file_arch(name: str, kind: str) -> str | None:
     found = {t for t in _TOKEN.findall(name) if t in PROCESSORS}
     return found.pop() if len(found) == 1 else None
 
-
 def data_dirs(roots) -> list[str]:
     out = []
     for root in roots:
@@ -93,13 +78,11 @@ def data_dirs(roots) -> list[str]:
                 out.append(dirpath)
     return sorted(set(out))
 
-
 def _entries(d: str):
     for name in sorted(os.listdir(d)):
         p = os.path.join(d, name)
         if os.path.islink(p) or os.path.isfile(p):
             yield name, p
-
 
 # ---------------------------------------------------------------------------------------------
 # Pruning
@@ -127,7 +110,6 @@ def prune(roots, keep: set[str]) -> dict:
         record["removed_bytes"] += removed_bytes
     return record
 
-
 # ---------------------------------------------------------------------------------------------
 # Catalogues (msgpack, the format Tensile writes .dat files in)
 
@@ -137,11 +119,9 @@ def msgpack_load(data: bytes):
         raise ValueError(f"{len(data) - end} bytes after the msgpack value")
     return value
 
-
 _MP_FIXED = {0xcc: ">B", 0xcd: ">H", 0xce: ">I", 0xcf: ">Q", 0xd0: ">b", 0xd1: ">h", 0xd2: ">i", 0xd3: ">q",
              0xca: ">f", 0xcb: ">d"}
 _MP_LEN = {0xd9: 1, 0xda: 2, 0xdb: 4, 0xc4: 1, 0xc5: 2, 0xc6: 4, 0xdc: 2, 0xdd: 4, 0xde: 2, 0xdf: 4}
-
 
 def _mp(b: bytes, i: int):
     t = b[i]
@@ -170,14 +150,12 @@ def _mp(b: bytes, i: int):
         return bytes(b[i:i + n]), i + n
     return _mp_array(b, i, n) if t in (0xdc, 0xdd) else _mp_map(b, i, n)
 
-
 def _mp_array(b, i, n):
     out = []
     for _ in range(n):
         v, i = _mp(b, i)
         out.append(v)
     return out, i
-
 
 def _mp_map(b, i, n):
     out = {}
@@ -186,7 +164,6 @@ def _mp_map(b, i, n):
         v, i = _mp(b, i)
         out[k if isinstance(k, (str, int, float, bool)) or k is None else repr(k)] = v
     return out, i
-
 
 def _collect(node, pick) -> set[str]:
     """Every string pick(mapping) returns for the mappings anywhere inside node."""
@@ -202,11 +179,9 @@ def _collect(node, pick) -> set[str]:
             stack.extend(n)
     return found
 
-
 def placeholders(node) -> set[str]:
     """Every stem a lazy catalogue's Placeholder entries name."""
     return _collect(node, lambda d: d.get("value") if d.get("type") == "Placeholder" else None)
-
 
 # ---------------------------------------------------------------------------------------------
 # Checking
@@ -218,7 +193,6 @@ class DirCheck:
     per_arch_files: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     opened: dict[str, int] = field(default_factory=dict)   # declared arch -> files its device would open
-
 
 def _tensile_opens(d: str, names: set[str], arch: str) -> tuple[list[str], list[str]]:
     """(files a device of this arch opens in this directory, the ones missing)."""
@@ -270,11 +244,9 @@ def _tensile_opens(d: str, names: set[str], arch: str) -> tuple[list[str], list[
         missing.extend(sorted(p for p in paths if p not in names))
     return wanted, missing
 
-
 def _co_paths(node) -> set[str]:
     """The code object files hipBLASLt's extension-op catalogue names."""
     return _collect(node, lambda d: d.get("co_path"))
-
 
 def check_dir(d: str, declared: list[str], pruned: bool) -> DirCheck:
     kind = data_dir_kind(d) or "tensile"
@@ -302,10 +274,8 @@ def check_dir(d: str, declared: list[str], pruned: bool) -> DirCheck:
                                + ", ".join(f"{a} ({dc.per_arch_files[a]})" for a in extra))
     return dc
 
-
 def check(roots, declared: list[str], pruned: bool) -> list[DirCheck]:
     return [check_dir(d, declared, pruned) for d in data_dirs(roots)]
-
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -339,7 +309,6 @@ def main(argv=None) -> int:
     results = check(roots, declared, args.pruned)
     print(json.dumps([r.__dict__ for r in results], indent=1, sort_keys=True))
     return 1 if any(r.problems for r in results) else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

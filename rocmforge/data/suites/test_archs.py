@@ -3,7 +3,7 @@ declares can run: the GPU-free predictor of hipErrorNoBinaryForGpu.
 
 The libraries come from what the target installs (conftest.gpu_inventory), so a deleted library is
 named, not silently skipped. Coverage is judged on full target IDs as the HIP runtime matches them
-(probes/archs.py: device_targets, runs_on): code only for gfx90a:xnack+ does not cover a declared
+(probes/gfxnames.py: device_targets, runs_on): code only for gfx90a:xnack+ does not cover a declared
 gfx90a, whose default-mode devices run with XNACK off. Every file of a GPU package and every
 component output must carry GPU code, unless it is on the probe's HOST_ONLY list with a reason; a
 Python distribution's files are held to that only where their name says they are GPU libraries

@@ -1,7 +1,7 @@
-"""GPU architectures compiled into files: a thin shim over the probe ``rocmforge/data/probes/archs.py``.
+"""GPU architectures compiled into files: a thin shim over the probe ``rocmforge/data/probes/archs.py`` and its parts.
 
 The implementation lives in the probe because it is also copied into containers and
-run there with the container's python3 (standard library only); this module loads that file
+run there with the container's python3 (standard library only); this module imports those files
 (shipped with the package) and re-exports its public API. Its gfx tables (``GENERIC_TARGETS``) are
 the project's only copy: the rest of rocmforge takes them from here.
 
@@ -15,35 +15,19 @@ its end, or an offload bundle whose entries do.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import struct
-import sys
 from pathlib import Path
 
 from rocmforge.shared import packagedata
 
 PROBE_PATH = packagedata.PROBES / "archs.py"
-_MODULE_NAME = "rocmforge.verify.readers._probe_archs"
+# The files the probe is made of: a copy of it needs all of them in one folder.
+PARTS = ("archs.py", "gfxnames.py", "bundles.py", "codeobjects.py")
 
-
-def _load():
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    spec = importlib.util.spec_from_file_location(_MODULE_NAME, PROBE_PATH)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the architecture probe from {PROBE_PATH}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE_NAME] = module  # dataclasses look their module up while executing it
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(_MODULE_NAME, None)
-        raise
-    return module
-
-
-_probe = _load()
+_probe = packagedata.probe("archs")
+_bundles = packagedata.probe("bundles")
+_codeobjects = packagedata.probe("codeobjects")
 
 EF_AMDGPU_MACH = _probe.EF_AMDGPU_MACH
 GENERIC_TARGETS = _probe.GENERIC_TARGETS
@@ -59,7 +43,7 @@ scan_bytes = _probe.scan_bytes
 scan_file = _probe.scan_file
 scan_paths = _probe.scan_paths
 
-__all__ = [*_probe.__all__, "PROBE_PATH", "damaged", "elf_truncation", "not_scannable", "scan_checked"]
+__all__ = [*_probe.__all__, "PARTS", "PROBE_PATH", "damaged", "elf_truncation", "not_scannable", "scan_checked"]
 
 TRUNCATED = "truncated"          # how the errors scan_checked adds begin
 AR_MAGIC = b"!<arch>\n"
@@ -72,7 +56,7 @@ def elf_truncation(path) -> str | None:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(64)
-        if head[:4] != _probe.ELF_MAGIC:
+        if head[:4] != _codeobjects.ELF_MAGIC:
             return None
         if size < 16:            # EI_NIDENT: the identification bytes alone
             return f"{TRUNCATED} ELF file: {size} bytes, shorter than its 16-byte identification"
@@ -109,13 +93,13 @@ def _bundle_truncation(path) -> str | None:
     """Why a standalone offload bundle (``hipcc --genco``, plain or compressed) does not parse:
     cut short or corrupt. None when it parses or is no bundle."""
     with open(path, "rb") as f:
-        head = f.read(len(_probe.BUNDLE_MAGIC))
-        if not head.startswith((_probe.BUNDLE_MAGIC, _probe.CCOB_MAGIC)):
+        head = f.read(len(_bundles.BUNDLE_MAGIC))
+        if not head.startswith((_bundles.BUNDLE_MAGIC, _bundles.CCOB_MAGIC)):
             return None
         data = head + f.read()
-    if _probe.find_bundles(data)[0]:
+    if _bundles.find_bundles(data)[0]:
         return None
-    kind = "clang offload bundle" if head == _probe.BUNDLE_MAGIC else "compressed offload bundle"
+    kind = "clang offload bundle" if head == _bundles.BUNDLE_MAGIC else "compressed offload bundle"
     return f"{TRUNCATED} or corrupt {kind}: no whole entry in its {len(data)} bytes"
 
 
@@ -150,10 +134,10 @@ def not_scannable(path) -> str | None:
     if p.is_dir():
         return None
     with open(p, "rb") as f:
-        head = f.read(len(_probe.BUNDLE_MAGIC))
+        head = f.read(len(_bundles.BUNDLE_MAGIC))
     if not head:
         return "empty file: not an ELF file, offload bundle or code object"
-    if head.startswith((_probe.ELF_MAGIC, _probe.BUNDLE_MAGIC, _probe.CCOB_MAGIC, AR_MAGIC)):
+    if head.startswith((_codeobjects.ELF_MAGIC, _bundles.BUNDLE_MAGIC, _bundles.CCOB_MAGIC, AR_MAGIC)):
         return None
     if scan_file(str(p)).kind != "other":       # a Tensile file named for its architecture
         return None
