@@ -112,7 +112,7 @@ def one_line_requirements_change(matrix: Path) -> None:
     no earlier run's cache applies): pip runs again."""
     lock_path = matrix.with_suffix(".lock")
     lock = lockfile.load(lock_path)
-    lock["python"]["numpy-env"]["numpy"]["sha256"].append(uuid.uuid4().hex * 2)
+    lock.python["numpy-env"]["numpy"].sha256.append(uuid.uuid4().hex * 2)
     lock_path.write_text(lockfile.dump(lock))
 
 

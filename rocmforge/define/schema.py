@@ -33,6 +33,7 @@ def null_or_matching(field: str, pattern: re.Pattern, message: str) -> Any:
 
 GFX_RE = re.compile(r"^gfx(?:[0-9]{3}[0-9a-f]?|[0-9]{2}[0-9a-f]|[0-9]+-[0-9]+-generic|[0-9]+-generic)$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # Debian policy: package names are lower case alphanumerics plus + - . (at least two chars).
 APT_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")

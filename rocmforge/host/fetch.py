@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Mapping, Protocol
 
 # Wheels that run on the stack's glibc: trixie has 2.41, jammy 2.35.
 PLATFORMS = ["manylinux2014_x86_64"] + [f"manylinux_2_{n}_x86_64" for n in range(17, 36)] + ["linux_x86_64"]
@@ -20,6 +21,13 @@ WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-")
 
 class FetchError(Exception):
     pass
+
+
+class LockedWheel(Protocol):
+    """One locked wheel (define.lockschema.PythonFile is one): its version, file name and sha256s."""
+    version: str
+    file: str
+    sha256: list[str]
 
 
 def _sha256(path: Path) -> str:
@@ -110,24 +118,24 @@ def _cached_bytes(cached: Path, digest: str) -> tuple[bytes | None, str | None]:
     return None, actual
 
 
-def _download_wheel(name: str, entry: dict, python: str, work: Path, ca_bundle: Path | None) -> None:
+def _download_wheel(name: str, entry: LockedWheel, python: str, work: Path, ca_bundle: Path | None) -> None:
     with tempfile.TemporaryDirectory(dir=_mk(work), prefix="fetch-") as tmp:
-        _pip_download(["--no-deps", f"{name}=={entry['version']}"] + _target_args(python), Path(tmp), ca_bundle)
+        _pip_download(["--no-deps", f"{name}=={entry.version}"] + _target_args(python), Path(tmp), ca_bundle)
         for wheel in Path(tmp).glob("*.whl"):
-            if _sha256(wheel) in entry["sha256"]:
+            if _sha256(wheel) in entry.sha256:
                 store(work, wheel)
 
 
-def wheels_for(locked: dict, python: str, work: Path, ca_bundle: Path | None = None) -> dict[str, bytes]:
+def wheels_for(locked: Mapping[str, LockedWheel], python: str, work: Path, ca_bundle: Path | None = None) -> dict[str, bytes]:
     """The locked wheels as {file name: bytes}, from the cache or downloaded and verified. A cached
     wheel whose bytes do not match its sha256 is never used: it is removed and fetched again."""
     files: dict[str, bytes] = {}
     for name, entry in sorted(locked.items()):
-        digest = entry["sha256"][0]
+        digest = entry.sha256[0]
         cached = cache_dir(work) / digest
         data, corrupt = _cached_bytes(cached, digest)
         if data is None:
-            what = f"{name}=={entry['version']}"
+            what = f"{name}=={entry.version}"
             why = (f"{what}: the cached wheel {cached} was corrupt (sha256 {corrupt}, expected {digest}) "
                    "and was removed; ") if corrupt else ""
             try:
@@ -137,7 +145,7 @@ def wheels_for(locked: dict, python: str, work: Path, ca_bundle: Path | None = N
             data, _ = _cached_bytes(cached, digest)
             if data is None:
                 raise FetchError(f"{why}{what}: no downloadable wheel has the locked sha256 {digest}")
-        files[entry["file"]] = data
+        files[entry.file] = data
     return files
 
 

@@ -27,6 +27,7 @@ from rocmforge.verify.manifest import checked_artifacts
 from rocmforge.verify.suites import SuiteStatus, recorded, suites_present
 
 if TYPE_CHECKING:
+    from rocmforge.define.lockschema import Lock
     from rocmforge.define.matrix import Matrix
     from rocmforge.render.plan import BuildPlan
     from docker import DockerClient
@@ -125,11 +126,11 @@ def _published(record_dir: Path, name: str) -> dict | None:
                          f"restore it from version control or run `python build.py push --target {name}` again")
 
 
-def _pins(lock: dict, matrix: Matrix, name: str) -> dict[str, int]:
+def _pins(lock: Lock, matrix: Matrix, name: str) -> dict[str, int]:
     t = matrix.targets[name]
-    apt = sum(len(v or {}) for k, v in (lock.get("apt") or {}).items() if k == name or k.startswith(f"{name}/"))
-    pip = sum(len((lock.get("python") or {}).get(c) or {}) for c in t.components)
-    git = sum(1 for c in t.components if (lock.get("git") or {}).get(c))
+    apt = sum(len(v) for k, v in lock.apt.items() if k == name or k.startswith(f"{name}/"))
+    pip = sum(len(lock.python.get(c) or {}) for c in t.components)
+    git = sum(1 for c in t.components if lock.git.get(c))
     return {"apt": apt, "pip": pip, "git": git}
 
 
@@ -141,7 +142,7 @@ def _drift(check: dict | None, matrix: Matrix, name: str) -> list[str] | None:
     return [p for p in check.get("problems", []) if any(w in p for w in words)]
 
 
-def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: dict, record_dir: Path, out_dir: Path,
+def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, record_dir: Path, out_dir: Path,
            matrix_label: str) -> Report:
     """Everything the report shows, for every target in build order."""
     suites = suites_present()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
+from rocmforge.define.lockschema import Lock
 from rocmforge.define.matrix import Matrix, load_matrix
 from rocmforge.render import archprune
 from rocmforge.render.contexts import BaseArg, Renderer, TargetInputs
@@ -70,7 +71,7 @@ def content_hash(files: dict[str, bytes]) -> str:
     return h.hexdigest()
 
 
-def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
+def make_plan(m: Matrix, root: Path, lock: Lock | None = None) -> BuildPlan:
     """root is the matrix file's folder (a templates/ or probes/ there replaces the package's);
     lock is matrix.lock's content."""
     lock = lock if lock is not None else lockfile.empty()
@@ -109,7 +110,7 @@ def make_plan(m: Matrix, root: Path, lock: dict | None = None) -> BuildPlan:
     return plan
 
 
-def _component_plans(m: Matrix, name: str, lock: dict) -> dict[str, ComponentPlan]:
+def _component_plans(m: Matrix, name: str, lock: Lock) -> dict[str, ComponentPlan]:
     """What each of a target's components brings to its build, in the target's order."""
     t = m.targets[name]
     stack = m.stacks[t.stack]
@@ -130,7 +131,7 @@ class _Base:
     base_arg: BaseArg | None = None
 
 
-def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
+def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock) -> _Base:
     t = m.targets[name]
     stack = m.stacks[t.stack]
     if t.from_target:
@@ -140,7 +141,7 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: dict) -> _Base:
     if stack.base.bootstrap:
         ref = bases.bootstrap_ref(t.stack, stack)
         return _Base(ref, ref, "", bootstrap_stack=t.stack)
-    locked_digest = (lock["bases"].get(t.stack) or {}).get("digest")
+    locked_digest = lock.base(t.stack).digest
     from_ref, ok = bases.registry_ref(stack, locked_digest)
     reg = stack.base.registry
     base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or locked_digest or ""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rocmforge.define.lockschema import Lock
 from rocmforge.define.matrix import Matrix
 
 
@@ -29,7 +30,7 @@ class ExpectedPackages:
     sources: dict[str, str]           # name -> where the expectation comes from ("base x", "apt y")
 
 
-def expected_packages(lock: dict, m: Matrix, target: str) -> ExpectedPackages:
+def expected_packages(lock: Lock, m: Matrix, target: str) -> ExpectedPackages:
     chain = []
     name: str | None = target
     while name:
@@ -37,15 +38,14 @@ def expected_packages(lock: dict, m: Matrix, target: str) -> ExpectedPackages:
         name = m.targets[name].from_target
     chain.reverse()                                # base first: later steps override earlier versions
     stack = m.targets[target].stack
-    base = lock.get("bases", {}).get(stack) or {}
-    base_pkgs = base.get("packages")
+    base_pkgs = lock.base(stack).packages
     packages = dict(base_pkgs or {})
     sources = {n: f"base {stack}" for n in packages}
     unlocked = []
     for step in chain:
         if not m.targets[step].apt:
             continue
-        closure = lock.get("apt", {}).get(step)
+        closure = lock.apt.get(step)
         if closure is None:
             unlocked.append(step)
             continue

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, TYPE_CHECKING
 
 from rocmforge.define.kinds import LockEntry
+from rocmforge.define.lockschema import SECTIONS, BaseEntry, Lock
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources, imageid, registry
 from rocmforge.host.container import TrackedContainer
@@ -25,7 +26,7 @@ INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
 
 @dataclass
 class Outcome:
-    lock: dict
+    lock: Lock
     resolved: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)     # unresolvable here: message per entry
     problems: list[str] = field(default_factory=list)   # --check: stale or unavailable pins
@@ -37,7 +38,7 @@ class LockRun:
     client: Any
     matrix: Matrix
     names: list[str]            # the targets this run covers, in build order
-    lock: dict                  # the lock being written (resolve) or read (check)
+    lock: Lock                  # the lock being written (resolve) or read (check)
     out: Outcome
     work: Path
     ca_bundle: Path | None
@@ -111,7 +112,7 @@ def _apt_error(output: str) -> str:
     return "; ".join(errs) or output.strip()[-300:]
 
 
-def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: dict, work: Path,
+def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: Lock, work: Path,
                log: Callable[[str], None]) -> str:
     """A local reference of the stack's base: bootstrapped here, or pulled by its locked digest
     (through the registry mirror when one is set). Raises RuntimeError saying why not."""
@@ -120,7 +121,7 @@ def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: dict, wor
         return bootstrap.ensure_base(client, stack_name, stack, work, log)
 
     reg = stack.base.registry
-    digest = reg.digest or (lock["bases"].get(stack_name) or {}).get("digest")
+    digest = reg.digest or lock.base(stack_name).digest
     if not digest:
         raise RuntimeError(f"the {stack_name} base {reg.image}:{reg.tag} has no digest yet")
     try:
@@ -130,7 +131,7 @@ def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: dict, wor
 
 
 def _apt_session(client: DockerClient, m: Matrix, stack_name: str, sessions: dict, work: Path,
-                 log: Callable[[str], None], lock: dict):
+                 log: Callable[[str], None], lock: Lock):
     """An apt session in the stack's base, or the reason there is none (a string)."""
     if stack_name not in sessions:
         try:
@@ -141,37 +142,37 @@ def _apt_session(client: DockerClient, m: Matrix, stack_name: str, sessions: dic
     return sessions[stack_name]
 
 
-def _resolve_digest(stack_name: str, stack, lock: dict, out: "Outcome") -> bool:
+def _resolve_digest(stack_name: str, stack, lock: Lock, out: "Outcome") -> bool:
     """The base's digest into the lock; False when it could not be resolved (reported)."""
     reg = stack.base.registry
-    entry = {"kind": "registry", "image": f"{reg.image}:{reg.tag}", "digest": reg.digest,
-             "apt_sources": aptsources.record(stack.apt_sources)}
+    entry = BaseEntry(kind="registry", image=f"{reg.image}:{reg.tag}", digest=reg.digest,
+                      apt_sources=aptsources.record(stack.apt_sources))
     if reg.digest:
-        lock["bases"][stack_name] = entry
+        lock.bases[stack_name] = entry
         out.resolved.append(f"base {stack_name}: {reg.digest} (from matrix.yaml)")
         return True
     mirror = registry.mirror_from_env()
     try:
         found = registry.resolve(reg.image, reg.tag, mirror=mirror)
     except registry.RegistryError as exc:
-        lock["bases"].setdefault(stack_name, entry)
+        lock.bases.setdefault(stack_name, entry)
         out.failed.append(f"base {stack_name}: {reg.image}:{reg.tag}: {exc}; entry left as it was")
         return False
-    entry["digest"] = found.digest
+    entry.digest = found.digest
     if found.index_digest:
-        entry["index_digest"] = found.index_digest
-    lock["bases"][stack_name] = entry
+        entry.index_digest = found.index_digest
+    lock.bases[stack_name] = entry
     via = f" through {found.host_tried}" if mirror else ""
     out.resolved.append(f"base {stack_name}: {reg.image}:{reg.tag} -> {found.digest}{via}")
     return True
 
 
-def _record_base_packages(client: DockerClient, m: Matrix, stack_name: str, lock: dict, out: "Outcome", work: Path,
+def _record_base_packages(client: DockerClient, m: Matrix, stack_name: str, lock: Lock, out: "Outcome", work: Path,
                           log: Callable[[str], None]) -> None:
     """The dpkg set of a registry base pulled by its digest, into bases.<stack>.packages: the suites
     expect exactly it plus the locked apt steps (rocmforge.resolve.image_packages). Read before any apt
     update, so a dead vendor list does not stand in the way."""
-    entry = lock["bases"][stack_name]
+    entry = lock.bases[stack_name]
     try:
         image = base_image(client, m, stack_name, lock, work, log)
     except RuntimeError as exc:
@@ -185,18 +186,17 @@ def _record_base_packages(client: DockerClient, m: Matrix, stack_name: str, lock
     if r.rc != 0:
         out.failed.append(f"base {stack_name}: packages: dpkg-query failed in {image}: {r.output.strip()[-300:]}")
         return
-    entry["packages"] = parse_dpkg_status(r.stdout)
-    out.resolved.append(f"base {stack_name}: {len(entry['packages'])} dpkg packages")
+    entry.packages = parse_dpkg_status(r.stdout)
+    out.resolved.append(f"base {stack_name}: {len(entry.packages)} dpkg packages")
 
 
 def _session_failed(session) -> str | None:
     return session if isinstance(session, str) else None
 
 
-def resolve(client: DockerClient, m: Matrix, old: dict, *, targets: list[str] | None, work: Path,
+def resolve(client: DockerClient, m: Matrix, old: Lock, *, targets: list[str] | None, work: Path,
             ca_bundle: Path | None = None, log: Callable[[str], None] = print) -> Outcome:
-    lock = {s: dict(old.get(s, {})) for s in lockfile.SECTIONS}
-    lock["schema"] = 1
+    lock = Lock(**{s: dict(getattr(old, s)) for s in SECTIONS})
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()
     stacks = sorted({m.targets[n].stack for n in names})
@@ -213,8 +213,8 @@ def resolve(client: DockerClient, m: Matrix, old: dict, *, targets: list[str] | 
                 out.failed.append(f"base {sname}: {session}")
                 continue
             image_id = imageid.image_id(client, bases.bootstrap_ref(sname, stack))
-            lock["bases"][sname] = {"kind": "bootstrap", "recipe": bases.recipe_hash(stack), "image_id": image_id,
-                                    "packages": dict(sorted(session.installed().items()))}
+            lock.bases[sname] = BaseEntry(kind="bootstrap", recipe=bases.recipe_hash(stack), image_id=image_id,
+                                          packages=dict(sorted(session.installed().items())))
             out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
@@ -223,8 +223,8 @@ def resolve(client: DockerClient, m: Matrix, old: dict, *, targets: list[str] | 
             if _session_failed(session):
                 out.failed.append(f"apt {step.key}: {session}; entry left as it was")
                 continue
-            if session.lists and step.stack in lock["bases"]:   # what the base shipped, beside what is done to it
-                lock["bases"][step.stack]["apt_lists_found"] = session.lists
+            if session.lists and step.stack in lock.bases:   # what the base shipped, beside what is done to it
+                lock.bases[step.stack].apt_lists_found = session.lists
             pins = m.stacks[step.stack].apt
             try:
                 before = session.simulate([f"{n}={pins[n]}" for n in step.before])
@@ -233,7 +233,7 @@ def resolve(client: DockerClient, m: Matrix, old: dict, *, targets: list[str] | 
                 out.failed.append(f"apt {step.key}: {exc}")
                 continue
             closure = {n: v for n, v in after.items() if before.get(n) != v}
-            lock["apt"][step.key] = dict(sorted(closure.items()))
+            lock.apt[step.key] = dict(sorted(closure.items()))
             out.resolved.append(f"apt {step.key}: {len(closure)} packages")
     finally:
         for p in sessions.values():
@@ -251,7 +251,7 @@ def _lock_entries(m: Matrix, names: list[str]) -> list[LockEntry]:
             if any(cname in m.targets[n].components for n in names) for entry in comp.lock_entries(cname)]
 
 
-def check(client: DockerClient, m: Matrix, lock: dict, *, targets: list[str] | None, work: Path,
+def check(client: DockerClient, m: Matrix, lock: Lock, *, targets: list[str] | None, work: Path,
           log: Callable[[str], None] = print) -> Outcome:
     """Every stale or unresolvable pin at once; builds nothing."""
     out = Outcome(lock)
@@ -274,7 +274,7 @@ def check(client: DockerClient, m: Matrix, lock: dict, *, targets: list[str] | N
                 continue
             # Both the matrix's pins and the locked closure must exist in the mirror.
             wanted = {(n, m.stacks[step.stack].apt[n]) for n in step.names}
-            wanted |= set(lock["apt"].get(step.key, {}).items())
+            wanted |= set(lock.apt.get(step.key, {}).items())
             avail = session.available(sorted({n for n, _ in wanted}))
             for n, v in sorted(wanted):
                 if v not in avail[n]:
@@ -286,18 +286,18 @@ def check(client: DockerClient, m: Matrix, lock: dict, *, targets: list[str] | N
                 p.close()
     for sname in sorted({m.targets[n].stack for n in names}):
         stack = m.stacks[sname]
-        entry = lock["bases"].get(sname)
+        entry = lock.bases.get(sname)
         if stack.base.registry:
-            if not (stack.base.registry.digest or (entry or {}).get("digest")):
+            if not (stack.base.registry.digest or lock.base(sname).digest):
                 out.problems.append(f"base {sname}: no digest for {stack.base.registry.image}:{stack.base.registry.tag}")
             stale = lockfile.apt_sources_stale(lock, m, sname)
             if stale:
                 out.problems.append(stale)
-        elif not entry or entry.get("recipe") != bases.recipe_hash(stack):
+        elif not entry or entry.recipe != bases.recipe_hash(stack):
             out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")
         elif base_packages.get(sname) is not None:
             have = base_packages[sname]
-            moved = [f"{n} lock {v}, now {have.get(n, 'absent')}" for n, v in sorted(entry.get("packages", {}).items())
+            moved = [f"{n} lock {v}, now {have.get(n, 'absent')}" for n, v in sorted((entry.packages or {}).items())
                      if have.get(n) != v]
             if moved:
                 out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))

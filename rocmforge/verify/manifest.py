@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.define.kinds import GitSourceFetch
+from rocmforge.define.lockschema import Lock
 from rocmforge.host import aptmirror
 from rocmforge.host.container import TrackedContainer
 from rocmforge.render import archprune
@@ -44,22 +45,22 @@ def inventory(client: DockerClient, image: str) -> dict:
             "prune_records": prune_records}
 
 
-def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: dict, suites: dict | None,
+def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: Lock, suites: dict | None,
                   apt_mirror: str | None = None) -> dict:
     """apt_mirror: the Debian archive the build's apt read from (recorded; not part of the image)."""
     git = {item.component: {"url": item.url, "commit": item.commit}
            for item in tp.fetches if isinstance(item, GitSourceFetch)}
-    base = lock.get("bases", {}).get(tp.stack, {})
+    base = lock.base(tp.stack)
     return {
         "target": tp.name, "stack": tp.stack, "archs": list(tp.archs), "image_id": image_id,
         "content_hash": tp.content_hash, "tags": [tp.content_tag, tp.readable_tag],
         "created": tp.labels["org.opencontainers.image.created"],
         "base": {"name": tp.labels["org.opencontainers.image.base.name"],
-                 "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.get("digest"),
-                 "image_id": base.get("image_id"), "recipe": base.get("recipe"),
+                 "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.digest,
+                 "image_id": base.image_id, "recipe": base.recipe,
                  # a registry base's own apt lists: what the stack did to them, and which it shipped
-                 **({"apt_sources": base["apt_sources"], "apt_lists_found": base.get("apt_lists_found", [])}
-                    if "apt_sources" in base else {})},
+                 **({"apt_sources": base.apt_sources, "apt_lists_found": base.apt_lists_found}
+                    if base.apt_sources is not None else {})},
         "prune": archprune.summary(tp.labels.get(archprune.LABEL) == "true", inv.get("prune_records", [])),
         "dpkg": inv["dpkg"], "python": inv["python"], "git": git, "suites": suites,
         "apt_mirror": apt_mirror or aptmirror.effective(),

@@ -9,6 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
+from rocmforge.define.lockschema import Lock
 from rocmforge.render.plan import load_plan, require_resolved
 from rocmforge.resolve import lockfile
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
@@ -36,7 +37,7 @@ class Project:
     def plan(self):
         return load_plan(self.matrix_path)
 
-    def lock(self) -> dict:
+    def lock(self) -> Lock:
         return lockfile.load(self.lock_path)
 
     def target(self, name: str, flag: str = "--target"):

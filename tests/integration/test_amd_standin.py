@@ -161,7 +161,7 @@ def test_lock_names_a_python_bin_the_base_lacks(tmp_path, standin, mirror_env):
     proc, out, before, after = _lock_refused(matrix, state, mirror_env)
     assert proc.returncode == 1, out
     env = "llama31-qlora-debian-env"   # its entries are left as they were
-    assert (after["python"].get(env), after["held"].get(env)) == (before["python"].get(env), before["held"].get(env))
+    assert (after.python.get(env), after.held.get(env)) == (before.python.get(env), before.held.get(env))
     assert f"stacks.{STACK}.python_bin" in proc.stderr and "/opt/conda/envs/py_3.9/bin/python" in proc.stderr, out
     assert CONDA_PY in proc.stderr, out   # what the base does have
 
@@ -171,7 +171,7 @@ def test_lock_names_a_base_without_cmake_for_the_fork(tmp_path, standin, mirror_
     matrix, state = _write_project(tmp_path, standin, {"drop": ["rocm.list"]}, components=["bitsandbytes-hip"])
     proc, out, before, after = _lock_refused(matrix, state, mirror_env)
     assert proc.returncode == 1, out
-    assert after["git"] == before["git"] or "git bitsandbytes-hip" in proc.stdout, out
+    assert after.git == before.git or "git bitsandbytes-hip" in proc.stdout, out
     assert f"cmake bitsandbytes-hip: stack {STACK} (target {TARGET})" in proc.stderr and "no cmake on PATH" in proc.stderr, out
     assert "needs CMake >= 3.22.1" in proc.stderr and "components.bitsandbytes-hip.builder_apt" in proc.stderr, out
 
@@ -191,17 +191,17 @@ def test_lock_resolves_the_registry_stack_completely(locked, standin, local_regi
     # The lock keeps the upstream name (the mirror is how it was reached, not what it is) and
     # records what was done to the base's own apt lists and which lists it shipped.
     # and the base's own dpkg set, which the suites expect the image to hold.
-    base = dict(lock["bases"][STACK])
+    base = lock.bases[STACK].model_dump(exclude_unset=True)
     packages = base.pop("packages")
     assert base == {"kind": "registry", "image": f"rocm/pytorch:{tag}", "digest": digest,
                     "apt_sources": {"drop": ["rocm.list"]}, "apt_lists_found": ["rocm.list"]}
     assert set(STANDIN_PACKAGES) <= set(packages) and "python3-sentencepiece" not in packages, sorted(packages)
     assert f"base {STACK}: {len(packages)} dpkg packages" in proc.stdout
-    assert lock["apt"][TARGET]["python3-sentencepiece"] == "0.2.2-1+b2"
-    assert lock["python"]["llama31-qlora-debian-env"]["peft"]["version"] == "0.21.2"
-    held = lock["held"]["llama31-qlora-debian-env"]
-    assert held["torch_version"].startswith("2.14.1") and held["torch_version"].endswith(TORCH_LOCAL)
-    assert held["torch_hip"] is None and held["packages"]["torch"] == held["torch_version"]
+    assert lock.apt[TARGET]["python3-sentencepiece"] == "0.2.2-1+b2"
+    assert lock.python["llama31-qlora-debian-env"]["peft"].version == "0.21.2"
+    held = lock.held["llama31-qlora-debian-env"]
+    assert held.torch_version.startswith("2.14.1") and held.torch_version.endswith(TORCH_LOCAL)
+    assert held.torch_hip is None and held.packages["torch"] == held.torch_version
     assert local_registry not in lockfile.dump(lock)
 
 
@@ -222,8 +222,8 @@ def test_build_names_the_dead_vendor_list_and_its_host(docker_client, tmp_path, 
     """A lock made where the list answered, a build where it does not (here: the stack keeps the
     list): the build stops at its apt step naming the list and the host, and tags nothing."""
     matrix, state = _write_project(tmp_path, standin, {"keep": True})
-    lock = dict(locked[1], bases=dict(locked[1]["bases"]))
-    lock["bases"][STACK] = dict(lock["bases"][STACK], apt_sources={"keep": True})
+    lock = locked[1].model_copy(update={"bases": dict(locked[1].bases)})
+    lock.bases[STACK] = lock.bases[STACK].model_copy(update={"apt_sources": {"keep": True}})
     matrix.with_suffix(".lock").write_text(lockfile.dump(lock))
     tp = load_plan(matrix).targets[TARGET]
     assert not tp.unresolved, tp.unresolved
@@ -280,7 +280,7 @@ def test_build_through_the_mirror_and_suites_pass(docker_client, project, locked
         # The torch the base shipped is the torch the image has.
         out = docker_client.containers.run(image.id, ["/opt/rocmforge/venv/bin/python", "-c",
                                                       "import torch; print(torch.__version__)"], remove=True)
-        assert out.decode().strip() == locked[1]["held"]["llama31-qlora-debian-env"]["torch_version"]
+        assert out.decode().strip() == locked[1].held["llama31-qlora-debian-env"].torch_version
     finally:
         for ref in (tp.content_tag, tp.readable_tag):
             try:

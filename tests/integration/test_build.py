@@ -113,7 +113,7 @@ def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime,
     # A lock edited to agree with it, so the build gets as far as apt (the real lock would refuse).
     lock_path = tmp_path / "matrix.lock"
     lock = lockfile.load(lock_path)
-    lock["apt"]["hip-runtime"]["libamdhip64-5"] = "0.0.0-does-not-exist"
+    lock.apt["hip-runtime"]["libamdhip64-5"] = "0.0.0-does-not-exist"
     lock_path.write_text(lockfile.dump(lock))
     bad_plan = make_plan(load_matrix(matrix_path), tmp_path, lockfile.load(lock_path))
     readable = PLAN.targets["hip-runtime"].readable_tag

@@ -76,10 +76,10 @@ def _own_target(tmp_path, *, locked: bool):
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     lock_path = matrix.parent / "matrix.lock"
     lock = lockfile.load(lock_path)
-    for key in [k for k in lock["apt"] if k == "hip-python" or k.startswith("hip-python/")]:
-        lock["apt"][name + key[len("hip-python"):]] = lock["apt"][key]
+    for key in [k for k in lock.apt if k == "hip-python" or k.startswith("hip-python/")]:
+        lock.apt[name + key[len("hip-python"):]] = lock.apt[key]
     if not locked:
-        lock["python"].pop("numpy-env")
+        lock.python.pop("numpy-env")
     lock_path.write_text(lockfile.dump(lock))
     plan = make_plan(load_matrix(matrix), matrix.parent, lockfile.load(lock_path))
     return matrix, name, plan.targets[name]

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rocmforge.define.lockschema import PythonFile
 from rocmforge.host import fetch
 from rocmforge.resolve import lockfile
 from rocmforge.verify import suites as suite_runs
@@ -152,7 +153,7 @@ def test_corrupt_cached_wheel_is_fetched_again(tmp_path, wheel_index, monkeypatc
     index, wheel = wheel_index
     monkeypatch.setenv("PIP_INDEX_URL", index)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    locked = {"rftiny": {"version": "1.0", "file": wheel.name, "sha256": [digest]}}
+    locked = {"rftiny": PythonFile(version="1.0", file=wheel.name, sha256=[digest])}
     work = tmp_path / "work"
     cached = fetch.cache_dir(work) / digest
     cached.write_bytes(wheel.read_bytes()[:-10] + b"0123456789")       # same size, other bytes
@@ -168,11 +169,11 @@ def test_corrupt_cached_wheel_that_cannot_be_fetched_again_refuses_the_build(doc
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     lock_path = matrix.parent / "matrix.lock"
     lock = lockfile.load(lock_path)
-    lock["apt"][f"{name}/numpy-env-build"] = lock["apt"]["hip-python/numpy-env-build"]
+    lock.apt[f"{name}/numpy-env-build"] = lock.apt["hip-python/numpy-env-build"]
     lock_path.write_text(lockfile.dump(lock))
     assert not load_plan(matrix).targets[name].unresolved
-    entry = lock["python"]["numpy-env"]["numpy"]
-    digest = entry["sha256"][0]
+    entry = lock.python["numpy-env"]["numpy"]
+    digest = entry.sha256[0]
     cached = fetch.cache_dir(state / "work") / digest
     cached.write_bytes(b"not the wheel\n")
     actual = hashlib.sha256(b"not the wheel\n").hexdigest()
@@ -183,7 +184,7 @@ def test_corrupt_cached_wheel_that_cannot_be_fetched_again_refuses_the_build(doc
                         "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert_one_error_line(proc.stderr, str(cached), f"sha256 {actual}", f"expected {digest}",
-                          f"numpy=={entry['version']}")
+                          f"numpy=={entry.version}")
     assert "Step 1/" not in proc.stderr and not (state / "logs" / f"{name}.log").exists()
     assert not cached.exists()
     assert_nothing_left(docker_client, before)

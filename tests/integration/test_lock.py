@@ -62,9 +62,9 @@ def test_lock_resolves_what_it_can_and_keeps_the_rest(docker_client, tmp_path):
     assert "resolved: apt hip-devel" in proc.stdout and "resolved: python numpy-env" in proc.stdout
     new = lockfile.load(tmp_path / "matrix.lock")
     old = lockfile.load(ROOT / "matrix.lock")
-    assert new["apt"]["hip-devel"] == old["apt"]["hip-devel"]
-    assert new["python"]["numpy-env"] == old["python"]["numpy-env"]
-    assert new["bases"]["rocm5.7-ubuntu20.04"]["digest"] is None
+    assert new.apt["hip-devel"] == old.apt["hip-devel"]
+    assert new.python["numpy-env"] == old.python["numpy-env"]
+    assert new.bases["rocm5.7-ubuntu20.04"].digest is None
     assert lockfile.dump(new) == (tmp_path / "matrix.lock").read_text(), "the lock is written deterministically"
 
 
@@ -97,18 +97,18 @@ def test_git_branch_to_commit_moved_branch_and_missing_commit(docker_client, tmp
     data["components"]["bitsandbytes-hip-rocm5.7"]["source"]["url"] = f"file://{upstream}"
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     run_cli("--matrix", str(matrix), "lock", "--target", "llama7b-infer")
-    locked = lockfile.load(tmp_path / "matrix.lock")["git"]["bitsandbytes-hip-rocm5.7"]
-    assert locked["commit"] == _head(upstream) and locked["ref"] == "rocm_enabled_multi_backend"
+    locked = lockfile.load(tmp_path / "matrix.lock").git["bitsandbytes-hip-rocm5.7"]
+    assert locked.commit == _head(upstream) and locked.ref == "rocm_enabled_multi_backend"
 
     (upstream / "new.txt").write_text("moved\n")
     _git("add", ".", cwd=upstream)
     _git("commit", "-q", "-m", "two", cwd=upstream)
     proc = run_cli("--matrix", str(matrix), "lock", "--check", "--target", "llama7b-infer")
     assert proc.returncode == 1
-    assert f"rocm_enabled_multi_backend moved: locked {locked['commit']}, now {_head(upstream)}" in proc.stdout
+    assert f"rocm_enabled_multi_backend moved: locked {locked.commit}, now {_head(upstream)}" in proc.stdout
 
-    tree = fetch.source_tree(f"file://{upstream}", locked["commit"], tmp_path / "work")
-    assert tree[".rocmforge-commit"].decode().strip() == locked["commit"] and "new.txt" not in tree
+    tree = fetch.source_tree(f"file://{upstream}", locked.commit, tmp_path / "work")
+    assert tree[".rocmforge-commit"].decode().strip() == locked.commit and "new.txt" not in tree
     with pytest.raises(fetch.FetchError, match="has no commit"):
         fetch.source_tree(f"file://{upstream}", "0" * 40, tmp_path / "work")
 

@@ -81,7 +81,7 @@ def test_every_bitsandbytes_stack_is_checked():
 @pytest.mark.parametrize("component,stack", CASES, ids=[f"{c}@{s}" for c, s in CASES])
 def test_built_library_is_the_name_the_forks_loader_opens(fork, component, stack):
     comp = MATRIX.components[component]
-    commit = comp.source.commit or (LOCK["git"].get(component) or {}).get("commit")
+    commit = comp.source.pinned_commit(component, LOCK)
     assert commit, f"{component} has no locked commit (run `build.py lock`)"
     rocm = MATRIX.stacks[stack].rocm
     assert comp.library_for(rocm) == loader_library_name(fork, commit, torch_hip_of(rocm))
@@ -89,6 +89,6 @@ def test_built_library_is_the_name_the_forks_loader_opens(fork, component, stack
 
 def test_the_loader_code_is_what_tells_the_names_apart(fork):
     """The executed code, not this test, decides: 6.0 and 6.1 straddle the fork's hipBLASLt cut."""
-    commit = LOCK["git"]["bitsandbytes-hip"]["commit"]
+    commit = LOCK.git["bitsandbytes-hip"].commit
     assert loader_library_name(fork, commit, "6.0.32830-d62f6a171") == "bitsandbytes/libbitsandbytes_rocm60_nohipblaslt.so"
     assert loader_library_name(fork, commit, "6.1.40091-a8dbc0c19") == "bitsandbytes/libbitsandbytes_rocm61.so"

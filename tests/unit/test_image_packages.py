@@ -3,6 +3,7 @@ committed matrix and lock, and the comparison with an installed set."""
 
 from __future__ import annotations
 
+from rocmforge.define.lockschema import BaseEntry
 from rocmforge.resolve import lockfile
 from rocmforge.resolve.image_packages import ExpectedPackages, compare, expected_packages, parse_dpkg_status
 from rocmforge.define.matrix import load_matrix
@@ -14,8 +15,8 @@ LOCK = lockfile.load(ROOT / "matrix.lock")
 
 def test_bootstrapped_image_is_its_base_plus_its_chains_closures():
     seed = expected_packages(LOCK, MATRIX, "llama31-qlora-debian")
-    base = LOCK["bases"]["debian-sid-rocm6.4"]["packages"]
-    torch_step = LOCK["apt"]["hip64-torch"]
+    base = LOCK.bases["debian-sid-rocm6.4"].packages
+    torch_step = LOCK.apt["hip64-torch"]
     assert seed.base_locked and seed.unlocked_steps == ()
     assert seed.packages == {**base, **torch_step}          # llama31-qlora-debian installs no apt of its own
     assert seed.packages["libhipsparse1"] == "6.4.3-1" and seed.sources["libhipsparse1"] == "apt hip64-torch"
@@ -38,9 +39,10 @@ def test_registry_base_locked_before_its_packages_is_not_judged_for_extras():
 
 def test_registry_base_with_its_packages_locked_is_judged_whole():
     stack = MATRIX.targets["llama7b-train"].stack
-    lock = {**LOCK, "bases": {**LOCK["bases"], stack: {"kind": "registry", "digest": "sha256:" + "0" * 64,
-                                                        "packages": {"rocblas": "3.1.0.50701-98~20.04", "bash": "5.0"}}},
-            "apt": {**LOCK["apt"], "llama7b-train": {"rccl": "2.17.1.50701-98~20.04"}}}
+    lock = LOCK.model_copy(update={
+        "bases": {**LOCK.bases, stack: BaseEntry(kind="registry", digest="sha256:" + "0" * 64,
+                                                 packages={"rocblas": "3.1.0.50701-98~20.04", "bash": "5.0"})},
+        "apt": {**LOCK.apt, "llama7b-train": {"rccl": "2.17.1.50701-98~20.04"}}})
     e = expected_packages(lock, MATRIX, "llama7b-train")
     assert e.base_locked and e.unlocked_steps == ()
     assert e.sources == {"bash": f"base {stack}", "rccl": "apt llama7b-train", "rocblas": f"base {stack}"}

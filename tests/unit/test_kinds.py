@@ -26,6 +26,7 @@ from rocmforge.host import fetch
 from rocmforge.resolve import lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.define.kinds import KIND_NAMES, GitSourceFetch, WheelsFetch
+from rocmforge.define.lockschema import GitEntry, Lock, PythonFile
 from rocmforge.resolve.lock import LockRun, Outcome
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import make_plan
@@ -111,7 +112,7 @@ def test_plan_fetch_items_and_unresolved(plan):
 
 
 def test_fetch_items_fetch_into_their_context_folders(monkeypatch, tmp_path):
-    lock = {"python": {"env": {"numpy": {"version": "2.3.5"}}}}
+    lock = Lock(python={"env": {"numpy": PythonFile(version="2.3.5", sha256=["a" * 64])}})
     calls = []
 
     def wheels_for(locked, python, work, ca):
@@ -122,12 +123,12 @@ def test_fetch_items_fetch_into_their_context_folders(monkeypatch, tmp_path):
     monkeypatch.setattr(fetch, "source_tree", lambda url, commit, work: {"setup.py": f"{url}@{commit}".encode()})
     ca = tmp_path / "ca.pem"
     assert WheelsFetch("env", "3.14").fetch(lock, tmp_path, ca) == {"wheels/env/numpy-2.3.5.whl": b"wheel"}
-    assert calls == [(lock["python"]["env"], "3.14", tmp_path, ca)]
+    assert calls == [(lock.python["env"], "3.14", tmp_path, ca)]
     assert GitSourceFetch("src", "https://x.invalid/r", "c" * 40).fetch(lock, tmp_path, None) == {
         "sources/src/setup.py": f"https://x.invalid/r@{'c' * 40}".encode()}
 
 
-def lock_run(lock: dict) -> LockRun:
+def lock_run(lock: Lock) -> LockRun:
     return LockRun(client=None, matrix=MATRIX, names=MATRIX.order(), lock=lock, out=Outcome(lock),
                    work=Path("/nonexistent"), ca_bundle=None, log=print)
 
@@ -135,7 +136,7 @@ def lock_run(lock: dict) -> LockRun:
 def test_lock_entries_check_the_lock_without_a_network(monkeypatch):
     monkeypatch.setattr(fetch, "ls_remote", lambda url, ref: (_ for _ in ()).throw(fetch.FetchError("offline")))
     lock = lockfile.load(GOLDEN / "kinds-matrix.lock")
-    lock["python"]["locked-env"]["numpy"] = {**lock["python"]["locked-env"]["numpy"], "version": "2.3.4"}
+    lock.python["locked-env"]["numpy"] = lock.python["locked-env"]["numpy"].model_copy(update={"version": "2.3.4"})
     run = lock_run(lock)
     for cname in ("locked-env", "unlocked-env", "fork-wheel", "plain-wheel", "config", "smoke"):
         for entry in MATRIX.components[cname].lock_entries(cname):
@@ -154,11 +155,11 @@ def test_git_lock_entry_keeps_the_old_entry_when_unreachable(monkeypatch):
     run = lock_run(lock)
     (entry,) = MATRIX.components["plain-wheel"].lock_entries("plain-wheel")
     entry.resolve(run)
-    assert lock["git"]["plain-wheel"] == {"url": "https://example.invalid/plain", "ref": "v0.1.0", "commit": None}
+    assert lock.git["plain-wheel"] == GitEntry(url="https://example.invalid/plain", ref="v0.1.0", commit=None)
     assert run.out.failed == ["git plain-wheel: offline; entry left as it was"]
     monkeypatch.setattr(fetch, "ls_remote", lambda url, ref: "d" * 40)
     entry.resolve(run)
-    assert lock["git"]["plain-wheel"]["commit"] == "d" * 40
+    assert lock.git["plain-wheel"].commit == "d" * 40
 
 
 def matrix_error(tmp_path: Path, old: str, new: str) -> UserError:

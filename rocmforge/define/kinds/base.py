@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 from rocmforge.define.schema import Strict
 
 if TYPE_CHECKING:
+    from rocmforge.define.lockschema import Lock
     from rocmforge.define.schema import Stack, Target, TorchPin
     from rocmforge.shared.yamlsrc import SourceMap
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 class FetchItem(Protocol):
     """A host-side input of a build, fetched (or taken from the cache) when the build starts."""
 
-    def fetch(self, lock: dict, work_dir: Path, ca: Path | None) -> dict[str, bytes]:
+    def fetch(self, lock: Lock, work_dir: Path, ca: Path | None) -> dict[str, bytes]:
         """Build-context-relative path → bytes; raises fetch.FetchError."""
         ...
 
@@ -47,7 +48,7 @@ class LockContext(Protocol):
     client: Any                 # a docker.DockerClient
     matrix: MatrixView
     names: list[str]            # the targets the run covers, in build order
-    lock: dict                  # the lock being written (resolve) or read (check)
+    lock: Lock                  # the lock being written (resolve) or read (check)
     out: LockOutcome
     work: Path
     ca_bundle: Path | None
@@ -107,7 +108,7 @@ class ComponentKind(Strict):
         """The version the image's io.rocmforge.components label records, if any."""
         return None
 
-    def plan(self, name: str, lock: dict, use: TargetUse) -> ComponentPlan:
+    def plan(self, name: str, lock: Lock, use: TargetUse) -> ComponentPlan:
         return ComponentPlan()
 
     def lock_entries(self, name: str) -> tuple[LockEntry, ...]:

@@ -14,6 +14,7 @@ from rocmforge.define.kinds.git_source import GitSource, GitSourceFetch, GitSour
 from rocmforge.host.container import TrackedContainer
 
 if TYPE_CHECKING:
+    from rocmforge.define.lockschema import Lock
     from rocmforge.shared.yamlsrc import SourceMap
 
 HIP_SHORT_RE = re.compile(r"^([0-9]+)\.([0-9]+)")
@@ -59,7 +60,7 @@ class CmakeWheel(ComponentKind):
     def label_version(self) -> str | None:
         return self.version
 
-    def plan(self, name: str, lock: dict, use: TargetUse) -> ComponentPlan:
+    def plan(self, name: str, lock: Lock, use: TargetUse) -> ComponentPlan:
         commit = self.source.pinned_commit(name, lock)
         if not commit:
             return ComponentPlan(template_vars={"commit": None, "library": self.library_for(use.stack.rocm)},

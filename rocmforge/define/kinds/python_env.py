@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockContext, LockEntry, TargetUse
+from rocmforge.define.lockschema import HeldEntry, Lock, PythonFile, python_files
 from rocmforge.host import fetch, pylock
 
 if TYPE_CHECKING:
@@ -39,21 +40,21 @@ class PythonEnv(ComponentKind):
                                 f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
                                 f"(used by target {use.name!r})")
 
-    def plan(self, name: str, lock: dict, use: TargetUse) -> ComponentPlan:
-        locked = lock["python"].get(name) or {}
+    def plan(self, name: str, lock: Lock, use: TargetUse) -> ComponentPlan:
+        locked = lock.python.get(name) or {}
         unresolved, fetches = [], ()
-        if locked and all(locked.get(k.lower(), {}).get("version") == v for k, v in self.requirements.items()):
+        if locked and all(k.lower() in locked and locked[k.lower()].version == v for k, v in self.requirements.items()):
             fetches = (WheelsFetch(name, use.stack.python),)
         else:
             locked = {}
             unresolved.append(f"python {name}: requirements are not locked with hashes (run `python build.py lock`)")
-        held = lock.get("held", {}).get(name)
+        held = lock.held.get(name)
         if not held and use.has_torch:
             unresolved.append(f"python {name}: the image's torch is not held by the lock (run `python build.py lock`)")
         requirements, constraints = f"requirements/{name}.txt", f"constraints/{name}.txt"
         files = {requirements: self._requirements_text(locked).encode()}
         if held:
-            files[constraints] = "".join(f"{k}=={v}\n" for k, v in sorted(held["packages"].items())).encode()
+            files[constraints] = "".join(f"{k}=={v}\n" for k, v in sorted(held.packages.items())).encode()
         # On a torch image the base's console scripts (torchrun, ...) get venv twins: see venv_entry_points.py.
         entry_points = None
         if use.has_torch:
@@ -61,14 +62,14 @@ class PythonEnv(ComponentKind):
             files[entry_points] = ENTRY_POINTS_SCRIPT.read_bytes()
         template_vars = {
             "locked": bool(locked), "requirements": requirements, "constraints": constraints if held else None,
-            "torch_check": {"version": held["torch_version"], "hip": held["torch_hip"]} if held else None,
+            "torch_check": {"version": held.torch_version, "hip": held.torch_hip} if held else None,
             "entry_points": entry_points,
         }
         return ComponentPlan(template_vars=template_vars, files=files, fetches=fetches, unresolved=tuple(unresolved))
 
-    def _requirements_text(self, locked: dict) -> str:
+    def _requirements_text(self, locked: dict[str, PythonFile]) -> str:
         if locked:   # the whole closure, each with its hashes: pip --require-hashes
-            return "".join(f"{k}=={e['version']}" + "".join(f" --hash=sha256:{h}" for h in e["sha256"]) + "\n"
+            return "".join(f"{k}=={e.version}" + "".join(f" --hash=sha256:{h}" for h in e.sha256) + "\n"
                            for k, e in sorted(locked.items()))
         return "".join(f"{k}=={v}\n" for k, v in sorted(self.requirements.items()))
 
@@ -82,8 +83,8 @@ class WheelsFetch:
     component: str
     python: str | None
 
-    def fetch(self, lock: dict, work_dir: Path, ca: Path | None) -> dict[str, bytes]:
-        wheels = fetch.wheels_for(lock["python"][self.component], self.python, work_dir, ca)
+    def fetch(self, lock: Lock, work_dir: Path, ca: Path | None) -> dict[str, bytes]:
+        wheels = fetch.wheels_for(lock.python[self.component], self.python, work_dir, ca)
         return {f"wheels/{self.component}/{fname}": data for fname, data in wheels.items()}
 
 
@@ -101,11 +102,12 @@ class PythonEnvLock:
             return
         python = run.matrix.stacks[run.matrix.targets[tname].stack].python
         try:
-            run.lock["python"][name] = fetch.resolve_wheels(self.spec.requirements, python, run.work, run.ca_bundle)
+            run.lock.python[name] = python_files(fetch.resolve_wheels(self.spec.requirements, python, run.work,
+                                                                      run.ca_bundle))
         except fetch.FetchError as exc:
             run.out.failed.append(f"python {name}: {exc}")
             return
-        run.out.resolved.append(f"python {name}: {len(run.lock['python'][name])} wheel(s) with hashes")
+        run.out.resolved.append(f"python {name}: {len(run.lock.python[name])} wheel(s) with hashes")
 
     def _resolve_on_image(self, run: LockContext, tname: str) -> None:
         """On a torch image: resolved in a container of the image it builds on."""
@@ -127,16 +129,16 @@ class PythonEnvLock:
         except pylock.PythonLockError as exc:
             run.out.failed.append(f"python {name}: {exc}; entry left as it was")
             return
-        run.lock["python"][name] = res.wheels
-        run.lock["held"][name] = res.held
+        run.lock.python[name] = python_files(res.wheels)
+        held = run.lock.held[name] = HeldEntry.model_validate(res.held)
         run.out.resolved.append(
             f"python {name}: {len(res.wheels)} wheel(s) with hashes, resolved in {image} against its "
-            f"torch {res.held['torch_version']} (held: {', '.join(res.held['packages']) or 'none'})")
+            f"torch {held.torch_version} (held: {', '.join(held.packages) or 'none'})")
 
     def check(self, run: LockContext) -> None:
-        locked = run.lock["python"].get(self.component, {})
+        locked = run.lock.python.get(self.component, {})
         for pkg, ver in sorted(self.spec.requirements.items()):
             if pkg not in locked:
                 run.out.problems.append(f"python {self.component}: {pkg} is not locked")
-            elif locked[pkg]["version"] != ver:
-                run.out.problems.append(f"python {self.component}: {pkg} matrix {ver} vs lock {locked[pkg]['version']}")
+            elif locked[pkg].version != ver:
+                run.out.problems.append(f"python {self.component}: {pkg} matrix {ver} vs lock {locked[pkg].version}")

@@ -13,6 +13,7 @@ from rocmforge.define.kinds.base import ComponentPlan, TargetUse, WithoutBuilder
 from rocmforge.shared.errors import UserError
 
 if TYPE_CHECKING:
+    from rocmforge.define.lockschema import Lock
     from rocmforge.shared.yamlsrc import SourceMap
 
 SETTINGS_EXTS = (".json", ".yaml", ".yml")  # the formats settings_bytes can write
@@ -36,7 +37,7 @@ class Settings(WithoutBuilderApt):
                 raise src.error(("components", name, "files", fname),
                                 f"settings file {fname!r} must end in {', '.join(SETTINGS_EXTS)}")
 
-    def plan(self, name: str, lock: dict, use: TargetUse) -> ComponentPlan:
+    def plan(self, name: str, lock: Lock, use: TargetUse) -> ComponentPlan:
         folder = f"settings/{name}"
         return ComponentPlan(template_vars={"settings_dir": folder},
                              files={f"{folder}/{fname}": settings_bytes(fname, data, f"components.{name}.files.{fname}")
