@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rocmforge.build import steplock
 from rocmforge.build.image.history import stage_steps
-from rocmforge.host import aptmirror, aptsources, engineinfo, imageid, registry
+from rocmforge.host import aptmirror, aptsources, engineinfo, imageid, registrybase
 from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
@@ -83,7 +83,7 @@ def final_base(client: DockerClient, tp: TargetPlan, *, fetch: bool = True) -> s
         raise BuildError(f"the Dockerfile of {tp.name} has no FROM")
     if froms[-1].startswith("${") and tp.registry_base:
         image, digest = tp.registry_base
-        return registry.pull(client, image, digest, mirror=registry.mirror_from_env(), fetch=fetch)
+        return registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env(), fetch=fetch)
     return froms[-1] if fetch or image_id(client, froms[-1]) else None
 
 
@@ -175,7 +175,7 @@ def _build(client: DockerClient, tp: TargetPlan, *, log_path: Path, ca_bundle: P
         buildargs[aptmirror.ARG] = mirror
     if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
         image, digest = tp.registry_base
-        buildargs[bases.BASE_ARG] = registry.pull(client, image, digest, mirror=registry.mirror_from_env())
+        buildargs[bases.BASE_ARG] = registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env())
     request = BuildRequest(tp.name, tp.content_tag, {**tp.files, **(extra_files or {})}, tag or raw_tag(tp),
                            build_labels(tp), buildargs, nocache, ca_bundle, log_path)
     trace = BuildTrace(made)

@@ -20,16 +20,15 @@ class Command:
         return run(invocation.Invocation(args))
 
 
-class _Commands:
-    def __init__(self, module: str) -> None:
-        self.module = module
-
-    def __getattr__(self, function: str) -> Command:
-        return Command(self.module, function)
+def build(function: str) -> Command:
+    return Command("build_commands", function)
 
 
-build, info = _Commands("build_commands"), _Commands("info_commands")
-MAIN_JOB = build.build_and_test
+def info(function: str) -> Command:
+    return Command("info_commands", function)
+
+
+MAIN_JOB = build("build_and_test")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,29 +72,29 @@ def _describing_commands(sub) -> None:
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--gpu-jobs", action="store_true",
                     help="with --json: one entry per (target, arch) with the self-hosted runner labels for its GPU suites")
-    ls.set_defaults(run=info.list_targets)
+    ls.set_defaults(run=info("list_targets"))
 
     r = sub.add_parser("render", help="write images/<target>/ from matrix.yaml and templates/")
     r.add_argument("--out", default=None, help="output folder (default images/ beside the matrix)")
     r.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file")
-    r.set_defaults(run=info.render)
+    r.set_defaults(run=info("render"))
 
     rp = sub.add_parser("report", help="the matrix report: every target against every suite, as a static HTML page")
     rp.add_argument("--out", dest="report_out", default=None, help="folder for index.html and report.json "
                     "(default .rocmforge/report/)")
     rp.add_argument("--json", action="store_true", help="print the report as JSON")
     rp.add_argument("--markdown", default=None, help="append a Markdown summary to this file (CI: $GITHUB_STEP_SUMMARY)")
-    rp.set_defaults(run=info.report)
+    rp.set_defaults(run=info("report"))
 
     ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
     ri.add_argument("file")
     ri.add_argument("--json", action="store_true")
-    ri.set_defaults(run=info.rocminfo)
+    ri.set_defaults(run=info("rocminfo"))
 
     ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
     ar.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     ar.add_argument("--json", action="store_true")
-    ar.set_defaults(run=info.archs)
+    ar.set_defaults(run=info("archs"))
 
 
 def _building_commands(sub) -> None:
@@ -103,7 +102,7 @@ def _building_commands(sub) -> None:
     _target(b)
     b.add_argument("--ca-bundle", default=None, dest="build_ca_bundle", help="as the global --ca-bundle")
     _build_options(b, "build_")
-    b.set_defaults(run=build.build)
+    b.set_defaults(run=build("build"))
 
     t = sub.add_parser("test", help="run the verification suites inside a built image")
     _target(t, required=False, help="a built matrix target (with --image: the target whose archs and pins the "
@@ -114,32 +113,32 @@ def _building_commands(sub) -> None:
     t.add_argument("--require-gpu", action="store_true", dest="require_gpu",
                    help="a GPU check that cannot see a GPU fails instead of being 'not GPU-verified' "
                         "(implied on a host with /dev/kfd; the CI GPU job passes it)")
-    t.set_defaults(run=build.test)
+    t.set_defaults(run=build("test"))
 
     lk = sub.add_parser("lock", help="resolve digests, apt closures, wheel hashes and git commits into matrix.lock")
     lk.add_argument("--target", action="append", dest="lock_targets", help="only this target and its prerequisites (repeatable)")
     lk.add_argument("--check", action="store_true", help="write nothing; exit 1 listing every stale or unavailable pin")
-    lk.set_defaults(run=build.lock)
+    lk.set_defaults(run=build("lock"))
 
     vr = sub.add_parser("verify-repro", help="build a target twice without cache and compare the image IDs")
     _target(vr)
     vr.add_argument("--json", action="store_true")
-    vr.set_defaults(run=build.verify_repro)
+    vr.set_defaults(run=build("verify_repro"))
 
     mf = sub.add_parser("manifest", help="write the manifest and CycloneDX SBOM of a built target")
     _target(mf)
-    mf.set_defaults(run=build.manifest)
+    mf.set_defaults(run=build("manifest"))
 
     cx = sub.add_parser("context", help="write a target's complete build context to a folder, for `docker build` by hand")
     _target(cx)
     cx.add_argument("--out", required=True, help="the folder (created; must be empty or absent)")
-    cx.set_defaults(run=build.context)
+    cx.set_defaults(run=build("context"))
 
     cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one), what interrupted "
                         "builds left behind, and the logs")
     _target(cl, required=False)
     cl.add_argument("--dry-run", dest="clean_dry_run", action="store_true", help="list what would be removed")
-    cl.set_defaults(run=build.clean)
+    cl.set_defaults(run=build("clean"))
 
 
 def _host_commands(sub) -> None:
@@ -147,18 +146,18 @@ def _host_commands(sub) -> None:
     pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
     _target(pu)
     pu.add_argument("--registry", required=True, help="HOST[:PORT][/NAMESPACE]")
-    pu.set_defaults(run=info.push)
+    pu.set_defaults(run=info("push"))
 
     pl = sub.add_parser("pull", help="pull a published target by digest and verify it")
     _target(pl)
-    pl.set_defaults(run=info.pull)
+    pl.set_defaults(run=info("pull"))
 
     dr = sub.add_parser("doctor", help="check this host for running ROCm containers")
     dr.add_argument("--json", action="store_true")
     dr.add_argument("--rocminfo", help="diagnose a saved rocminfo output instead of this host's GPUs")
     dr.add_argument("--kfd-topology", metavar="DIR",
                     help="diagnose a saved copy of /sys/class/kfd/kfd/topology instead of this host's GPUs")
-    dr.set_defaults(run=info.doctor)
+    dr.set_defaults(run=info("doctor"))
 
     rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
     _target(rn)
@@ -167,4 +166,4 @@ def _host_commands(sub) -> None:
     rn.add_argument("--kfd-topology", metavar="DIR",
                     help="judge the image against a saved copy of /sys/class/kfd/kfd/topology")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
-    rn.set_defaults(run=info.run)
+    rn.set_defaults(run=info("run"))

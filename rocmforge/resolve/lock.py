@@ -12,7 +12,7 @@ from typing import Any, Callable, TYPE_CHECKING
 from rocmforge.define.kinds import LockEntry
 from rocmforge.define.lockschema import SECTIONS, BaseEntry, Lock
 from rocmforge.define.matrix import Matrix
-from rocmforge.host import aptmirror, aptsources, imageid, registry
+from rocmforge.host import aptmirror, aptsources, imageid, registrybase
 from rocmforge.host.container import TrackedContainer
 from rocmforge.resolve import bases, bootstrap, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
@@ -125,8 +125,8 @@ def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: Lock, wor
     if not digest:
         raise RuntimeError(f"the {stack_name} base {reg.image}:{reg.tag} has no digest yet")
     try:
-        return registry.pull(client, reg.image, digest, mirror=registry.mirror_from_env())
-    except registry.RegistryError as exc:
+        return registrybase.pull(client, reg.image, digest, mirror=registrybase.mirror_from_env())
+    except registrybase.RegistryError as exc:
         raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
 
 
@@ -151,10 +151,10 @@ def _resolve_digest(stack_name: str, stack, lock: Lock, out: "Outcome") -> bool:
         lock.bases[stack_name] = entry
         out.resolved.append(f"base {stack_name}: {reg.digest} (from matrix.yaml)")
         return True
-    mirror = registry.mirror_from_env()
+    mirror = registrybase.mirror_from_env()
     try:
-        found = registry.resolve(reg.image, reg.tag, mirror=mirror)
-    except registry.RegistryError as exc:
+        found = registrybase.resolve(reg.image, reg.tag, mirror=mirror)
+    except registrybase.RegistryError as exc:
         lock.bases.setdefault(stack_name, entry)
         out.failed.append(f"base {stack_name}: {reg.image}:{reg.tag}: {exc}; entry left as it was")
         return False

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from rocmforge.resolve import bases, bootstrap
-from rocmforge.host import registry as reg
+from rocmforge.host import registrybase as reg
 from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT, build_image
 from tests.local_registry import free_port

@@ -126,3 +126,21 @@ def test_list_says_which_images_keep_only_their_archs_gpu_files():
     # no package step of its own on an AMD base: nothing prunes its base's GPU files
     assert rows["llama31-qlora-w7900"]["pruned"] is False
     assert "pruned" in run_cli("list").stdout
+
+
+def test_every_subcommand_names_a_function_that_exists():
+    """The parser names each command's function as text (it is imported when the command runs), so a
+    misspelt name would only fail when someone typed that command: here every one is looked up."""
+    import argparse
+    import importlib
+
+    from rocmforge.cli.parser import Command, build_parser
+
+    parser = build_parser()
+    commands = [parser.get_default("run")]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            commands += [sub.get_default("run") for sub in action.choices.values()]
+    assert len(commands) > 15 and all(isinstance(c, Command) for c in commands)
+    for c in commands:
+        assert callable(getattr(importlib.import_module(f"rocmforge.cli.{c.module}"), c.function, None)), c

@@ -1,4 +1,4 @@
-"""rocmforge.host.registry against hand-written responses in Docker Hub's shapes (tests/fixtures/registry,
+"""rocmforge.host.registrybase against hand-written responses in Docker Hub's shapes (tests/fixtures/registry,
 see its README), served by a tiny http.server on 127.0.0.1 so the real urllib code path runs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.host import registry as reg
+from rocmforge.host import registrybase as reg
 from rocmforge.shared.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
