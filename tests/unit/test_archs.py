@@ -28,6 +28,8 @@ PROBE = PROBES / "archs.py"
 FIX = ROOT / "tests" / "fixtures" / "archs"
 PROBE_MODULE = packagedata.probe("archs")
 BUNDLES = packagedata.probe("bundles")
+WHOLE = packagedata.probe("wholefile")
+KINDS = {"host-bundles", "host", "code-object", "tensile-name", "other"}
 
 HOST_ID = "host-x86_64-unknown-linux--"
 
@@ -212,13 +214,17 @@ def test_ef_amdgpu_mach_matches_llc17():
 @pytest.mark.parametrize("mach,name", sorted(
     (m, n) for m, n in PROBE_MODULE.EF_AMDGPU_MACH.items() if n.startswith("gfx")))
 def test_every_table_entry_decodes(co942, mach, name):
+    assert WHOLE.flags_target(with_flags(co942, mach | 0x500)) == name
+    # the fixture's note still says gfx942: a code object whose e_flags disagree is corrupt
     r = archs.scan_bytes(with_flags(co942, mach | 0x500), "k.hsaco")
-    assert (r.kind, r.archs) == ("code-object", (name,))
+    if name == "gfx942":
+        assert (r.kind, r.archs, r.error) == ("code-object", ("gfx942",), None)
+    else:
+        assert r.kind == "code-object" and f"its note says gfx942, its e_flags say {name}" in r.error
 
 
 def test_generic_code_object_with_generic_version(co942):
-    r = archs.scan_bytes(with_flags(co942, (1 << 24) | 0x054, abi_version=4), "k.hsaco")
-    assert (r.archs, r.entries) == (("gfx11-generic",), ("gfx11-generic",))
+    assert WHOLE.flags_target(with_flags(co942, (1 << 24) | 0x054, abi_version=4)) == "gfx11-generic"
 
 
 @pytest.mark.parametrize("e_flags,abi,target", [
@@ -232,22 +238,23 @@ def test_generic_code_object_with_generic_version(co942):
     (0x02F, 1, "gfx906"),
 ])
 def test_feature_bits(co942, e_flags, abi, target):
-    r = archs.scan_bytes(with_flags(co942, e_flags, abi), "k.hsaco")
-    assert r.entries == (target,)
-    assert r.archs == (target.split(":")[0],)
+    assert WHOLE.flags_target(with_flags(co942, e_flags, abi)) == target
 
 
 def test_unknown_mach_falls_back_to_notes_then_reports_an_error(co942):
     # A processor newer than the table: the target string in the metadata note names it.
     r = archs.scan_bytes(with_flags(co942, 0x0FF), "k.hsaco")
     assert (r.kind, r.archs, r.error) == ("code-object", ("gfx942",), None)
-    # A bare header (no notes) with an unknown processor: an error, not a guess.
-    bare = co942[:64]
-    r = archs.scan_bytes(with_flags(bare, 0x0FF), "k.hsaco")
+    # Whole, but no note names a target and e_flags name an unknown processor: an error, not a guess.
+    b = bytearray(with_flags(co942, 0x0FF))
+    b = bytes(b).replace(b"\xadamdhsa.target", b"\xadamdhsa.tarxet")
+    r = archs.scan_bytes(b, "k.hsaco")
     assert r.kind == "code-object" and r.archs == ()
     assert "unknown EF_AMDGPU_MACH 0xff" in r.error
-    named = archs.scan_bytes(with_flags(bare, 0x0FF), "lib/TensileLibrary_gfx942.co")
-    assert (named.kind, named.archs) == ("tensile-name", ("gfx942",))
+    # A bare header: its sections lie past its end; the file name never stands in for the code.
+    for name in ("k.hsaco", "library/TensileLibrary_gfx942.co"):
+        r = archs.scan_bytes(co942[:64], name)
+        assert (r.kind, r.archs) == ("code-object", ()) and r.error.startswith("truncated ELF file")
 
 
 def test_file_name_disagreeing_with_e_flags(co942):
@@ -259,18 +266,26 @@ def test_file_name_disagreeing_with_e_flags(co942):
 # ---------------------------------------------------------------------------------------------
 # Tensile file names
 
+CATALOGUE = b"\x82\xa9solutions\x90\xa7library\x80"          # {"solutions": [], "library": {}}
+
+
 @pytest.mark.parametrize("name,kind,found,entries", [
     ("library/TensileLibrary_lazy_gfx90a.dat", "tensile-name", ("gfx90a",), ("gfx90a",)),
-    ("library/Kernels.so-000-gfx90a-xnack-.hsaco", "tensile-name", ("gfx90a",), ("gfx90a:xnack-",)),
-    ("library/TensileLibrary_gfx1100.co", "tensile-name", ("gfx1100",), ("gfx1100",)),
     ("library/TensileLibrary_Type_HH_Contraction_gfx942.yaml", "tensile-name", ("gfx942",), ("gfx942",)),
     ("library/TensileLibrary.dat", "other", (), ()),
     ("docs/notes_gfx90a.txt", "other", (), ()),
-    ("library/gfx90abc.co", "other", (), ()),
 ])
-def test_tensile_name_only(name, kind, found, entries):
-    r = archs.scan_bytes(b"\x82\xa9solutions\xdc\x00\x01", name)   # msgpack-like, not ELF
+def test_tensile_catalogue_names(name, kind, found, entries):
+    r = archs.scan_bytes(CATALOGUE, name)
     assert (r.kind, r.archs, r.entries, r.error) == (kind, found, entries, None)
+
+
+@pytest.mark.parametrize("name", ["library/Kernels.so-000-gfx90a-xnack-.hsaco", "library/TensileLibrary_gfx1100.co",
+                                  "library/gfx90abc.co", "elsewhere/k_gfx90a.hsaco"])
+def test_a_code_object_name_never_stands_for_code(name):
+    r = archs.scan_bytes(CATALOGUE, name)              # msgpack where code belongs
+    assert (r.kind, r.archs, r.entries) == ("code-object", (), ())
+    assert r.error == f"{len(CATALOGUE)} bytes that are no ELF code object or offload bundle where a GPU code object is expected"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,7 +333,10 @@ def test_ccob_many_blobs_and_plain_bundles_together(two_arch_bundle, co942):
     data = host_elf(make_ccob(two_arch_bundle, 2) + b"\0" * 333 + plain + make_ccob(other, 3))
     r = archs.scan_bytes(data, "libfoo.so")
     assert r.archs == ("gfx908", "gfx942", "gfx1030", "gfx1100")
-    assert r.error is None
+    # every entry's code object is read, inside the compressed one too: gfx942 code under other IDs
+    assert "bundle entry hipv4-amdgcn-amd-amdhsa--gfx908 at offset" in r.error
+    assert "compressed offload bundle at offset" in r.error and "its ID names gfx1030, its code object is for gfx942" in r.error
+    assert "--gfx1100" not in r.error and "gfx942:sramecc+" not in r.error
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -370,16 +388,33 @@ def test_truncated_input(name):
     magic_at = data.find(MAGIC)
     if magic_at >= 0:
         cuts |= {magic_at + n for n in (1, 24, 30, 32, 60, 100, 200)}
-    for cut in sorted(c for c in cuts if c <= len(data)):
+    whole = archs.scan_bytes(data, name)
+    assert whole.error is None and whole.archs
+    for cut in sorted(c for c in cuts if c < len(data)):
         r = archs.scan_bytes(data[:cut], name)
-        assert r.kind in {"host-bundles", "host", "code-object", "tensile-name", "other"}
         json.dumps(r.to_json())
+        if cut < 4:              # not even the magic: only a code object's name says code belongs here
+            if name.endswith(".hsaco"):
+                assert (r.kind, r.archs) == ("code-object", ()) and "GPU code object is expected" in r.error
+            else:
+                assert (r.kind, r.archs, r.error) == ("other", (), None), cut
+            continue
+        # the kind the whole file has (a host ELF cut before its bundles: host), marked as cut
+        # short, and no arch it does not hold
+        short = {"other"} if cut < 20 and whole.kind == "host-bundles" else set()   # no e_machine yet
+        assert r.kind in {whole.kind, "host" if whole.kind == "host-bundles" else whole.kind} | short, (cut, r)
+        assert set(r.archs) <= set(whole.archs), (cut, r)
+        assert r.error and ("truncated" in r.error or "no valid bundle" in r.error
+                            or "no whole entry" in r.error), (cut, r.error)
 
 
 def test_random_corruption(two_arch_bundle):
     rng = random.Random(1234)
     samples = [fixture_bytes("multi_arch_exe"), fixture_bytes("co_gfx942.hsaco"),
                host_elf(make_ccob(two_arch_bundle, 1)), host_elf(make_ccob(two_arch_bundle, 3))]
+    # every arch a flipped byte could still spell from a real entry or table (e.g. gfx9xx -> another)
+    known = set(archs.EF_AMDGPU_MACH.values())
+    damaged = 0
     for data in samples:
         for _ in range(150):
             b = bytearray(data)
@@ -388,13 +423,22 @@ def test_random_corruption(two_arch_bundle):
                 b[pos] = rng.randrange(256)
             if rng.random() < 0.3:
                 b = b[:rng.randrange(len(b))]
-            archs.scan_bytes(bytes(b), "x")
+            r = archs.scan_bytes(bytes(b), "x")          # never raises
+            assert r.kind in KINDS
+            # a corrupted file is never reported with code it does not carry
+            assert set(r.archs) <= known, (r.archs, r.error)
+            json.dumps(r.to_json())
+            damaged += bytes(b) != data and r.error is not None
+    assert damaged > 100, "the corruptions were nearly all missed"
 
 
 def test_empty_and_unreadable_files(tmp_path):
     empty = tmp_path / "empty.co"
     empty.write_bytes(b"")
-    assert archs.scan_file(empty) == archs.FileArchs(str(empty), "other", (), ())
+    assert archs.scan_file(empty) == archs.FileArchs(str(empty), "code-object", (), (),
+                                                     "an empty file where a GPU code object is expected")
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert archs.scan_file(tmp_path / "empty.txt") == archs.FileArchs(str(tmp_path / "empty.txt"), "other", (), ())
     r = archs.scan_file(tmp_path / "missing.so")
     assert r.kind == "other" and r.error.startswith("cannot read")
 
@@ -411,8 +455,8 @@ def fake_prefix(tmp_path, co942) -> Path:
     (lib / "libfoo.so").symlink_to("libfoo.so.1")
     (lib / "libamdhip64.so.5").write_bytes(host_elf(MAGIC + b"\0"))
     (lib / "rocblas" / "library" / "TensileLibrary_gfx942.co").write_bytes(co942)
-    (lib / "rocblas" / "library" / "TensileLibrary_lazy_gfx1100.dat").write_bytes(b"\x82lazy")
-    (lib / "rocblas" / "library" / "TensileLibrary.dat").write_bytes(b"\x82\xa9solutions")
+    (lib / "rocblas" / "library" / "TensileLibrary_lazy_gfx1100.dat").write_bytes(CATALOGUE)
+    (lib / "rocblas" / "library" / "TensileLibrary.dat").write_bytes(CATALOGUE)
     (lib / "rocblas" / "loop").symlink_to("..")                 # a directory link: not followed
     (lib / "dangling").symlink_to("nowhere")
     os.mkfifo(lib / "fifo")
@@ -602,7 +646,13 @@ def _xnack_on_only(tmp_path):
     data = (FIX / "multi_arch_exe").read_bytes()
     assert data.count(b"gfx90a:xnack-") == 2          # the bundle entry ID and the code object's own target
     out = tmp_path / "libonly_xnack_on.so"
-    out.write_bytes(data.replace(b"gfx90a:xnack-", b"gfx90a:xnack+"))
+    data = bytearray(data.replace(b"gfx90a:xnack-", b"gfx90a:xnack+"))
+    for entry_id, offset, _size in BUNDLES.bundle_entries(data, data.find(MAGIC))[0]:
+        if entry_id.endswith("gfx90a:xnack+"):      # its e_flags too: XNACK selector 3, on
+            flags, = struct.unpack_from("<I", data, offset + 48)
+            struct.pack_into("<I", data, offset + 48, flags | 0x300)
+    out.write_bytes(bytes(data))
+    assert archs.scan_file(out).error is None
     return out
 
 
@@ -623,13 +673,13 @@ def test_code_only_for_xnack_on_does_not_cover_a_default_gfx90a(tmp_path):
 def test_a_tensile_folder_is_judged_on_target_ids(tmp_path):
     lib = tmp_path / "rocblas" / "library"
     lib.mkdir(parents=True)
-    for name in ("Kernels.so-000-gfx90a-xnack+.hsaco", "TensileLibrary_lazy_gfx90a-xnack+.dat",
-                 "TensileLibrary_lazy_gfx1100.dat"):
-        (lib / name).write_bytes(b"\0")
+    (lib / "Kernels.so-000-gfx90a-xnack+.hsaco").write_bytes(fixture_bytes("co_gfx90a_xnack_on.hsaco"))
+    (lib / "Kernels.so-000-gfx1100.hsaco").write_bytes(fixture_bytes("co_gfx1100.hsaco"))
     results = archs.scan_paths([lib])
+    assert [r.error for r in results] == [None, None]
     cov = archs.library_coverage(results, ["gfx90a", "gfx1100"])
     assert list(cov) == [str(lib)] and "only for gfx90a:xnack+" in cov[str(lib)][0]
-    (lib / "Kernels.so-000-gfx90a-xnack-.hsaco").write_bytes(b"\0")
+    (lib / "Kernels.so-000-gfx90a-xnack-.hsaco").write_bytes(fixture_bytes("co_gfx90a_xnack_off.hsaco"))
     assert archs.library_coverage(archs.scan_paths([lib]), ["gfx90a", "gfx1100"]) == {}
 
 

@@ -5,7 +5,8 @@ Standard library only (plus the optional ``zstandard`` module, or ``compression.
 Python >= 3.14, for zstd-compressed bundles), because this file and its parts are also copied into
 containers and run there as ``python3 archs.py [--json] PATH...``. This file holds the coverage
 rules and the command line; its parts sit beside it: gfxnames.py (processor tables, target IDs),
-bundles.py (offload bundles), codeobjects.py (ELF code objects, Tensile names, the file walk).
+bundles.py (offload bundles), codeobjects.py (ELF code objects, Tensile names, the file walk),
+wholefile.py (each file read to its end).
 
 What it understands:
 
@@ -138,6 +139,10 @@ def library_coverage(results, declared_archs, must_carry=None) -> dict[str, list
             libraries.setdefault(r.path, []).extend(code_targets(r))
         elif (r.path in must and not r.archs and not host_only_reason(r.path)
               and not _in_kernel_folder(r.path)):      # a kernel folder is judged as a whole
+            if r.kind == "other":       # not even an ELF file: emptied, cut short or replaced
+                out[r.path] = [", ".join(declared) + ": it is no ELF file (empty, cut short or replaced), "
+                               "so it carries no GPU code"]
+                continue
             out[r.path] = [", ".join(declared) + ": it carries no GPU code at all (built without an offload "
                            "arch?); if it is host code by design, add it to HOST_ONLY with the reason"]
     for lib, targets in libraries.items():

@@ -37,6 +37,12 @@ def parse_bundle(buf, start: int = 0) -> tuple[list[str], int] | None:
     Returns (entry IDs, offset just past the header) or None when the bytes there are not a
     valid bundle. Entry offsets are relative to the bundle start and must lie inside ``buf``.
     """
+    parsed = bundle_entries(buf, start)
+    return None if parsed is None else ([e[0] for e in parsed[0]], parsed[1])
+
+
+def bundle_entries(buf, start: int = 0) -> tuple[list[tuple[str, int, int]], int] | None:
+    """parse_bundle with each entry's place: ([(ID, offset in buf, size)], offset past the header)."""
     end = len(buf)
     pos = start + len(BUNDLE_MAGIC)
     if buf[start:pos] != BUNDLE_MAGIC or pos + 8 > end:
@@ -45,7 +51,7 @@ def parse_bundle(buf, start: int = 0) -> tuple[list[str], int] | None:
     pos += 8
     if not 1 <= count <= MAX_BUNDLE_ENTRIES:
         return None
-    ids = []
+    entries = []
     for _ in range(count):
         if pos + 24 > end:
             return None
@@ -62,8 +68,8 @@ def parse_bundle(buf, start: int = 0) -> tuple[list[str], int] | None:
         entry_id = raw.decode("ascii")
         if entry_id.split("-", 1)[0] not in BUNDLE_KINDS or "-" not in entry_id:
             return None
-        ids.append(entry_id)
-    return ids, pos
+        entries.append((entry_id, start + offset, size))
+    return entries, pos
 
 
 class _NoZstd(Exception):
@@ -154,15 +160,21 @@ def decompress_ccob(buf, start: int = 0) -> bytes | None:
     return result
 
 
-def find_bundles(buf) -> tuple[list[str], list[str]]:
-    """Every offload bundle entry ID in ``buf`` (uncompressed and CCOB), and errors met."""
+def find_bundles(buf, check=None) -> tuple[list[str], list[str]]:
+    """Every offload bundle entry ID in ``buf`` (uncompressed and CCOB), and errors met.
+    check(buffer, entry ID, offset, size) -> error or None reads each entry (in the decompressed
+    bytes for a CCOB); its errors are listed with the entry's ID."""
     ids: list[str] = []
     errors: list[str] = []
     pos = buf.find(BUNDLE_MAGIC)
     while pos != -1:
-        parsed = parse_bundle(buf, pos)
+        parsed = bundle_entries(buf, pos)
         if parsed:
-            ids.extend(parsed[0])
+            for entry_id, offset, size in parsed[0]:
+                ids.append(entry_id)
+                why = check(buf, entry_id, offset, size) if check else None
+                if why:
+                    errors.append(f"bundle entry {entry_id} at offset {offset:#x}: {why}")
             pos = buf.find(BUNDLE_MAGIC, parsed[1])
         else:
             pos = buf.find(BUNDLE_MAGIC, pos + 1)
@@ -179,13 +191,12 @@ def find_bundles(buf) -> tuple[list[str], list[str]]:
             errors.append(f"corrupt compressed offload bundle at offset {pos:#x}: {exc}")
             data = None
         if data is not None:
-            inner_ids, inner_err = find_bundles(data) if data[:4] != CCOB_MAGIC else ([], [])
+            inner_ids, inner_err = find_bundles(data, check) if data[:4] != CCOB_MAGIC else ([], [])
             if inner_ids:
                 ids.extend(inner_ids)
             else:
                 errors.append(f"compressed offload bundle at offset {pos:#x} holds no valid "
                               "bundle")
-            errors.extend(inner_err)
+            errors.extend(f"compressed offload bundle at offset {pos:#x}: {e}" for e in inner_err)
         pos = buf.find(CCOB_MAGIC, nxt)
     return ids, errors
-

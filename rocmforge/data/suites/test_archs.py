@@ -7,9 +7,17 @@ named, not silently skipped. Coverage is judged on full target IDs as the HIP ru
 gfx90a, whose default-mode devices run with XNACK off. Every file of a GPU package and every
 component output must carry GPU code, unless it is on the probe's HOST_ONLY list with a reason; a
 Python distribution's files are held to that only where their name says they are GPU libraries
-(bitsandbytes' ROCm library, torch's HIP library)."""
+(bitsandbytes' ROCm library, torch's HIP library).
+
+Every file is read whole inside the image (probes/wholefile.py): each code object's layout and
+notes, each offload bundle's entries, each compressed bundle decompressed, each Tensile catalogue
+walked to its last byte; an empty or foreign file where code is expected fails, and a per-arch
+file of a Tensile folder must hold code for the target its name says (xnack/sramecc included),
+each file judged on its own. The Tensile folders are walked too, so a file the packages never
+listed (a kernel file copied in) is read like the rest."""
 
 import json
+import os
 import re
 
 import pytest
@@ -23,6 +31,12 @@ PYTHON_GPU_LIBRARY = re.compile(r"(?:^|/)lib(?:bitsandbytes_(?:rocm|hip)\w*|torc
                                 r"hipblaslt|rccl|rocsolver|rocsparse|rocrand|rocfft)[\w.-]*\.so[\d.]*$")
 REALPATHS = ("import json, os, sys; "
              "print(json.dumps({p: os.path.realpath(p) for p in sys.argv[1:]}))")
+
+
+def tensile_folders(paths) -> list[str]:
+    """The folders of the Tensile files among paths (the libraries choose files there by name)."""
+    return sorted({os.path.dirname(p) for p in paths
+                   if p.endswith(archs.TENSILE_SUFFIXES) and os.path.basename(os.path.dirname(p)) == "library"})
 
 
 def must_carry_gpu_code(path: str, source: str) -> bool:
@@ -39,7 +53,8 @@ def test_declared_archs_are_covered(container, gpu_inventory, gpu_library_paths,
                         + "\n  ".join(missing_files))
     results = []
     if gpu_library_paths:
-        r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/archs.py", "--json", *gpu_library_paths], timeout=900)
+        r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/archs.py", "--json", *gpu_library_paths,
+                            *tensile_folders(gpu_library_paths)], timeout=900)
         assert r.rc in (0, 1) and r.stdout.strip().startswith("["), f"architecture scanner failed: {r.output[-2000:]}"
         results = [archs.FileArchs(**{**d, "archs": tuple(d["archs"]), "entries": tuple(d["entries"])})
                    for d in json.loads(r.stdout)]
@@ -61,7 +76,7 @@ def test_declared_archs_are_covered(container, gpu_inventory, gpu_library_paths,
     if results and not gpu_libs:
         problems.append("no GPU code in any of the image's GPU libraries: " + ", ".join(gpu_library_paths[:10]))
     if errors:
-        problems.append("unreadable GPU code:\n  " + "\n  ".join(errors))
+        problems.append("GPU code that is unreadable, cut short or not what its name says:\n  " + "\n  ".join(errors))
     gaps = archs.library_coverage(results, declared_archs, must_carry=must)
     if gaps:
         problems.append("GPU libraries without code every declared device can run (hipErrorNoBinaryForGpu ahead):\n"

@@ -15,6 +15,7 @@ its end, or an offload bundle whose entries do.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -23,11 +24,12 @@ from rocmforge.shared import packagedata
 
 PROBE_PATH = packagedata.PROBES / "archs.py"
 # The files the probe is made of: a copy of it needs all of them in one folder.
-PARTS = ("archs.py", "gfxnames.py", "bundles.py", "codeobjects.py")
+PARTS = ("archs.py", "gfxnames.py", "bundles.py", "codeobjects.py", "wholefile.py")
 
 _probe = packagedata.probe("archs")
 _bundles = packagedata.probe("bundles")
 _codeobjects = packagedata.probe("codeobjects")
+_wholefile = packagedata.probe("wholefile")
 
 EF_AMDGPU_MACH = _probe.EF_AMDGPU_MACH
 GENERIC_TARGETS = _probe.GENERIC_TARGETS
@@ -42,51 +44,25 @@ main = _probe.main
 scan_bytes = _probe.scan_bytes
 scan_file = _probe.scan_file
 scan_paths = _probe.scan_paths
+TENSILE_SUFFIXES = _codeobjects.TENSILE_SUFFIXES
 
-__all__ = [*_probe.__all__, "PARTS", "PROBE_PATH", "damaged", "elf_truncation", "not_scannable", "scan_checked"]
+__all__ = [*_probe.__all__, "PARTS", "PROBE_PATH", "TENSILE_SUFFIXES", "damaged", "elf_truncation", "not_scannable", "scan_checked"]
 
 TRUNCATED = "truncated"          # how the errors scan_checked adds begin
 AR_MAGIC = b"!<arch>\n"
-_SHT_NOBITS = 8
 
 
 def elf_truncation(path) -> str | None:
     """Why the ELF file at ``path`` is cut short (what it declares lies past its end); None when
-    it is whole or is no ELF file. Reads only the headers."""
+    it is whole or is no ELF file. Reads only the headers (the probe's wholefile.elf_layout)."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        head = f.read(64)
-        if head[:4] != _codeobjects.ELF_MAGIC:
+        if f.read(4) != _codeobjects.ELF_MAGIC:
             return None
-        if size < 16:            # EI_NIDENT: the identification bytes alone
-            return f"{TRUNCATED} ELF file: {size} bytes, shorter than its 16-byte identification"
-        if head[4] not in (1, 2) or head[5] not in (1, 2):
-            return f"corrupt ELF identification: class {head[4]}, data encoding {head[5]}"
-        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
-        ehsize = 64 if wide else 52
-        if size < ehsize:
-            return f"{TRUNCATED} ELF file: {size} bytes, shorter than its {ehsize}-byte header"
-        fields = struct.unpack_from(order + ("QQ" if wide else "II"), head, 0x20 if wide else 0x1C)
-        phoff, shoff = fields
-        phent, phnum, shent, shnum = struct.unpack_from(order + "HHHH", head, 0x36 if wide else 0x2A)
-        for what, off, ent, num in (("program headers", phoff, phent, phnum), ("section headers", shoff, shent, shnum)):
-            if num and off + ent * num > size:
-                return f"{TRUNCATED} ELF file: its {what} end at byte {off + ent * num}, past its end ({size} bytes)"
-        for i in range(phnum):
-            f.seek(phoff + i * phent)
-            ph = f.read(phent)
-            offset, filesz = (struct.unpack_from(order + "QxxxxxxxxxxxxxxxxQ", ph, 8) if wide
-                              else struct.unpack_from(order + "IxxxxxxxxI", ph, 4))
-            if offset + filesz > size:
-                return f"{TRUNCATED} ELF file: segment {i} ends at byte {offset + filesz}, past its end ({size} bytes)"
-        for i in range(shnum):
-            f.seek(shoff + i * shent)
-            sh = f.read(shent)
-            sh_type, = struct.unpack_from(order + "I", sh, 4)
-            offset, sh_size = struct.unpack_from(order + ("QQ" if wide else "II"), sh, 0x18 if wide else 0x10)
-            if sh_type != _SHT_NOBITS and offset + sh_size > size:
-                return f"{TRUNCATED} ELF file: section {i} ends at byte {offset + sh_size}, past its end ({size} bytes)"
-    return None
+        if os.fstat(f.fileno()).st_size < 64:        # mmap needs no more; elf_layout says why it is short
+            f.seek(0)
+            return _wholefile.elf_layout(f.read())[0]
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return _wholefile.elf_layout(mm)[0]
 
 
 def _bundle_truncation(path) -> str | None:
