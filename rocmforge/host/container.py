@@ -1,5 +1,6 @@
 """A container whose lifetime the caller owns: started with the GPU devices the host has,
-every exec wrapped in `timeout` (docker-py has no read timeout), always removed."""
+every exec wrapped in `timeout` (docker-py has no read timeout), always removed. And one command
+run as `docker run IMAGE CMD...` runs it (run_as_users_do): the image's own entrypoint and config."""
 
 from __future__ import annotations
 
@@ -53,6 +54,15 @@ class ExecResult:
         return self.stdout + self.stderr
 
 
+def _device_options(gpu: GpuAccess) -> dict:
+    """What `docker run` needs to reach the host's GPU: the nodes, their owning groups by number,
+    and no seccomp filter (ROCm's runtime calls what the default profile refuses)."""
+    if not gpu.present:
+        return {}
+    return {"devices": [f"{d}:{d}:rwm" for d in gpu.devices], "group_add": [str(g) for g in gpu.group_ids],
+            "security_opt": ["seccomp=unconfined"]}
+
+
 @dataclass
 class TrackedContainer:
     client: object
@@ -62,13 +72,9 @@ class TrackedContainer:
     container: object = None
 
     def start(self) -> "TrackedContainer":
-        kwargs = {}
-        if self.gpu.present:
-            kwargs["devices"] = [f"{d}:{d}:rwm" for d in self.gpu.devices]
-            kwargs["group_add"] = [str(g) for g in self.gpu.group_ids]
         self.container = self.client.containers.run(
             self.image, ["infinity"], entrypoint=["sleep"], detach=True, labels={TEST_LABEL: self.session},
-            security_opt=["seccomp=unconfined"] if self.gpu.present else None, **kwargs)
+            **_device_options(self.gpu))
         return self
 
     @property
@@ -121,3 +127,36 @@ def remove_session_leftovers(client: DockerClient, session: str) -> int:
         c.remove(force=True)
         n += 1
     return n
+
+
+def run_as_users_do(client: DockerClient, image: str, argv: list[str], *, session: str,
+                    gpu: GpuAccess | None = None, timeout: int = 120) -> ExecResult:
+    """`docker run --rm IMAGE ARGV...` as a user types it: the image's own Entrypoint, Env, User
+    and WorkingDir, nothing added but the GPU devices (which a user passes too, and which change
+    no config). Exec into a running container skips the entrypoint, so only this shows what users
+    get. A container that cannot start (its entrypoint missing) is exit 127 with the engine's
+    error as stderr, as `docker run` reports it. Labelled with the session: a leftover after a
+    crash is removed by remove_session_leftovers."""
+    import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
+    import requests.exceptions    # as docker-py's read timeout surfaces; loaded with it
+
+    c = client.containers.create(image, list(argv), labels={TEST_LABEL: session}, **_device_options(gpu or GpuAccess()))
+    try:
+        try:
+            c.start()
+        except docker.errors.APIError as exc:
+            return ExecResult(rc=127, stdout="", stderr=str(getattr(exc, "explanation", None) or exc))
+        timed_out = False
+        try:
+            rc = c.wait(timeout=timeout)["StatusCode"]
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            try:
+                c.kill()
+            except docker.errors.APIError:   # it ended between the timeout and the kill
+                pass
+            rc, timed_out = 137, True
+        out = c.logs(stdout=True, stderr=False).decode(errors="replace")
+        err = c.logs(stdout=False, stderr=True).decode(errors="replace")
+        return ExecResult(rc=rc, stdout=out, stderr=err, timed_out=timed_out)
+    finally:
+        c.remove(force=True)

@@ -130,3 +130,36 @@ def test_gemm_throughput(result, backend, matrix, record_property):
     assert not low, f"throughput too low on {arch} ({data.get('device')}): " + "; ".join(low)
     if not gpu or not any(k.endswith("_fraction_of_peak") for k in figures):
         pytest.skip(f"not applicable: the matrix has no peak figures for {arch or 'this GPU'}; measured {figures}")
+
+
+def users_command(backend) -> list[str] | None:
+    """The GEMM smoke as a user types it (README: on a GPU host): the program by name, found
+    through the image's PATH, or torch's probe as installed in the image; small, so it is quick on
+    a GPU too. None: the image has no GEMM program of its own (a devel image compiles one)."""
+    name, cmd = backend
+    if name == "rocblas" and cmd == [GEMM_BIN]:
+        return ["rocblas-gemm-smoke", "256", "1"]
+    if name == "torch":
+        return ["python3", "/opt/rocmforge/probes/gemm_torch.py", "256"]
+    return None
+
+
+# The exit code each status ends with (rocblas_gemm_smoke.cpp, gemm_torch.py).
+STATUS_EXIT = {"ok": 0, "wrong-result": 1, "no-gpu": 3}
+
+
+def test_gemm_as_users_run_it(result, backend, run_as_users, record_property):
+    """The smoke program run through the image's own entrypoint and environment reaches the same
+    verdict as the exec'd one (no GPU: "no-gpu", exit 3); a broken entrypoint or PATH fails,
+    naming the command and what it printed."""
+    argv = users_command(backend)
+    if argv is None:
+        pytest.skip(f"not applicable: the image has no GEMM program of its own ({backend[0]} backend compiled here)")
+    what, r = run_as_users(argv, timeout=600)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"{what} printed no result (exit {r.rc}): {r.output[-1500:]!r}"
+    data = json.loads(lines[-1])
+    want = result[1]["status"]
+    record_property("figures", {"users_run_status": data.get("status")})
+    assert data.get("status") == want and r.rc == STATUS_EXIT.get(want), \
+        f"{what} says {data.get('status')!r} (exit {r.rc}), the exec'd probe {want!r}: {r.output[-800:]!r}"

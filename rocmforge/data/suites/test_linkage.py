@@ -63,8 +63,10 @@ def test_gpu_libraries_and_programs_load(container, gpu_inventory, gpu_library_p
     libraries = {p: o for p, o in objects.items() if o["kind"] == "library"}
     progs = {p: o for p, o in objects.items() if o["kind"] == "program"}
     assert libraries, f"no x86-64 library among the image's GPU files ({len(gpu_library_paths)} files)"
+    # A file named as a library or code object that is empty, short or not ELF (load.py's bad-* kinds).
+    unloadable = {p: o for p, o in objects.items() if o["kind"].startswith("bad-")}
     broken = {}
-    for path, o in sorted({**libraries, **progs}.items()):
+    for path, o in sorted({**libraries, **progs, **unloadable}.items()):
         why = _why(path, o) if not o["ok"] or o["kind"] == "program" else []   # a program's ldd -r is judged here
         if why:
             broken[path] = why
@@ -98,3 +100,34 @@ def test_bitsandbytes_rocm_library_loads(container, matrix, declared_components,
     record_property("figures", {"bitsandbytes_library": path, "entry_points": len(BNB_ENTRY_POINTS)})
     assert res["loaded"], f"{path} (the library bitsandbytes loads for HIP {hip}) does not load: {res['error']}"
     assert not res["missing"], f"{path}: " + ", ".join(f"entry point {s} not found" for s in res["missing"])
+
+
+def loader_problems(choices: dict) -> list[str]:
+    """What the loader's choices (load.py --resolve) say is wrong: a library whose folder the loader
+    searches but whose SONAME resolves to another file (a copy earlier on LD_LIBRARY_PATH or in an
+    ld.so.conf.d folder listed first: every program then runs that copy), or does not resolve at
+    all (no SONAME link: every program linking it fails to start). A library kept in a private
+    folder (found through its users' RUNPATH) is not the loader's to choose."""
+    out = []
+    for path, c in sorted(choices.items()):
+        if not c["on_loader_path"]:
+            continue
+        if c["resolved"] is None:
+            out.append(f"{c['soname']}: the loader cannot open it by its SONAME although {path} is in a folder it "
+                       f"searches: {c['error']}")
+        elif c["resolved"] != path:
+            out.append(f"{c['soname']}: the loader picks {c['resolved']}, but the image's package installed {path}")
+    return out
+
+
+def test_loader_picks_the_packaged_file_for_each_soname(container, gpu_library_paths, record_property):
+    """dlopen(SONAME) in the image's environment, as a program linking the library would: the
+    file it maps must be the package's (ldconfig -p alone would miss LD_LIBRARY_PATH)."""
+    r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/load.py", "--resolve", *gpu_library_paths], timeout=900)
+    assert r.rc == 0 and r.stdout.strip().startswith("{"), f"load probe --resolve failed: {r.output[-2000:]}"
+    choices = json.loads(r.stdout)
+    assert choices, f"none of the image's {len(gpu_library_paths)} GPU files is an x86-64 library with a SONAME"
+    record_property("figures", {"sonames_resolved": sum(1 for c in choices.values() if c["on_loader_path"]),
+                                "private_libraries": sum(1 for c in choices.values() if not c["on_loader_path"])})
+    problems = loader_problems(choices)
+    assert not problems, "the loader does not pick the image's GPU libraries:\n  " + "\n  ".join(problems)

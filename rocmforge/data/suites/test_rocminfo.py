@@ -57,3 +57,23 @@ def test_gpu_agents_match_target(run, gpu, declared_archs, record_property):
     record_property("figures", figures)
     if select is not None:
         print(f"integrated + discrete GPUs: set HIP_VISIBLE_DEVICES={select} to use only the discrete ones")
+
+
+def test_rocminfo_as_users_run_it(run, run_as_users, gpu):
+    """`docker run IMAGE rocminfo` (the image's entrypoint and environment, not an exec past
+    them) gives the same verdict as the exec'd rocminfo: an entrypoint that is missing, exits
+    at once or prints something else fails, naming the command and what it printed."""
+    what, r = run_as_users(["rocminfo"], timeout=120)
+    assert not r.timed_out, f"{what} hung (killed after 120 s)"
+    info = rocminfo.parse(r.output)
+    crash = _crashed(r)
+    assert crash is None, f"{what}: {crash}"
+    exec_r, exec_info = run
+    if gpu.present:
+        assert r.rc == 0 and info.driver_loaded and info.gpus == exec_info.gpus, \
+            f"{what} lists GPU agents {info.gpus} (exit {r.rc}), the exec'd rocminfo {exec_info.gpus}: " \
+            f"{r.output[-800:]!r}"
+    else:
+        assert r.rc == 1 and any("ROCk module is NOT loaded" in p for p in info.problems), \
+            f"{what} must report 'ROCk module is NOT loaded' and exit 1 without /dev/kfd, as the exec'd " \
+            f"rocminfo does; it printed (exit {r.rc}): {r.output[:500]!r}"

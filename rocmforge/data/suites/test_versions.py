@@ -5,7 +5,18 @@ import is a failure naming it, never a skip.
 
 torch versions are compared by their release numbers: "2.14.1+debian" and "2.3.0a0+git96dd291"
 (a vendor build from the release branch, as AMD's rocm/pytorch images carry) agree with the
-matrix's "2.14.1" and "2.3.0"; any other difference in major, minor or patch is a failure."""
+matrix's "2.14.1" and "2.3.0"; any other difference in major, minor or patch is a failure.
+
+HIP versions come in two kinds, and only versions of one kind are compared in full (M.m.p):
+- the runtime's own number, M.m.<build>: the file name libamdhip64.so.5.7.31921, what
+  hipRuntimeGetVersion() returns from the library the loader picks for libamdhip64.so.<major>
+  (5.7.31921), `hipconfig --version` (5.7.31921-0, read from libamdhip64-dev's share/hip/version)
+  and the first three fields of AMD's hip-runtime-amd package (5.7.31921.50700-63): all equal in full;
+- the ROCm release, M.m.p: Debian's libamdhip64-N/-dev upstream version (5.7.1-6+deb13u1 -> 5.7.1),
+  the release AMD's hip-runtime-amd encodes (50700 -> 5.7.0) and /opt/rocm/.info/version: each
+  equal in full to the stack's `rocm` in matrix.yaml.
+Across kinds only major.minor can agree: the runtime's build number (31921) is no ROCm patch
+level. Seen on hip-runtime (5.7.31921 vs Debian 5.7.1) and llama31-qlora-debian (6.4.43484 vs 6.4.3)."""
 
 import json
 import re
@@ -66,36 +77,72 @@ def same_version(a: str | None, b: str | None) -> bool:
         return a == b
 
 
+RUNTIME, RELEASE = "runtime", "release"
+
+
+def release_numbers(v: str | None, n: int = 3) -> tuple[int, ...] | None:
+    """The first n numbers of a version (missing ones are 0): "5.7.1-6+deb13u1" -> (5, 7, 1)."""
+    m = re.match(r"^(?:\d+:)?(\d+(?:\.\d+)*)", v or "")
+    if not m:
+        return None
+    nums = [int(x) for x in m.group(1).split(".")][:n]
+    return tuple(nums + [0] * (n - len(nums)))
+
+
+def dpkg_hip_versions(package: str, version: str) -> dict[str, tuple[str, str]]:
+    """What a HIP package's dpkg version says, by kind. Debian's libamdhip64-N is the ROCm
+    release (5.7.1-6+deb13u1); AMD's hip-runtime-amd is the runtime's number followed by the ROCm
+    release as one code (5.7.31921.50701-98~20.04: runtime 5.7.31921, ROCm 5.7.1)."""
+    upstream = re.sub(r"^\d+:", "", version)
+    m = re.match(r"^(\d+\.\d+\.\d+)\.(\d)(\d\d)(\d\d)\b", upstream)
+    if package == "hip-runtime-amd" and m:
+        rel = f"{int(m.group(2))}.{int(m.group(3))}.{int(m.group(4))}"
+        return {f"dpkg {package}": (m.group(1), RUNTIME), f"dpkg {package} (ROCm release)": (rel, RELEASE)}
+    return {f"dpkg {package}": (upstream.rsplit("-", 1)[0] if "-" in upstream else upstream, RELEASE)}
+
+
 @pytest.fixture(scope="module")
-def hip_versions(container, has_python):
-    """HIP runtime version as each independent source in the image reports it. The runtime's own
-    answer (hipRuntimeGetVersion, through probes/load.py) must be there: a runtime that does not
-    load or lacks the symbol is a failure naming the file, never one source fewer."""
-    found = {}
+def hip_sourced(container, has_python, stack):
+    """HIP version as each independent source in the image reports it: {source: (version, kind)}.
+    The runtime's own answer comes from the library the loader picks for the soname
+    libamdhip64.so.<major> (the stack's ROCm major), as a program linking HIP gets it, not from a
+    path we chose; it must be there: a runtime that does not load or lacks hipRuntimeGetVersion is
+    a failure naming the soname, never one source fewer."""
+    found: dict[str, tuple[str, str]] = {}
     r = container.exec(f"shopt -s nullglob; for d in {LIB_DIRS}; do ls $d/libamdhip64.so.*.*; done", timeout=60)
     libs = sorted(set(r.stdout.split()))
+    majors = []
     for path in libs:
-        m = re.search(r"libamdhip64\.so\.(\d+\.\d+[\d.]*)$", path)
+        m = re.search(r"libamdhip64\.so\.((\d+)\.\d+[\d.]*)$", path)
         if m:
-            found[f"libamdhip64 file name ({path})"] = m.group(1)
-    if libs and has_python:
-        r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/load.py", "--call-version", libs[0]], timeout=120)
-        assert r.rc == 0 and r.stdout.strip(), f"load probe failed on {libs[0]}: {r.output[-1500:]}"
+            found[f"libamdhip64 file name ({path})"] = (m.group(1), RUNTIME)
+            majors.append(m.group(2))
+    major = stack.rocm.split(".")[0] if stack else (majors[0] if majors else None)
+    if major and (libs or stack) and has_python:
+        soname = f"libamdhip64.so.{major}"
+        r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/load.py", "--call-version", soname], timeout=120)
+        assert r.rc == 0 and r.stdout.strip(), f"load probe failed on {soname}: {r.output[-1500:]}"
         res = json.loads(r.stdout.strip().splitlines()[-1])
-        assert "version" in res, f"hipRuntimeGetVersion() of {libs[0]} cannot be called: {res.get('error')}"
-        found["hipRuntimeGetVersion()"] = res["version"]
+        assert "version" in res, f"hipRuntimeGetVersion() of {soname} (as the loader resolves it) cannot be " \
+                                 f"called: {res.get('error')}"
+        found[f"hipRuntimeGetVersion() ({soname} -> {res.get('loaded_as')})"] = (res["version"], RUNTIME)
     r = container.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", *HIP_PACKAGES], timeout=60)
     for line in r.stdout.splitlines():
         pkg, _, ver = line.partition("=")
         if ver:
-            found[f"dpkg {pkg}"] = re.sub(r"^\d+:", "", ver)
+            found.update(dpkg_hip_versions(pkg, ver))
     r = container.exec("command -v hipconfig >/dev/null && hipconfig --version", timeout=60)
     if r.rc == 0 and r.stdout.strip():
-        found["hipconfig --version"] = r.stdout.strip().splitlines()[-1]
+        found["hipconfig --version"] = (r.stdout.strip().splitlines()[-1], RUNTIME)
     r = container.exec("cat /opt/rocm/.info/version 2>/dev/null", timeout=30)
     if r.rc == 0 and r.stdout.strip():
-        found["/opt/rocm/.info/version"] = r.stdout.strip()
+        found["/opt/rocm/.info/version"] = (r.stdout.strip(), RELEASE)
     return found
+
+
+@pytest.fixture(scope="module")
+def hip_versions(hip_sourced):
+    return {src: v for src, (v, _) in hip_sourced.items()}
 
 
 def test_hip_runtime_matches_stack(hip_versions, stack, record_property):
@@ -109,12 +156,31 @@ def test_hip_runtime_matches_stack(hip_versions, stack, record_property):
         "; ".join(f"{src} says {v}" for src, v in wrong.items())
 
 
-def test_hip_sources_agree(hip_versions):
-    assert hip_versions, "no HIP runtime found (libamdhip64.so.* in the library folders)"
-    if len(hip_versions) < 2:
-        pytest.skip(f"not applicable: only one source of the HIP version in this image ({next(iter(hip_versions))})")
-    seen = {major_minor(v) for v in hip_versions.values()}
-    assert len(seen) == 1, "HIP runtime versions disagree: " + "; ".join(f"{s}={v}" for s, v in hip_versions.items())
+def test_hip_release_matches_stack_fully(hip_sourced, stack):
+    """The ROCm release the packages state equals the stack's `rocm` at major.minor.patch."""
+    if stack is None:
+        pytest.skip("image not from a matrix target: no ROCm release to compare with")
+    release = {src: v for src, (v, kind) in hip_sourced.items() if kind == RELEASE}
+    if not release:
+        pytest.skip("not applicable: no source in this image states the ROCm release (no HIP package in dpkg, "
+                    "no /opt/rocm/.info/version)")
+    want = release_numbers(stack.rocm)
+    wrong = {src: v for src, v in release.items() if release_numbers(v) != want}
+    assert not wrong, f"the ROCm release differs from the stack's rocm {stack.rocm} (major.minor.patch): " + \
+        "; ".join(f"{src} says {v}" for src, v in wrong.items())
+
+
+def test_hip_sources_agree(hip_sourced):
+    assert hip_sourced, "no HIP runtime found (libamdhip64.so.* in the library folders)"
+    if len(hip_sourced) < 2:
+        pytest.skip(f"not applicable: only one source of the HIP version in this image ({next(iter(hip_sourced))})")
+    seen = {major_minor(v) for v, _ in hip_sourced.values()}
+    assert len(seen) == 1, "HIP runtime versions disagree: " + \
+        "; ".join(f"{s}={v}" for s, (v, _) in hip_sourced.items())
+    runtime = {src: v for src, (v, kind) in hip_sourced.items() if kind == RUNTIME}
+    full = {release_numbers(v) for v in runtime.values()}
+    assert len(full) <= 1, "HIP runtime versions disagree at major.minor.build: " + \
+        "; ".join(f"{s}={v}" for s, v in runtime.items())
 
 
 def test_torch_matches_stack(torch_expected, torch_info, stack, target_name, record_property):
