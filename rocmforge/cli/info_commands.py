@@ -111,7 +111,8 @@ def push(inv: Invocation) -> int:
     project.buildable_target(target)
     client = engine.connect()
     with inv.progress.status(f"pushing {target} to {registry}"):
-        rec = publish.push(client, inv.plan, target, registry, state_dir=project.state, record_dir=project.record_dir)
+        rec = publish.push(client, inv.plan, target, registry, state_dir=project.state, record_dir=project.record_dir,
+                           matrix_path=project.matrix_path)
     print(json.dumps(rec, indent=2, sort_keys=True))
     inv.progress.line(f"publish record: {project.record_dir / (target + '.json')}", markup=False)
     return 0

@@ -32,8 +32,10 @@ RECORD_KEYS = ("content_hash", "digest", "image_id", "registry", "repository", "
 
 # -- push ---------------------------------------------------------------------------------------
 def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str, *, state_dir: Path,
-         record_dir: Path) -> dict:
-    """Push the target's content-tag image under its content and readable tags; returns the record."""
+         record_dir: Path, matrix_path: Path) -> dict:
+    """Push the target's content-tag image under its content and readable tags; returns the record.
+    matrix_path: the matrix the plan was made from (matrix.lock beside it): the image's suite results
+    must have been judged against exactly these files."""
     if target_name not in plan.targets:
         raise UserError(f"unknown target {target_name!r}; known: {', '.join(sorted(plan.targets))}",
                         field="--target")
@@ -44,7 +46,7 @@ def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str,
     if image_id is None:
         raise UserError(f"target {tp.name!r} is not built ({tp.content_tag} not found); run "
                         f"`python build.py build --target {tp.name}`, then {test_cmd}", field="--target")
-    result = _require_passed(Path(state_dir), tp, image_id, test_cmd)
+    result = _require_passed(Path(state_dir), tp, image_id, test_cmd, Path(matrix_path))
     # The pull side trusts these labels, so refuse an image that was tagged by hand with other content.
     labels = client.images.get(tp.content_tag).labels or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
@@ -74,7 +76,8 @@ def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str,
     return record
 
 
-def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str) -> "suites.SuitesReport":
+def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str,
+                    matrix_path: Path) -> "suites.SuitesReport":
     result = suites.recorded(state, image_id)
     if result is None:
         earlier = _other_tested(state, tp.name, image_id)
@@ -84,12 +87,43 @@ def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str) -
                             field="--target")
         raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) has no recorded suite "
                         f"results in {state / 'results'}; run {test_cmd} first", field="--target")
+    if result.judged is None:
+        raise UserError(f"target {tp.name!r}: the suite results of image {image_id} "
+                        f"({suites.results_path(state, image_id)}) do not say which target, content hash, matrix "
+                        f"and lock they were judged against (recorded by an older rocmforge), so they count as not "
+                        f"judged; run {test_cmd} again", field="--target")
+    differ = _judged_elsewhere(result.judged, tp, matrix_path)
+    if differ:
+        raise UserError(f"target {tp.name!r}: the suite results of image {image_id} were judged against "
+                        f"{'; '.join(differ)}; they say nothing about what would be published. Run {test_cmd} "
+                        "again", field="--target")
     if not result.ok:
         failed = [n for n, status in result.statuses().items() if status == suites.SuiteStatus.FAILED]
         raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) failed its suites "
                         f"({', '.join(failed) or 'see the recorded results'}); only images that passed are "
                         f"published. Fix, rebuild and run {test_cmd} again", field="--target")
     return result
+
+
+def _judged_elsewhere(judged: "suites.Judged", tp: TargetPlan, matrix_path: Path) -> list[str]:
+    """What the verdict was reached against that differs from what push has now, each with both values."""
+    now = suites.judged_against(matrix_path, tp.name, tp.content_hash)
+    lock_path = matrix_path.with_suffix(".lock")
+
+    def digest(value: str | None) -> str:
+        return f"sha256 {value}" if value else "no file"
+
+    out = []
+    if judged.target != now.target:
+        out.append(f"another target: {judged.target!r}, not {now.target!r}")
+    if judged.content_hash != now.content_hash:
+        out.append(f"another content hash: {judged.content_hash}, not {now.content_hash} (the rendered context "
+                   "changed since)")
+    if judged.matrix_sha256 != now.matrix_sha256:
+        out.append(f"another matrix: {digest(judged.matrix_sha256)}, not {matrix_path}'s {digest(now.matrix_sha256)}")
+    if judged.lock_sha256 != now.lock_sha256:
+        out.append(f"another lock: {digest(judged.lock_sha256)}, not {lock_path}'s {digest(now.lock_sha256)}")
+    return out
 
 
 def _other_tested(state: Path, target: str, image_id: str) -> str | None:

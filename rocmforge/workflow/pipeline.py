@@ -238,7 +238,8 @@ class Pipeline:
         """Run the suites in image and record them; a target's own image gets them in its manifest too."""
         with self.progress.status(f"running suites in {image}"):
             report = suites.run_suites(client, image, target, self.project.matrix_path.resolve(),
-                                       junit, require_gpu=require_gpu)
+                                       junit, require_gpu=require_gpu,
+                                       content_hashes={n: tp.content_hash for n, tp in self.plan.targets.items()})
         suites.record(self.project.state, report)
         if target and engine.image_id(client, self.plan.targets[target].content_tag) == report.image_id:
             self.write_manifest(client, target)

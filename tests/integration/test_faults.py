@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import http.server
 import json
@@ -99,11 +100,13 @@ def built(client, matrix: Path, state: Path, name: str) -> str:
     return client.api.inspect_image(load_plan(matrix).targets[name].content_tag)["Id"]
 
 
-def passed(state: Path, image_id: str, name: str) -> None:
-    """The suite record push requires, as `build.py test` writes it for an image that passed."""
+def passed(state: Path, image_id: str, name: str, matrix: Path) -> None:
+    """The suite record push requires, as `build.py test` writes it for an image that passed: judged
+    against this target, its content hash, this matrix and its lock."""
+    judged = suite_runs.judged_against(matrix, name, load_plan(matrix).targets[name].content_hash)
     suite_runs.record(state, suite_runs.SuitesReport.from_json(
         {"image": image_id, "image_id": image_id, "target": name, "pytest_exit": 0, "ok": True,
-         "suites": {"linkage": {"status": "passed"}}, "tests": []}))
+         "suites": {"linkage": {"status": "passed"}}, "tests": [], **dataclasses.asdict(judged)}))
 
 
 def forget(client, matrix: Path, state: Path, name: str) -> None:
@@ -243,7 +246,7 @@ def pushable(docker_client, base, tmp_path):
     """A built scratch target with a few MB of its own, recorded as passed: (matrix, state, name, image ID)."""
     matrix, state, name = project(tmp_path, f"RUN echo {uuid.uuid4().hex} && head -c 8000000 /dev/urandom > /opt/noise")
     image_id = built(docker_client, matrix, state, name)
-    passed(state, image_id, name)
+    passed(state, image_id, name, matrix)
     yield matrix, state, name, image_id
     for img in docker_client.api.images():
         for ref in img.get("RepoTags") or []:

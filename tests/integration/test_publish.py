@@ -9,6 +9,7 @@ import json
 import tarfile
 import urllib.request
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -89,12 +90,21 @@ class Forge:
                 pass
 
 
-def record_result(state: Path, image_id: str, tp: TargetPlan, ok: bool = True) -> None:
+def record_result(state: Path, image_id: str, tp: TargetPlan, ok: bool = True, judged: bool = True,
+                  **other) -> None:
+    """The record `build.py test` writes, judged against the matrix and lock beside the state folder
+    (written here when missing) and tp; other: fields of that judgement replaced."""
     suites = {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITES}
     if not ok:
         suites["gemm"] = {"status": "failed", "detail": "fp16: 3% of peak"}
-    suite_runs.record(state, suite_runs.SuitesReport.from_json(
-        {"image": tp.content_tag, "image_id": image_id, "target": tp.name, "ok": ok, "suites": suites}))
+    matrix = state.parent / "matrix.yaml"
+    if not matrix.exists():
+        matrix.write_text(f"# the matrix {tp.name} was judged against\n")
+        matrix.with_suffix(".lock").write_text(f"# the lock {tp.name} was judged against\n")
+    data = {"image": tp.content_tag, "image_id": image_id, "target": tp.name, "ok": ok, "suites": suites}
+    if judged:
+        data.update({**asdict(suite_runs.judged_against(matrix, tp.name, tp.content_hash)), **other})
+    suite_runs.record(state, suite_runs.SuitesReport.from_json(data))
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +117,12 @@ def forge(docker_client):
 @pytest.fixture
 def dirs(tmp_path):
     return tmp_path / "state", tmp_path / "published"
+
+
+def where(dirs) -> dict:
+    """push's folders, and the matrix (matrix.lock beside it) push holds the recorded results to."""
+    state, published = dirs
+    return {"state_dir": state, "record_dir": published, "matrix_path": state.parent / "matrix.yaml"}
 
 
 def plan_of(tp: TargetPlan) -> BuildPlan:
@@ -131,7 +147,7 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
     image_id = forge.build(tp)
     record_result(state, image_id, tp)
 
-    rec = publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+    rec = publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
 
     repository = f"{local_registry}/rocmforge/{tp.name}"
     tags = [f"content-{tp.content_hash[:12]}", STACK]
@@ -170,7 +186,7 @@ def test_pull_refused_when_tag_overwritten_behind_our_back(docker_client, forge,
     record_result(state, image_id, tp)
     # A namespace replaces "rocmforge" in the registry's names.
     rec = publish.push(docker_client, plan_of(tp), tp.name, f"{local_registry}/team",
-                       state_dir=state, record_dir=published)
+                       **where(dirs))
     repository = f"{local_registry}/team/{tp.name}"
     assert rec["repository"] == repository
 
@@ -200,7 +216,7 @@ def test_pull_refused_and_undone_when_labels_differ_from_record(docker_client, f
     tp = forge.target("tampered")
     image_id = forge.build(tp)
     record_result(state, image_id, tp)
-    publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+    publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
     path = published / f"{tp.name}.json"
     rec = json.loads(path.read_text())
     rec["content_hash"] = "0" * 64
@@ -220,7 +236,7 @@ def test_push_refused_for_untested_image(docker_client, forge, local_registry, d
     tp = forge.target("untested")
     image_id = forge.build(tp)
     with pytest.raises(UserError) as err:
-        publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
     message = str(err.value)
     assert err.value.field == "--target"
     assert image_id in message and f"python build.py test --target {tp.name}" in message
@@ -233,7 +249,7 @@ def test_push_refused_for_failed_image(docker_client, forge, local_registry, dir
     image_id = forge.build(tp)
     record_result(state, image_id, tp, ok=False)
     with pytest.raises(UserError) as err:
-        publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
     message = str(err.value)
     assert image_id in message and "failed" in message and "gemm" in message
     assert f"python build.py test --target {tp.name}" in message
@@ -248,10 +264,59 @@ def test_push_refused_after_rebuild(docker_client, forge, local_registry, dirs):
     rebuilt = forge.build(tp, nonce="rebuild")          # same content hash, new image ID
     assert rebuilt != tested and engine.image_id(docker_client, tp.content_tag) == rebuilt
     with pytest.raises(UserError) as err:
-        publish.push(docker_client, plan_of(tp), tp.name, local_registry, state_dir=state, record_dir=published)
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
     message = str(err.value)
     assert rebuilt in message and tested in message and "rebuilt" in message
     assert f"python build.py test --target {tp.name}" in message
+    _assert_not_published(docker_client, local_registry, tp, published)
+
+
+# One row per input the verdict was reached against: how the test makes it differ, what push says.
+JUDGED_ELSEWHERE = {
+    "target": ({"target": "hip-runtime"}, "another target: 'hip-runtime', not {name!r}"),
+    "content-hash": ({"content_hash": "c" * 64}, "another content hash: " + "c" * 64 + ", not {hash}"),
+    "matrix": ("matrix.yaml", "another matrix: sha256 {was}, not {matrix}'s sha256 {now}"),
+    "lock": ("matrix.lock", "another lock: sha256 {was}, not {lock}'s sha256 {now}"),
+}
+
+
+@pytest.mark.parametrize("what", list(JUDGED_ELSEWHERE))
+def test_push_refused_for_results_judged_against_other_inputs(docker_client, forge, local_registry, dirs, what):
+    state, published = dirs
+    tp = forge.target(f"judged-{what}")
+    image_id = forge.build(tp)
+    change, said = JUDGED_ELSEWHERE[what]
+    matrix = where(dirs)["matrix_path"]
+    if isinstance(change, dict):
+        record_result(state, image_id, tp, **change)
+        was = now = ""
+    else:                           # the file was edited after the image was tested
+        record_result(state, image_id, tp)
+        edited = matrix.parent / change
+        was = suite_runs.file_sha256(edited)
+        edited.write_text(edited.read_text() + "# edited after the test\n")
+        now = suite_runs.file_sha256(edited)
+    with pytest.raises(UserError) as err:
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
+    message = str(err.value)
+    assert err.value.field == "--target"
+    assert said.format(name=tp.name, hash=tp.content_hash, was=was, now=now, matrix=matrix,
+                       lock=matrix.with_suffix(".lock")) in message, message
+    assert image_id in message and f"python build.py test --target {tp.name}" in message
+    _assert_not_published(docker_client, local_registry, tp, published)
+
+
+def test_push_refused_for_results_that_do_not_say_what_they_judged(docker_client, forge, local_registry, dirs):
+    """A record written before the judgement was kept counts as not judged."""
+    state, published = dirs
+    tp = forge.target("unjudged")
+    image_id = forge.build(tp)
+    record_result(state, image_id, tp, judged=False)
+    with pytest.raises(UserError) as err:
+        publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
+    message = str(err.value)
+    assert "not judged" in message and image_id in message
+    assert f"run `python build.py test --target {tp.name}` again" in message
     _assert_not_published(docker_client, local_registry, tp, published)
 
 
@@ -262,7 +327,7 @@ def test_push_to_unreachable_registry_is_a_build_error(docker_client, forge, dir
     record_result(state, image_id, tp)
     registry = f"127.0.0.1:{free_port()}"               # nothing listens there
     with pytest.raises(BuildError) as err:
-        publish.push(docker_client, plan_of(tp), tp.name, registry, state_dir=state, record_dir=published)
+        publish.push(docker_client, plan_of(tp), tp.name, registry, **where(dirs))
     assert registry in str(err.value)
     assert not (published / f"{tp.name}.json").exists()
     assert engine.image_id(docker_client, f"{registry}/rocmforge/{tp.name}:{STACK}") is None
