@@ -3,8 +3,8 @@ passed, failed (with the reason) or not GPU-verified (with the reason), per suit
 
 from __future__ import annotations
 
+import hashlib
 import json
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -13,16 +13,18 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocmforge import __version__
 from rocmforge.build import engine
 from rocmforge.host.container import remove_session_leftovers
 from rocmforge.shared import packagedata
+from rocmforge.verify import suiteprocs
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-SUITES = ("linkage", "rocminfo", "gemm", "versions", "archs", "workload")
+SUITES = ("contents", "linkage", "config", "rocminfo", "gemm", "versions", "archs", "workload")
 
 
 class SuiteStatus(str, Enum):
@@ -75,19 +77,59 @@ class SuitesReport:
     ok: bool
     tests: list[dict] = field(default_factory=list)
     log: str = ""          # pytest's output; shown on failure, never recorded
+    # What the verdict was reached against (Judged); None in a record written before it was kept.
+    judged: Judged | None = None
 
     def statuses(self) -> dict[str, SuiteStatus]:
         return {name: s.status for name, s in self.suites.items()}
 
     def to_json(self) -> dict:
         return {"image": self.image, "image_id": self.image_id, "target": self.target, "pytest_exit": self.pytest_exit,
-                "ok": self.ok, "suites": {n: asdict(s) for n, s in self.suites.items()}, "tests": self.tests}
+                "ok": self.ok, "suites": {n: asdict(s) for n, s in self.suites.items()}, "tests": self.tests,
+                **(asdict(self.judged) if self.judged else {})}
 
     @classmethod
     def from_json(cls, data: dict) -> "SuitesReport":
+        judged = Judged.from_json(data)
         return cls(image=data.get("image", data["image_id"]), image_id=data["image_id"], target=data.get("target"),
                    pytest_exit=data.get("pytest_exit", 0), tests=data.get("tests", []), ok=data["ok"],
-                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()})
+                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()}, judged=judged)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a suite verdict holds for: the image was judged as this target, with this content hash,
+    against these exact matrix and lock files (sha256 of their bytes; None for a file that was
+    absent), by this rocmforge. A verdict reached against other inputs says nothing about these."""
+    target: str | None
+    content_hash: str | None
+    matrix_sha256: str | None
+    lock_sha256: str | None
+    rocmforge_version: str
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Judged | None":
+        """None for a record that does not say what it was judged against (written before it was kept)."""
+        if not all(k in data for k in JUDGED_KEYS):
+            return None
+        return cls(**{k: data[k] for k in JUDGED_KEYS})
+
+
+JUDGED_KEYS = ("target", "content_hash", "matrix_sha256", "lock_sha256", "rocmforge_version")
+
+
+def file_sha256(path: Path) -> str | None:
+    """The sha256 of a file's bytes, None when it does not exist."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def judged_against(matrix: Path, target: str | None, content_hash: str | None) -> Judged:
+    """What a run of the suites judges against now: the lock is matrix.lock beside the matrix."""
+    return Judged(target, content_hash, file_sha256(matrix), file_sha256(Path(matrix).with_suffix(".lock")),
+                  __version__)
 
 
 def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
@@ -113,31 +155,46 @@ def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
 
 
 def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix: Path,
-               junit: Path | None = None, require_gpu: bool = False) -> SuitesReport:
-    """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd)."""
+               junit: Path | None = None, require_gpu: bool = False,
+               content_hashes: dict[str, str] | None = None) -> SuitesReport:
+    """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd).
+    content_hashes: target -> content hash of the plan the image is judged against, for the record."""
+    # The suites take the target from the image's label when none is given; the record says so too.
+    judged_target = target or _label_target(client, image_ref)
+    # Digests taken before the suites read the files: the record never claims inputs they did not see.
+    judged = judged_against(matrix, judged_target, (content_hashes or {}).get(judged_target or ""))
     session = uuid.uuid4().hex[:12]
     with tempfile.TemporaryDirectory(prefix="rocmforge-test-") as tmp:
-        results_json = Path(tmp) / "results.json"
         # The suites' own ini and rootdir: none of the checkout's (or of a folder above the install) applies.
         root = packagedata.SUITES
-        cmd = [sys.executable, "-m", "pytest", str(root), "-p", "no:cacheprovider",
-               "-q", "-rA", "--image", image_ref, "--matrix", str(matrix), "--results-json", str(results_json),
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+               "-q", "-rA", "--image", image_ref, "--matrix", str(matrix),
                "--session-id", session, "--rootdir", str(root), "-c", str(root / "pytest.ini")]
         if target:
             cmd += ["--target", target]
-        if junit:
-            cmd += ["--junitxml", str(junit)]
         if require_gpu:
             cmd += ["--require-gpu"]
+        # Every suite module the package ships runs, listed in SUITES or not.
+        names = [p.stem.removeprefix("test_") for p in sorted(root.glob("test_*.py"))]
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = suiteprocs.run_groups(cmd, root, names, Path(tmp), junit)
         finally:
             remove_session_leftovers(client, session)
-        results = json.loads(results_json.read_text()) if results_json.exists() else []
-    summary = judge(summarise(results), results, proc.returncode, proc.stdout)
-    return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=target,
-                        pytest_exit=proc.returncode, suites=summary, tests=results, log=proc.stdout,
-                        ok=proc.returncode == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
+        results = proc.results
+    summary = judge(summarise(results), results, proc.exit_code, proc.log)
+    return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=judged_target,
+                        pytest_exit=proc.exit_code, suites=summary, tests=results, log=proc.log, judged=judged,
+                        ok=proc.exit_code == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
+
+
+def _label_target(client: DockerClient, image_ref: str) -> str | None:
+    import docker.errors  # docker-py loads at the first engine call
+
+    try:
+        labels = client.api.inspect_image(image_ref).get("Config", {}).get("Labels") or {}
+    except docker.errors.APIError:     # gone since the caller found it: the suites say so themselves
+        return None
+    return labels.get("io.rocmforge.target")
 
 
 def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: int,

@@ -280,10 +280,33 @@ def pytest_runtest_makereport(item, call):
         props = dict(rep.user_properties)
         _RESULTS.append({"suite": item.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"),
                          "test": item.name, "phase": rep.when, "outcome": rep.outcome,
-                         "detail": detail, "figures": props.get("figures")})
+                         "detail": detail, "figures": props.get("figures"),
+                         "seconds": round(rep.duration, 3)})
 
 
 def pytest_sessionfinish(session, exitstatus):
     path = session.config.getoption("--results-json")
     if path:
         Path(path).write_text(json.dumps(_RESULTS, indent=2))
+
+
+# -- the image as users run it (issue 38) ----------------------------------------------------------
+from rocmforge.host.container import run_as_users_do  # noqa: E402 - kept with the fixture that uses it
+
+
+@pytest.fixture(scope="session")
+def run_as_users(client, image_ref, image, container, gpu):
+    """run(argv) -> (what, result): argv run as `docker run IMAGE ARGV...` runs it (the image's own
+    entrypoint, Env, User and WorkingDir; host.container.run_as_users_do), in a short-lived
+    container of this run's session; `what` names the command and the config it ran under, for
+    messages. The suite containers are exec'd into past the entrypoint: only this sees what users see."""
+    cfg = image.attrs.get("Config") or {}
+    where = (f"entrypoint {json.dumps(cfg.get('Entrypoint'))}, user {cfg.get('User') or 'root'!r}, "
+             f"workdir {cfg.get('WorkingDir') or '/'!r}")
+
+    def run(argv: list[str], timeout: int = 300):
+        shown = " ".join(a if a and " " not in a and "\n" not in a else json.dumps(a) for a in argv)
+        shown = shown if len(shown) < 120 else shown[:117] + "..."
+        return (f"`docker run {image_ref} {shown}` ({where})",
+                run_as_users_do(client, image_ref, argv, session=container.session, gpu=gpu, timeout=timeout))
+    return run
