@@ -45,6 +45,7 @@ class Fault:
     message: str              # regex the suite's detail must match (re.S)
     matrix_edit: dict = field(default_factory=dict)   # {target or "stacks.<stack>": {field: value}} on a matrix copy
     also_failed: tuple = ()   # other suites that must fail too
+    dockerfile: str = ""      # instructions after the RUN line, for faults in the image's config (ENV, ENTRYPOINT, ...)
 
 
 FAULTS = [
@@ -173,6 +174,113 @@ FAULTS = [
           " >> /usr/lib/python3/dist-packages/transformers/generation/utils.py",
           "workload", r"inference: .*generate\(\) did not count on from the prompt: row 0: 0 new tokens, "
                       r"want exactly max_new_tokens=16"),
+
+    # -- contents against their sources (issue 38) -------------------------------------------
+    # One declared arch's rocBLAS kernels emptied: every file is still there, only its bytes are gone.
+    Fault("contents-rocblas-gfx90a-emptied", "hip-runtime", f"truncate -s 0 {LIB}/rocblas/2.47.0/library/*gfx90a*",
+          "contents", re.escape(f"{LIB}/rocblas/2.47.0/library/") + r"\S*gfx90a\S* \(dpkg librocblas0\): empty, md5 "),
+    # A file of a pip-installed distribution edited (its RECORD says otherwise).
+    Fault("contents-pip-file-edited", SEED, f"echo '# edited' >> {SEED_SITE}/peft/__init__.py",
+          "contents", re.escape(f"{SEED_SITE}/peft/__init__.py (python peft 0.21.2): ")),
+    # One byte of the GEMM smoke program changed (in the ELF header's padding: it still loads and runs).
+    Fault("contents-gemm-smoke-byte", "hip-runtime",
+          "printf '\\001' | dd of=/opt/rocmforge/bin/rocblas-gemm-smoke bs=1 seek=9 conv=notrunc status=none",
+          "contents", re.escape("/opt/rocmforge/bin/rocblas-gemm-smoke (component rocblas-gemm-smoke): sha256 differs")),
+    # rocminfo replaced by a script that says what the rocminfo suite expects without a GPU.
+    Fault("contents-rocminfo-impostor", "hip-runtime",
+          "printf '#!/bin/sh\\necho \"ROCk module is NOT loaded\"\\nexit 1\\n' > /usr/bin/rocminfo",
+          "contents", re.escape("/usr/bin/rocminfo (dpkg rocminfo): ")),
+    # The version of a dependency the lock records but matrix.yaml does not pin (peft's mpmath), edited.
+    Fault("contents-locked-dependency-version", SEED,
+          f"sed -i 's/^Version: 1.3.0$/Version: 1.3.1/' {SEED_SITE}/mpmath-1.3.0.dist-info/METADATA",
+          "contents", r"python mpmath: matrix\.lock python\.llama31-qlora-debian-env records 1\.3\.0, installed 1\.3\.1"),
+
+    # -- code objects read whole (issue 38) ------------------------------------------------------
+    # Every file is read to its end inside the image: a name never stands for the code it promises.
+    # (In hip-runtime's rocBLAS kernel folder, LIB/rocblas/2.47.0/library.)
+    # A kernel file emptied (the file is there, its name still says gfx1100).
+    Fault("code-object-emptied", "hip-runtime", f"truncate -s 0 {LIB}/rocblas/2.47.0/library/TensileLibrary_gfx1100.co",
+          "archs", re.escape(f"{LIB}/rocblas/2.47.0/library/TensileLibrary_gfx1100.co: ")
+          + "an empty file where a GPU code object is expected", also_failed=("linkage",)),
+    # A short text file in place of a code object: the load probe sees it too, and names it.
+    Fault("code-object-not-elf-archs", "hip-runtime",
+          f"printf 'not a code object\\n' > {LIB}/rocblas/2.47.0/library/Kernels.so-000-gfx1100.hsaco",
+          "archs", re.escape(f"{LIB}/rocblas/2.47.0/library/Kernels.so-000-gfx1100.hsaco: 18 bytes that are no ELF "
+                             "code object or offload bundle where a GPU code object is expected"),
+          also_failed=("linkage",)),
+    Fault("code-object-not-elf-linkage", "hip-runtime",
+          f"printf 'not a code object\\n' > {LIB}/rocblas/2.47.0/library/Kernels.so-000-gfx1100.hsaco",
+          "linkage", re.escape(f"{LIB}/rocblas/2.47.0/library/Kernels.so-000-gfx1100.hsaco: not an ELF file "
+                               "(18 bytes) where a GPU code object is expected")),
+    # gfx1100 code under a gfx90a name: gfx90a stays covered by the folder's other gfx90a files, so
+    # only the per-file rule (name against content) catches it.
+    Fault("code-object-other-arch", "hip-runtime",
+          f"cp {LIB}/rocblas/2.47.0/library/TensileLibrary_gfx1100.co {LIB}/rocblas/2.47.0/library/TensileLibrary_gfx90a.co",
+          "archs", re.escape(f"{LIB}/rocblas/2.47.0/library/TensileLibrary_gfx90a.co: its name says gfx90a but "
+                             "its code is for gfx1100")),
+    # XNACK-on code in the file rocBLAS opens on a default (XNACK off) MI210: the folder as a whole
+    # still has code such a device runs (TensileLibrary_gfx90a.co), the file itself is wrong.
+    Fault("code-object-xnack-minus-holds-xnack-plus", "hip-runtime",
+          f"cd {LIB}/rocblas/2.47.0/library && cp Kernels.so-000-gfx90a-xnack+.hsaco Kernels.so-000-gfx90a-xnack-.hsaco",
+          "archs", re.escape(f"{LIB}/rocblas/2.47.0/library/Kernels.so-000-gfx90a-xnack-.hsaco: its name says "
+                             "gfx90a:xnack- but its code is for gfx90a:xnack+")),
+
+    # -- the image as users run it, the loader's choice, full versions (issue 38) ----------------
+    # A variable that steers HIP, set in the image but declared nowhere in the matrix.
+    Fault("config-undeclared-hip-visible-devices", "hip-runtime", "", "config",
+          r'Env HIP_VISIBLE_DEVICES: the image has "1", the matrix renders none.*'
+          r"HIP_VISIBLE_DEVICES='1': steers which GPUs HIP programs see", dockerfile="ENV HIP_VISIBLE_DEVICES=1"),
+    # An entrypoint that exits 0 printing nothing: every exec'd check still passes, users get nothing.
+    Fault("entrypoint-exits-silently", "hip-runtime", "", "rocminfo",
+          r'`docker run \S+ rocminfo` \(entrypoint \["/bin/true"\].*' + (
+              r"must report 'ROCk module is NOT loaded' and exit 1.*printed \(exit 0\): ''" if NO_GPU
+              else r"lists GPU agents \[\] \(exit 0\)"),
+          dockerfile='ENTRYPOINT ["/bin/true"]', also_failed=("config", "gemm")),
+    # An entrypoint that does not exist: `docker run` cannot start the container at all.
+    Fault("entrypoint-missing", "hip-runtime", "", "gemm",
+          r'`docker run \S+ rocblas-gemm-smoke 256 1` \(entrypoint \["/nonexistent"\].*printed no result '
+          r"\(exit 127\): .*/nonexistent", dockerfile='ENTRYPOINT ["/nonexistent"]', also_failed=("rocminfo", "config")),
+    # A copy of rocBLAS in a folder an ld.so.conf.d file lists before the multiarch one: every
+    # program linking librocblas.so.0 runs the copy; dlopen by path (the load check) never sees it.
+    Fault("loader-shadow-ld-so-conf", "hip-runtime",
+          f"mkdir -p /usr/local/lib/shadow && cp -L {LIB}/librocblas.so.0 /usr/local/lib/shadow/"
+          " && echo /usr/local/lib/shadow > /etc/ld.so.conf.d/00-shadow.conf && ldconfig",
+          "linkage", re.escape(f"librocblas.so.0: the loader picks /usr/local/lib/shadow/librocblas.so.0, but the "
+                               f"image's package installed {LIB}/librocblas.so.0.1")),
+    # The same copy reached through LD_LIBRARY_PATH in the image's Env (ldconfig -p would not show it).
+    Fault("loader-shadow-ld-library-path", "hip-runtime",
+          f"mkdir -p /usr/local/lib/shadow && cp -L {LIB}/librocblas.so.0 /usr/local/lib/shadow/",
+          "linkage", re.escape(f"librocblas.so.0: the loader picks /usr/local/lib/shadow/librocblas.so.0, but the "
+                               f"image's package installed {LIB}/librocblas.so.0.1"),
+          dockerfile="ENV LD_LIBRARY_PATH=/usr/local/lib/shadow", also_failed=("config",)),
+    # hipconfig from another build of HIP 5.7 than the runtime (libamdhip64-dev's version file):
+    # major.minor agree, the build number does not.
+    Fault("hipconfig-other-build", "hip-devel",
+          "sed -i 's/^HIP_VERSION_PATCH=31921$/HIP_VERSION_PATCH=31920/' /usr/share/hip/version",
+          "versions", r"HIP runtime versions disagree at major\.minor\.build: .*hipconfig --version=5\.7\.31920-0"),
+    # The HIP package of another ROCm patch release (as dpkg records it) than the stack's 5.7.1.
+    Fault("hip-package-other-patch", "hip-runtime",
+          r"sed -i '/^Package: libamdhip64-5$/,/^$/s/^Version: 5.7.1-6+deb13u1$/Version: 5.7.0-6+deb13u1/'"
+          " /var/lib/dpkg/status",
+          "versions", re.escape("the ROCm release differs from the stack's rocm 5.7.1 (major.minor.patch): "
+                                "dpkg libamdhip64-5 says 5.7.0")),
+    # The user and working folder changed from what the matrix renders.
+    Fault("config-user-and-workdir", "hip-runtime", "", "config",
+          r'User: the image has "nobody", the matrix renders none.*WorkingDir: the image has "/tmp", the matrix '
+          r"renders none", dockerfile="USER nobody\nWORKDIR /tmp"),
+
+    # -- settings equal the matrix (issue 38) ----------------------------------------------------
+    # The settings folder gone: the probe would train on its defaults; the matrix says which file is missing.
+    Fault("settings-folder-deleted", SEED, "rm -r /opt/rocmforge/config",
+          "workload", re.escape("/opt/rocmforge/config/training_args.json (component llama31-qlora-debian-settings "
+                                "of target llama31-qlora-debian, matrix.yaml "
+                                "components.llama31-qlora-debian-settings.files.training_args.json): missing from the image")),
+    # One value changed: still a valid TrainingArguments file, only the matrix says it is wrong.
+    Fault("settings-value-changed", SEED,
+          "python3 -c \"import json; p='/opt/rocmforge/config/training_args.json'; d=json.load(open(p)); "
+          "d['learning_rate'] = 0.001; json.dump(d, open(p, 'w'))\"",
+          "workload", re.escape("/opt/rocmforge/config/training_args.json (component llama31-qlora-debian-settings")
+          + r"[^;]*: learning_rate is 0\.001 in the image, 4e-05 in the matrix"),
 ]
 
 
@@ -216,10 +324,11 @@ def _matrix_copy(tmp_path, edits: dict):
 
 def _run_fault(docker_client, own_images, tmp_path, fault: Fault, base: str) -> dict:
     ref = base
-    if fault.run:
+    if fault.run or fault.dockerfile:
         ref = f"rocmforge-test/fault-{fault.name}:{uuid.uuid4().hex[:12]}"
         own_images.append(ref)
-        build_image(docker_client, f"FROM {base}\nRUN {fault.run}\n", tag=ref)
+        run = f"RUN {fault.run}\n" if fault.run else ""
+        build_image(docker_client, f"FROM {base}\n{run}{fault.dockerfile}\n", tag=ref)
     args = ["--matrix", str(_matrix_copy(tmp_path, fault.matrix_edit))] if fault.matrix_edit else []
     proc = run_cli(*args, "test", "--image", ref, "--target", fault.target, "--json")
     assert proc.stdout.strip(), proc.stderr[-3000:]
@@ -255,4 +364,4 @@ def test_table_is_well_formed():
         assert f.suite in SUITES and set(f.also_failed) <= set(SUITES), f"{f.name}: unknown suite"
         assert set(f.matrix_edit) <= set(m.targets) | {f"stacks.{s}" for s in m.stacks}, \
             f"{f.name}: edits an unknown target or stack"
-        assert f.run or f.matrix_edit, f"{f.name}: neither a mutation nor a matrix edit"
+        assert f.run or f.dockerfile or f.matrix_edit, f"{f.name}: neither a mutation nor a matrix edit"
