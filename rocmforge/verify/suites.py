@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
-from rocmforge.host.container import remove_session_leftovers
+from rocmforge.host.container import host_gpu_access, remove_session_leftovers
 from rocmforge.shared import packagedata
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
@@ -75,19 +75,22 @@ class SuitesReport:
     ok: bool
     tests: list[dict] = field(default_factory=list)
     log: str = ""          # pytest's output; shown on failure, never recorded
+    host: str = ""         # what kind of host ran them (GPU or not): the signed test result says it
 
     def statuses(self) -> dict[str, SuiteStatus]:
         return {name: s.status for name, s in self.suites.items()}
 
     def to_json(self) -> dict:
         return {"image": self.image, "image_id": self.image_id, "target": self.target, "pytest_exit": self.pytest_exit,
-                "ok": self.ok, "suites": {n: asdict(s) for n, s in self.suites.items()}, "tests": self.tests}
+                "ok": self.ok, "suites": {n: asdict(s) for n, s in self.suites.items()}, "tests": self.tests,
+                "host": self.host}
 
     @classmethod
     def from_json(cls, data: dict) -> "SuitesReport":
         return cls(image=data.get("image", data["image_id"]), image_id=data["image_id"], target=data.get("target"),
                    pytest_exit=data.get("pytest_exit", 0), tests=data.get("tests", []), ok=data["ok"],
-                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()})
+                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()},
+                   host=data.get("host") if isinstance(data.get("host"), str) else "")
 
 
 def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
@@ -135,7 +138,9 @@ def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix:
             remove_session_leftovers(client, session)
         results = json.loads(results_json.read_text()) if results_json.exists() else []
     summary = judge(summarise(results), results, proc.returncode, proc.stdout)
-    return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=target,
+    gpu = host_gpu_access()
+    host = (f"GPU host ({len(gpu.devices)} device node(s))" if gpu.present else f"no GPU: {gpu.reason_absent()}")
+    return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=target, host=host,
                         pytest_exit=proc.returncode, suites=summary, tests=results, log=proc.stdout,
                         ok=proc.returncode == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
 
