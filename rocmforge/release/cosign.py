@@ -141,7 +141,8 @@ def decode_envelope(line: str) -> dict:
 
 def last_words(text: str, lines: int = 3) -> str:
     """cosign's explanation without its usage text or Go log prefixes."""
-    kept = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith(("Usage:", "  "))]
+    kept = [ln.strip() for ln in text.splitlines()
+            if ln.strip() and not ln.startswith(("Usage:", "  ", "WARNING: Skipping tlog verification"))]
     return " ".join(kept[-lines:]) or "(no output)"
 
 

@@ -127,6 +127,9 @@ def _statement(cosign: Cosign, key: Path, pinned: str, uri: str, kind: str, dige
         text = str(exc)
         if "none of the attestations matched the predicate type" in text or "no attestations found" in text:
             raise Refused(f"{pinned}: missing attestation {uri} (no such statement signed by {key}): {text}") from None
+        if "no matching subject digest" in text:
+            raise Refused(f"{pinned}: the attestation {uri} attached here is for another digest, not this image's "
+                          f"{digest}: {text}") from None
         raise Refused(f"{pinned}: attestation {uri} does not verify with {key}: {text}") from None
     bound = []
     for st in statements:
