@@ -24,8 +24,11 @@ def push(inv: Invocation) -> int:
     client = engine.connect()
     signer = None
     if key is not None:
-        from rocmforge.release.signing import Signer   # cyclonedx and the lock model: only when signing
-        signer = Signer(cosigns.find(client, inv.progress.line), key, project)
+        from rocmforge.release.signing import Inputs, Signer   # cyclonedx and the lock model: only when signing
+        inputs = Inputs(inv.plan, project.lock(), project.matrix_path.read_bytes(),
+                        project.lock_path.read_bytes() if project.lock_path.is_file() else b"",
+                        project.revision(), project.state)
+        signer = Signer(cosigns.find(client, inv.progress.line), key, inputs)
     started = time.monotonic()
     with inv.progress.status(f"pushing {target} to {registry}" + (" (signed)" if signer else "")):
         rec = publish.push(client, inv.plan, target, registry, state_dir=project.state,

@@ -4,6 +4,7 @@ stack's registry base (resolve a tag, pull a digest, mirrors) is host/registryba
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 import socket
@@ -115,8 +116,6 @@ def get_document(client: DockerClient, repository: str, reference: str, *, blob:
     """A manifest (by tag or digest) or a blob (by digest) of repository, as (digest, bytes). Whatever
     is asked for by digest is checked against it, and a manifest's bytes against the digest the
     registry names: a cut-off or altered answer raises BuildError, it is never read."""
-    import hashlib
-
     host, name = split_repository(repository)
     url = f"{scheme(client, host)}://{host}/v2/{name}/{'blobs' if blob else 'manifests'}/{reference}"
     req = urllib.request.Request(url, headers={} if blob else {"Accept": MANIFEST_TYPES})

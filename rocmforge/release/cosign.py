@@ -163,9 +163,9 @@ def find(client: DockerClient | None = None, log=lambda msg: None) -> Cosign:
         return host(choice)
     if not choice and shutil.which("cosign"):
         return host(shutil.which("cosign"))
-    from rocmforge.release import toolsimage   # only when the engine runs it
+    from rocmforge.release import toolsimage   # lzma and tarfile: only when the engine runs cosign
     if client is None:
-        from rocmforge.build import engine
+        from rocmforge.build import engine     # docker-py (0.17 s): only when the engine runs cosign
         client = engine.connect()
     pin = toolsimage.load_pin()
     ref = toolsimage.ensure(client, pin, log)

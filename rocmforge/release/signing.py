@@ -19,15 +19,27 @@ from rocmforge.shared.errors import UserError
 from rocmforge.verify import manifest as manifests
 
 if TYPE_CHECKING:
+    from rocmforge.define.lockschema import Lock
+    from rocmforge.render.plan import BuildPlan
     from rocmforge.verify.suites import SuitesReport
-    from rocmforge.workflow.project import Project
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the provenance names, from the checkout that pushes."""
+    plan: BuildPlan
+    lock: Lock
+    matrix_bytes: bytes
+    lock_bytes: bytes
+    commit: str
+    state: Path
 
 
 @dataclass
 class Signer:
     cosign: Cosign
     key: Path
-    project: Project
+    inputs: Inputs
     public_key: str = ""
     files: dict[str, Path] = field(default_factory=dict)    # predicate type -> its file
     _tmp: tempfile.TemporaryDirectory | None = None
@@ -41,17 +53,15 @@ class Signer:
     def prepare(self, target: str, image_id: str, report: SuitesReport) -> None:
         """Writes the three predicates of this image into a private folder, refusing what they would
         misstate: an SBOM of another image, or none."""
-        project, plan = self.project, self.project.plan
+        inputs, plan = self.inputs, self.inputs.plan
         self._tmp = tempfile.TemporaryDirectory(prefix="rocmforge-attest-")
         folder = Path(self._tmp.name)
         self.files = {att.SBOM: folder / "sbom.cdx.json", att.PROVENANCE: folder / "provenance.json",
                       att.TEST_RESULT: folder / "test-result.json"}
-        self.files[att.SBOM].write_bytes(_sbom_of(project, target, image_id))
-        lock_bytes = project.lock_path.read_bytes() if project.lock_path.is_file() else b""
-        repro = _repro_record(project.state, target, image_id)
-        prov = att.provenance(plan, project.lock(), target, matrix_bytes=project.matrix_path.read_bytes(),
-                              lock_bytes=lock_bytes, version=rocmforge.__version__, commit=project.revision(),
-                              repro=repro)
+        self.files[att.SBOM].write_bytes(_sbom_of(inputs.state, target, image_id))
+        prov = att.provenance(plan, inputs.lock, target, matrix_bytes=inputs.matrix_bytes,
+                              lock_bytes=inputs.lock_bytes, version=rocmforge.__version__, commit=inputs.commit,
+                              repro=_repro_record(inputs.state, target, image_id))
         tp = plan.targets[target]
         result = att.test_result(report, archs=list(tp.archs), host=att.host_kind(report, report.host),
                                  version=rocmforge.__version__, config_digest=image_id)
@@ -78,11 +88,11 @@ class Signer:
             self._tmp = None
 
 
-def _sbom_of(project: Project, target: str, image_id: str) -> bytes:
+def _sbom_of(state: Path, target: str, image_id: str) -> bytes:
     fix = f"run `python build.py manifest --target {target}`"
-    path, sbom = manifests.checked_artifacts(project.state, target)
+    path, sbom = manifests.checked_artifacts(state, target)
     if path is None or sbom is None:
-        raise UserError(f"target {target!r} has no SBOM in {project.state / 'artifacts' / target}; {fix}",
+        raise UserError(f"target {target!r} has no SBOM in {state / 'artifacts' / target}; {fix}",
                         field="--sign-key")
     recorded = json.loads(path.read_text(encoding="utf-8")).get("image_id")
     if recorded != image_id:
