@@ -20,6 +20,7 @@ from rocmforge.build import engine
 from rocmforge.release import attestations as att, cosign as cosigns
 from rocmforge.verify import suites as suite_runs
 from tests.conftest import copy_project, run_cli
+from tests.integration.test_build_leftovers import base  # noqa: F401  (a fixture: the trixie base)
 from tests.integration.test_installed_package import installed, rocmforge  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.docker
@@ -166,6 +167,31 @@ def test_pull_by_reference_from_an_empty_folder_with_the_installed_command(pushe
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert engine.image_id(docker_client, ref) == record["image_id"]
     assert not any(empty.iterdir())
+
+
+@pytest.fixture(scope="module")
+def host_cosign(docker_client, cosign, tmp_path_factory):
+    """The tools image's cosign copied onto this host, as a distribution's package would put it on PATH."""
+    if cosign.mode != "image":
+        return cosign.program
+    folder = tmp_path_factory.mktemp("host-cosign")
+    container = docker_client.containers.create(cosign.program)
+    try:
+        stream, _ = container.get_archive("/usr/bin/cosign")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            tar.extractall(folder)
+    finally:
+        container.remove()
+    return folder / "cosign"
+
+
+def test_verify_with_cosign_on_the_host_path(pushed, keys, host_cosign):
+    record, _, _ = pushed
+    proc = run_cli("verify", f"{record['repository']}@{record['digest']}", "--key", str(keys["ours"][1]), "--json",
+                   env={cosigns.ENV: str(host_cosign)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["config_digest"] == record["image_id"]
+    assert cosigns.host(str(host_cosign)).mode == "host"
 
 
 def test_pull_by_target_checks_the_signature_too(pushed, keys):
@@ -357,3 +383,23 @@ def test_refuses_suites_that_did_not_pass(small, keys, docker_client, tmp_path):
     key, pub, password = keys["ours"]
     repository, tag, _digest, image_id = small.signed(name(), key, password, tmp_path, result="failed")
     assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, "suites did not pass", "versions")
+
+
+# -- 3. the tools image: pinned, and the same image from the same pin ---------------------------
+def test_the_tools_image_is_reproducible_and_its_pin_still_resolves(docker_client, base, tmp_path):  # noqa: F811
+    from rocmforge.release import toolsimage
+    from tests.conftest import sh
+
+    pin = toolsimage.load_pin()
+    debs = [toolsimage.fetch_deb(d, tmp_path / f"{d.package}.deb") for d in pin.debs]
+    ids = {toolsimage.write_image(pin, debs, tmp_path / f"image{i}.tar") for i in range(2)}
+    assert len(ids) == 1
+    toolsimage.ensure(docker_client, pin)
+    assert docker_client.images.get(pin.ref).id == ids.pop()
+    # the archive's own index, signed by Debian, still names these exact files
+    script = "apt-get update -qq >/dev/null && " + " && ".join(
+        f"apt-cache show {d.package}={d.version} | grep -E '^(SHA256|Filename|Size):'" for d in pin.debs)
+    rc, out = sh(docker_client, base, script)
+    assert rc == 0, out
+    for d in pin.debs:
+        assert f"SHA256: {d.sha256}" in out and f"Filename: {d.filename}" in out and f"Size: {d.size}" in out
