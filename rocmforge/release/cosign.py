@@ -107,7 +107,8 @@ class Cosign:
         self.run(["sign", "--yes", "--key", key, *self._signing(), *_http(http), ref])
 
     def attest(self, key: Path, ref: str, predicate: Path, kind: str, *, http: bool) -> None:
-        self.run(["attest", "--yes", "--key", key, "--type", kind, "--predicate", predicate,
+        # --replace: a push run again replaces its statement of this type instead of adding a second one
+        self.run(["attest", "--yes", "--replace", "--key", key, "--type", kind, "--predicate", predicate,
                   *self._signing(), *_http(http), ref])
 
     def verify(self, pub: Path, ref: str, *, http: bool) -> list[dict]:

@@ -4,6 +4,7 @@ is the link between the two."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import re
@@ -60,13 +61,19 @@ def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str,
         signer.prepare(tp.name, image_id, result)
     repository = where.repository(tp.name)
     tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
-    digests = {}
-    for tag in tags:
-        with temporary_tag(client, tp.content_tag, repository, tag):
-            digests[tag] = push_one(client, repository, tag)
+    digests: dict[str, str] = {}
+    # The digest is known once the first tag is pushed: cosign signs and attests it while the other
+    # tags follow (they add no layers), so signing costs less than its own time.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        signing = None
+        for tag in tags:
+            with temporary_tag(client, tp.content_tag, repository, tag):
+                digests[tag] = push_one(client, repository, tag)
+            if signer is not None and signing is None:
+                signing = pool.submit(signer.attach, repository, digests[tag], http=reg.insecure(client, where.host))
+        signed = signing.result() if signing is not None else None
     if len(set(digests.values())) != 1:
         raise BuildError(f"registry {where.host} gave one image different digests per tag: {digests}")
-    signed = signer.attach(repository, digests[tags[0]], http=reg.insecure(client, where.host)) if signer else None
     record = {
         "content_hash": tp.content_hash,
         "digest": digests[tags[0]],

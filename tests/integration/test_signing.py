@@ -194,6 +194,25 @@ def test_verify_with_cosign_on_the_host_path(pushed, keys, host_cosign):
     assert cosigns.host(str(host_cosign)).mode == "host"
 
 
+def test_a_second_signed_push_replaces_its_statements(pushed, keys, cosign):
+    record, state, matrix = pushed
+    key, pub, password = keys["ours"]
+    # A verify-repro recorded since: the provenance now differs (it carries that as a byproduct).
+    (state / "checks").mkdir(exist_ok=True)
+    (state / "checks" / f"repro-{TARGET}.json").write_text(json.dumps(
+        {"target": TARGET, "identical": True, "image_ids": [record["image_id"]] * 2, "checked": "2026-01-01T00:00:00Z"}))
+    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
+               "--registry", record["registry"], "--sign-key", str(key), password=password)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["digest"] == record["digest"]
+    pinned = f"{record['repository']}@{record['digest']}"
+    for kind in att.COSIGN_TYPES.values():
+        assert len(cosign.verify_attestations(pub, pinned, kind, http=True)) == 1, kind
+    prov = cosign.verify_attestations(pub, pinned, "slsaprovenance1", http=True)[0]["predicate"]
+    assert prov["runDetails"]["byproducts"][0]["annotations"]["identical"] is True
+    assert cli("verify", pinned, "--key", str(pub)).returncode == 0
+
+
 def test_pull_by_target_checks_the_signature_too(pushed, keys):
     record, state, matrix = pushed
     args = ("--matrix", str(matrix), "--state-dir", str(state), "pull", "--target", TARGET, "--key")
