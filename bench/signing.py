@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """hip-runtime's push with and without --sign-key, each into an empty registry (so every layer
-really travels), alternating, ROUNDS times; prints the medians and their ratio, and that of the fastest runs (goal <= 1.1). The
-key pair is made by cosign; the suites run once into a state folder of the bench's own. Needs the
-engine, Debian's docker-registry and hip-runtime built."""
+really travels), alternating, BENCH_ROUNDS times (default 2); prints the medians, their ratio and
+that of the fastest runs (goal <= 1.1). The key pair is made by cosign; the suites run once into
+a state folder of the bench's own. Needs the engine, Debian's docker-registry and hip-runtime built."""
 
 from __future__ import annotations
 

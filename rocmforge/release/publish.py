@@ -59,6 +59,15 @@ def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str,
     if signer is not None:
         signer.check_key()
         signer.prepare(tp.name, image_id, result)
+    try:
+        return _push_tags(client, tp, where, registry, image_id, result, record_dir, signer)
+    finally:
+        if signer is not None:
+            signer.close()      # its statements' folder, also when the push failed
+
+
+def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, registry: str, image_id: str,
+               result: suites.SuitesReport, record_dir: Path, signer: Signer | None) -> dict:
     repository = where.repository(tp.name)
     tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
     digests: dict[str, str] = {}
