@@ -15,7 +15,7 @@ from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.host import dockerrun
 from rocmforge.host.container import host_gpu_access
-from rocmforge.release import matrix_report as reports, publish
+from rocmforge.release import matrix_report as reports
 from rocmforge.render import tree as rendered_tree
 from rocmforge.render.plan import pruned
 from rocmforge.shared.errors import BuildError, UserError
@@ -101,30 +101,6 @@ def archs(inv: Invocation) -> int:
     if damaged:
         more = f" (and {len(damaged) - 1} more damaged file(s), see their entries)" if len(damaged) > 1 else ""
         raise UserError(damaged[0].error + more, file=damaged[0].path)
-    return 0
-
-
-def push(inv: Invocation) -> int:
-    project, target, registry = inv.project, inv.target_name(), inv.args.registry
-    project.target(target)
-    writable_dir(project.record_dir, "publish records")
-    project.buildable_target(target)
-    client = engine.connect()
-    with inv.progress.status(f"pushing {target} to {registry}"):
-        rec = publish.push(client, inv.plan, target, registry, state_dir=project.state, record_dir=project.record_dir,
-                           matrix_path=project.matrix_path)
-    print(json.dumps(rec, indent=2, sort_keys=True))
-    inv.progress.line(f"publish record: {project.record_dir / (target + '.json')}", markup=False)
-    return 0
-
-
-def pull(inv: Invocation) -> int:
-    target, record_dir = inv.target_name(), inv.project.record_dir
-    publish.read_record(record_dir / f"{target}.json", target)   # a missing record needs no engine
-    client = engine.connect()
-    with inv.progress.status(f"pulling {target}"):
-        rec = publish.pull(client, target, record_dir=record_dir)
-    print(json.dumps(rec, indent=2, sort_keys=True))
     return 0
 
 

@@ -28,6 +28,10 @@ def info(function: str) -> Command:
     return Command("info_commands", function)
 
 
+def release(function: str) -> Command:
+    return Command("release_commands", function)
+
+
 MAIN_JOB = build("build_and_test")
 
 
@@ -146,11 +150,24 @@ def _host_commands(sub) -> None:
     pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
     _target(pu)
     pu.add_argument("--registry", required=True, help="HOST[:PORT][/NAMESPACE]")
-    pu.set_defaults(run=info("push"))
+    pu.add_argument("--sign-key", default=None, metavar="FILE",
+                    help="cosign private key (password in $COSIGN_PASSWORD): sign the pushed digest and attach "
+                         "the SBOM, SLSA provenance and the suite results to it")
+    pu.set_defaults(run=release("push"))
 
-    pl = sub.add_parser("pull", help="pull a published target by digest and verify it")
-    _target(pl)
-    pl.set_defaults(run=info("pull"))
+    pl = sub.add_parser("pull", help="pull a published target (--target) or a signed image (REF --key) by "
+                        "digest; verify before tagging")
+    _target(pl, required=False, help="a target of the checkout, pulled by its publish record")
+    pl.add_argument("ref", nargs="?", metavar="REGISTRY/REPO:TAG|@DIGEST",
+                    help="pull this signed image (no checkout needed; needs --key)")
+    pl.add_argument("--key", default=None, metavar="PUB", help="cosign public key the image must be signed with")
+    pl.set_defaults(run=release("pull"))
+
+    vf = sub.add_parser("verify", help="check a pushed image's signature and attestations (no layers are pulled)")
+    vf.add_argument("ref", metavar="REGISTRY/REPO:TAG|@DIGEST")
+    vf.add_argument("--key", required=True, metavar="PUB", help="cosign public key")
+    vf.add_argument("--json", action="store_true")
+    vf.set_defaults(run=release("verify"))
 
     dr = sub.add_parser("doctor", help="check this host for running ROCm containers")
     dr.add_argument("--json", action="store_true")

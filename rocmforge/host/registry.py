@@ -4,6 +4,7 @@ stack's registry base (resolve a tag, pull a digest, mirrors) is host/registryba
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 import socket
@@ -101,3 +102,38 @@ def manifest_digest(client: DockerClient, repository: str, tag: str, timeout: fl
     if not digest:
         raise BuildError(f"registry {host}: {url} gave no Docker-Content-Digest header")
     return digest
+
+
+MAX_DOCUMENT = 4 << 20    # a manifest or an image config; anything bigger is not one
+
+
+def scheme(client: DockerClient, host: str) -> str:
+    return "http" if insecure(client, host) else "https"
+
+
+def get_document(client: DockerClient, repository: str, reference: str, *, blob: bool = False,
+                 timeout: float = 30) -> tuple[str, bytes]:
+    """A manifest (by tag or digest) or a blob (by digest) of repository, as (digest, bytes). Whatever
+    is asked for by digest is checked against it, and a manifest's bytes against the digest the
+    registry names: a cut-off or altered answer raises BuildError, it is never read."""
+    host, name = split_repository(repository)
+    url = f"{scheme(client, host)}://{host}/v2/{name}/{'blobs' if blob else 'manifests'}/{reference}"
+    req = urllib.request.Request(url, headers={} if blob else {"Accept": MANIFEST_TYPES})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            data = resp.read(MAX_DOCUMENT + 1)
+            named = resp.headers.get("Docker-Content-Digest")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise BuildError(f"registry {host} has no {name}{'@' if ':' in reference else ':'}{reference}") from None
+        raise BuildError(f"registry {host}: GET {url} answered {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise BuildError(f"registry {host} is not reachable at {url}: {getattr(exc, 'reason', exc)}") from None
+    if len(data) > MAX_DOCUMENT:
+        raise BuildError(f"registry {host}: {url} answered more than {MAX_DOCUMENT} bytes; not a manifest or config")
+    actual = "sha256:" + hashlib.sha256(data).hexdigest()
+    expected = reference if reference.startswith("sha256:") else named
+    if expected != actual:
+        raise BuildError(f"registry {host}: {url} answered bytes with digest {actual}, not {expected}: "
+                         "a cut-off or altered answer is not trusted")
+    return actual, data

@@ -4,11 +4,12 @@ is the link between the two."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
@@ -21,6 +22,7 @@ from rocmforge.verify import suites
 if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
     from rocmforge.render.plan import TargetPlan
+    from rocmforge.release.signing import Signer
     from docker import DockerClient
 
 LABEL_TARGET = "io.rocmforge.target"
@@ -32,10 +34,12 @@ RECORD_KEYS = ("content_hash", "digest", "image_id", "registry", "repository", "
 
 # -- push ---------------------------------------------------------------------------------------
 def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str, *, state_dir: Path,
-         record_dir: Path, matrix_path: Path) -> dict:
+         record_dir: Path, matrix_path: Path, signer: Signer | None = None) -> dict:
     """Push the target's content-tag image under its content and readable tags; returns the record.
     matrix_path: the matrix the plan was made from (matrix.lock beside it): the image's suite results
-    must have been judged against exactly these files."""
+    must have been judged against exactly these files. With a signer, the key and the statements are
+    checked before any layer is pushed, and the pushed digest is signed and attested before the
+    record is written."""
     if target_name not in plan.targets:
         raise UserError(f"unknown target {target_name!r}; known: {', '.join(sorted(plan.targets))}",
                         field="--target")
@@ -54,12 +58,31 @@ def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str,
                         f"{labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}, not this target's "
                         f"{tp.name!r}, {tp.content_hash!r}; rebuild with `python build.py build --target {tp.name}`",
                         field="--target")
+    if signer is not None:
+        signer.check_key()
+        signer.prepare(tp.name, image_id, result)
+    try:
+        return _push_tags(client, tp, where, registry, image_id, result, record_dir, signer)
+    finally:
+        if signer is not None:
+            signer.close()      # its statements' folder, also when the push failed
+
+
+def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, registry: str, image_id: str,
+               result: suites.SuitesReport, record_dir: Path, signer: Signer | None) -> dict:
     repository = where.repository(tp.name)
     tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
-    digests = {}
-    for tag in tags:
-        with temporary_tag(client, tp.content_tag, repository, tag):
-            digests[tag] = push_one(client, repository, tag)
+    digests: dict[str, str] = {}
+    # The digest is known once the first tag is pushed: cosign signs and attests it while the other
+    # tags follow (they add no layers), so signing costs less than its own time.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        signing = None
+        for tag in tags:
+            with temporary_tag(client, tp.content_tag, repository, tag):
+                digests[tag] = push_one(client, repository, tag)
+            if signer is not None and signing is None:
+                signing = pool.submit(signer.attach, repository, digests[tag], http=reg.insecure(client, where.host))
+        signed = signing.result() if signing is not None else None
     if len(set(digests.values())) != 1:
         raise BuildError(f"registry {where.host} gave one image different digests per tag: {digests}")
     record = {
@@ -71,6 +94,7 @@ def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str,
         "suites": result.statuses(),
         "tags": tags,
         "target": tp.name,
+        **({"signed": signed} if signed else {}),
     }
     _write_json(Path(record_dir) / f"{tp.name}.json", record)
     return record
@@ -186,9 +210,11 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 # -- pull ---------------------------------------------------------------------------------------
-def pull(client: DockerClient, target_name: str, *, record_dir: Path) -> dict:
+def pull(client: DockerClient, target_name: str, *, record_dir: Path,
+         check: Callable[[str], None] | None = None) -> dict:
     """Pull the published image by digest, check it, then tag it rocmforge/<target>:<tag> for each
-    recorded tag. Returns the record plus 'local_tags'."""
+    recorded tag. Returns the record plus 'local_tags'. check(repository@digest) runs before the
+    pull (signature and statements): it raises to refuse."""
     path = Path(record_dir) / f"{target_name}.json"
     record = read_record(path, target_name)
     repository, digest, tags = record["repository"], record["digest"], record["tags"]
@@ -200,6 +226,8 @@ def pull(client: DockerClient, target_name: str, *, record_dir: Path) -> dict:
                             f"but {path} published {digest} under it: it was overwritten or deleted behind rocmforge's back. "
                             "Nothing was pulled or tagged", field="--target")
     ref = f"{repository}@{digest}"
+    if check is not None:
+        check(ref)
     before = set(client.api.images(all=True, quiet=True))
     had_ref = engine.image_id(client, ref) is not None
     pull_one(client, repository, digest)
@@ -221,6 +249,33 @@ def pull(client: DockerClient, target_name: str, *, record_dir: Path) -> dict:
         client.api.tag(pulled.id, f"{bases.IMAGE_NAMESPACE}/{target_name}", tag)
         local.append(f"{bases.IMAGE_NAMESPACE}/{target_name}:{tag}")
     return {**record, "local_tags": local}
+
+
+def pull_verified(client: DockerClient, repository: str, digest: str, *, target: str, content_hash: str,
+                  stack: str, config_digest: str, tag: str | None) -> list[str]:
+    """Pull what `verify` accepted, by its digest, and tag it only when the engine holds exactly the
+    attested image: as the reference named it (when by tag) and as rocmforge/<target>'s content and
+    stack tags, so `run --target` finds it. Returns the tags made."""
+    ref = f"{repository}@{digest}"
+    before = set(client.api.images(all=True, quiet=True))
+    had_ref = engine.image_id(client, ref) is not None
+    pull_one(client, repository, digest)
+    pulled = client.images.get(ref)
+    got = engine.image_id(client, ref)
+    if got != config_digest:
+        leftover = "" if had_ref else undo_pull(client, ref, pulled, existed=pulled.id in before)
+        raise BuildError(f"{ref}: the engine holds image {got} after the pull, but the signed statements are "
+                         f"for {config_digest}. Nothing was tagged{leftover}")
+    local = []
+    wanted = [(f"{bases.IMAGE_NAMESPACE}/{target}", f"content-{content_hash[:12]}")]
+    if stack:
+        wanted.append((f"{bases.IMAGE_NAMESPACE}/{target}", stack))
+    if tag:
+        wanted.append((repository, tag))
+    for repo, t in wanted:
+        client.api.tag(pulled.id, repo, t)
+        local.append(f"{repo}:{t}")
+    return local
 
 
 def read_record(path: Path, target_name: str) -> dict:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge import __version__
 from rocmforge.build import engine
-from rocmforge.host.container import remove_session_leftovers
+from rocmforge.host.container import host_gpu_access, remove_session_leftovers
 from rocmforge.shared import packagedata
 from rocmforge.verify import suiteprocs
 from rocmforge.shared.files import atomic_write
@@ -79,6 +79,7 @@ class SuitesReport:
     log: str = ""          # pytest's output; shown on failure, never recorded
     # What the verdict was reached against (Judged); None in a record written before it was kept.
     judged: Judged | None = None
+    host: str = ""         # what kind of host ran them (GPU or not): the signed test result says it
 
     def statuses(self) -> dict[str, SuiteStatus]:
         return {name: s.status for name, s in self.suites.items()}
@@ -86,14 +87,15 @@ class SuitesReport:
     def to_json(self) -> dict:
         return {"image": self.image, "image_id": self.image_id, "target": self.target, "pytest_exit": self.pytest_exit,
                 "ok": self.ok, "suites": {n: asdict(s) for n, s in self.suites.items()}, "tests": self.tests,
-                **(asdict(self.judged) if self.judged else {})}
+                "host": self.host, **(asdict(self.judged) if self.judged else {})}
 
     @classmethod
     def from_json(cls, data: dict) -> "SuitesReport":
         judged = Judged.from_json(data)
         return cls(image=data.get("image", data["image_id"]), image_id=data["image_id"], target=data.get("target"),
                    pytest_exit=data.get("pytest_exit", 0), tests=data.get("tests", []), ok=data["ok"],
-                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()}, judged=judged)
+                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()}, judged=judged,
+                   host=data.get("host") if isinstance(data.get("host"), str) else "")
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,11 @@ def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix:
             remove_session_leftovers(client, session)
         results = proc.results
     summary = judge(summarise(results), results, proc.exit_code, proc.log)
+    gpu = host_gpu_access()
+    host = (f"GPU host ({len(gpu.devices)} device node(s))" if gpu.present else f"no GPU: {gpu.reason_absent()}")
     return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=judged_target,
                         pytest_exit=proc.exit_code, suites=summary, tests=results, log=proc.log, judged=judged,
+                        host=host,
                         ok=proc.exit_code == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
 
 

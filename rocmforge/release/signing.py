@@ -1,0 +1,111 @@
+"""`push --sign-key`: everything that can refuse is checked before the first layer leaves (the key
+opens with COSIGN_PASSWORD, the SBOM is this image's, the suites of this image are recorded), the
+three statements are written then; after the push the manifest digest is signed and they are
+attached to it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import rocmforge
+from rocmforge.release import attestations as att
+from rocmforge.release.cosign import Cosign
+from rocmforge.shared.errors import UserError
+from rocmforge.verify import manifest as manifests
+
+if TYPE_CHECKING:
+    from rocmforge.define.lockschema import Lock
+    from rocmforge.render.plan import BuildPlan
+    from rocmforge.verify.suites import SuitesReport
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the provenance names, from the checkout that pushes."""
+    plan: BuildPlan
+    lock: Lock
+    matrix_bytes: bytes
+    lock_bytes: bytes
+    commit: str
+    state: Path
+
+
+@dataclass
+class Signer:
+    cosign: Cosign
+    key: Path
+    inputs: Inputs
+    public_key: str = ""
+    files: dict[str, Path] = field(default_factory=dict)    # predicate type -> its file
+    _tmp: tempfile.TemporaryDirectory | None = None
+
+    def check_key(self) -> None:
+        """Refuses (exit 2) a missing file, a file that is no cosign key or a wrong password."""
+        if not self.key.is_file():
+            raise UserError("no such key file", file=str(self.key), field="--sign-key")
+        self.public_key = self.cosign.public_key(self.key)
+
+    def prepare(self, target: str, image_id: str, report: SuitesReport) -> None:
+        """Writes the three predicates of this image into a private folder, refusing what they would
+        misstate: an SBOM of another image, or none."""
+        inputs, plan = self.inputs, self.inputs.plan
+        self._tmp = tempfile.TemporaryDirectory(prefix="rocmforge-attest-")
+        folder = Path(self._tmp.name)
+        self.files = {att.SBOM: folder / "sbom.cdx.json", att.PROVENANCE: folder / "provenance.json",
+                      att.TEST_RESULT: folder / "test-result.json"}
+        self.files[att.SBOM].write_bytes(_sbom_of(inputs.state, target, image_id))
+        prov = att.provenance(plan, inputs.lock, target, matrix_bytes=inputs.matrix_bytes,
+                              lock_bytes=inputs.lock_bytes, version=rocmforge.__version__, commit=inputs.commit,
+                              repro=_repro_record(inputs.state, target, image_id))
+        tp = plan.targets[target]
+        result = att.test_result(report, archs=list(tp.archs), host=att.host_kind(report, report.host),
+                                 version=rocmforge.__version__, config_digest=image_id)
+        for uri, data in ((att.PROVENANCE, prov), (att.TEST_RESULT, result)):
+            self.files[uri].write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def attach(self, repository: str, digest: str, *, http: bool) -> dict:
+        """Signs the pushed manifest and attaches each statement to it; returns what the publish
+        record keeps of it."""
+        ref = f"{repository}@{digest}"
+        try:
+            self.cosign.sign(self.key, ref, http=http)
+            for uri, path in self.files.items():
+                self.cosign.attest(self.key, ref, path, att.COSIGN_TYPES[uri], http=http)
+            sizes = {uri: path.stat().st_size for uri, path in self.files.items()}
+        finally:
+            self.close()
+        return {"cosign": self.cosign.version, "public_key_sha256": hashlib.sha256(self.public_key.encode()).hexdigest(),
+                "attestations": sorted(sizes), "predicate_bytes": sizes}
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _sbom_of(state: Path, target: str, image_id: str) -> bytes:
+    fix = f"run `python build.py manifest --target {target}`"
+    path, sbom = manifests.checked_artifacts(state, target)
+    if path is None or sbom is None:
+        raise UserError(f"target {target!r} has no SBOM in {state / 'artifacts' / target}; {fix}",
+                        field="--sign-key")
+    recorded = json.loads(path.read_text(encoding="utf-8")).get("image_id")
+    if recorded != image_id:
+        raise UserError(f"the SBOM in {sbom.parent} describes image {recorded}, not the image {image_id} being "
+                        f"pushed; {fix}", field="--sign-key")
+    return sbom.read_bytes()
+
+
+def _repro_record(state: Path, target: str, image_id: str) -> dict | None:
+    """The last verify-repro of the target, when it built this very image (a byproduct, never
+    required: a record of another image, or an unreadable one, is left out)."""
+    try:
+        data = json.loads((state / "checks" / f"repro-{target}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and image_id in (data.get("image_ids") or []) else None

@@ -1,0 +1,441 @@
+"""Signed pushes and verified pulls against a real registry (Debian's docker-registry on 127.0.0.1)
+with real cosign (the pinned tools image, or ROCMFORGE_COSIGN): push --sign-key, then cosign itself
+verifies what rocmforge wrote; `verify` and `pull REF --key` accept exactly the images whose
+signature and three statements hold, and refuse each way one can fail, tagging nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rocmforge.build import engine
+from rocmforge.release import attestations as att, cosign as cosigns
+from rocmforge.verify import suites as suite_runs
+from tests.conftest import copy_project, run_cli
+from tests.integration.test_build_leftovers import base  # noqa: F401  (a fixture: the trixie base)
+from tests.integration.test_installed_package import installed, rocmforge  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.docker
+
+RUN = uuid.uuid4().hex[:8]
+TARGET = "hip-runtime"
+
+
+# -- keys and cosign ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cosign(docker_client):
+    return cosigns.find(docker_client)
+
+
+@pytest.fixture(scope="module")
+def keys(cosign, tmp_path_factory):
+    """Two key pairs made by cosign itself: ours (password 'right') and someone else's."""
+    made = {}
+    for who, password in (("ours", "right"), ("other", "other")):
+        folder = tmp_path_factory.mktemp(f"keys-{who}")
+        with_password(password, lambda: cosign.run(["generate-key-pair"], cwd=folder))
+        made[who] = (folder / "cosign.key", folder / "cosign.pub", password)
+    return made
+
+
+def with_password(password: str, call):
+    old = os.environ.get(cosigns.PASSWORD_ENV)
+    os.environ[cosigns.PASSWORD_ENV] = password
+    try:
+        return call()
+    finally:
+        if old is None:
+            del os.environ[cosigns.PASSWORD_ENV]
+        else:
+            os.environ[cosigns.PASSWORD_ENV] = old
+
+
+def cli(*args: str, password: str | None = None, cwd: Path | None = None):
+    env = {cosigns.PASSWORD_ENV: password} if password is not None else {}
+    return run_cli(*args, env=env, cwd=cwd)
+
+
+def assert_one_error(proc, rc: int, *needles: str) -> str:
+    assert proc.returncode == rc, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1, proc.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def fetch_manifest(url: str) -> tuple[bytes, str]:
+    accept = ("application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
+              "application/vnd.docker.distribution.manifest.v2+json")
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=10) as resp:
+        return resp.read(), resp.headers["Content-Type"]
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+# -- 1. push --sign-key of the real hip-runtime, checked with cosign by hand --------------------
+@pytest.fixture(scope="module")
+def pushed(hip_runtime_built, docker_client, local_registry, keys, tmp_path_factory):
+    """hip-runtime tested into a state folder of its own and pushed signed from a copy of the project."""
+    tmp = tmp_path_factory.mktemp("signed-push")
+    matrix, state = copy_project(tmp), tmp / "state"
+    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "test", "--target", TARGET)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    key, pub, password = keys["ours"]
+    registry = f"{local_registry}/signed{RUN}"
+    # A wrong password first: one message, exit 2, and not one layer in the registry.
+    refused = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
+                  "--registry", registry, "--sign-key", str(key), password="wrong")
+    assert_one_error(refused, 2, "--sign-key", "COSIGN_PASSWORD")
+    assert get_json(f"http://{local_registry}/v2/_catalog")["repositories"] == []
+    not_a_key = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
+                    "--registry", registry, "--sign-key", str(pub), password=password)
+    assert_one_error(not_a_key, 2, "--sign-key")
+    started = time.monotonic()
+    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
+               "--registry", registry, "--sign-key", str(key), password=password)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(f"signed push of {TARGET}: {time.monotonic() - started:.1f} s")
+    record = json.loads((matrix.parent / "published" / f"{TARGET}.json").read_text())
+    yield record, state, matrix
+    for tag in record["tags"]:
+        ref = f"{record['repository']}:{tag}"
+        if engine.image_id(docker_client, ref):
+            docker_client.api.remove_image(ref)
+
+
+def test_push_signs_and_cosign_verifies_signature_and_all_three_attestations(pushed, cosign, keys):
+    record, state, _ = pushed
+    _key, pub, _ = keys["ours"]
+    pinned = f"{record['repository']}@{record['digest']}"
+    assert sorted(record["signed"]["attestations"]) == sorted(att.COSIGN_TYPES)
+    print("predicate bytes:", record["signed"]["predicate_bytes"])
+    http = ["--allow-http-registry"]
+    out = cosign.run(["verify", "--key", pub, "--insecure-ignore-tlog", *http, pinned]).stdout
+    assert json.loads(out)[0]["critical"]["image"]["docker-manifest-digest"] == record["digest"]
+    statements = {}
+    for kind in ("cyclonedx", "slsaprovenance1", att.TEST_RESULT):
+        out = cosign.run(["verify-attestation", "--key", pub, "--type", kind, "--insecure-ignore-tlog", *http,
+                          pinned]).stdout
+        st = cosigns.decode_envelope(out.splitlines()[0])
+        assert st["subject"][0]["digest"]["sha256"] == record["digest"].split(":")[1]
+        statements[st["predicateType"]] = st["predicate"]
+    assert set(statements) == {att.SBOM, att.PROVENANCE, att.TEST_RESULT}
+    result = statements[att.TEST_RESULT]
+    assert result["result"] in ("PASSED", "WARNED")
+    config = {c["name"]: c for c in result["configuration"]}
+    assert "sha256:" + config["image-config"]["digest"]["sha256"] == record["image_id"]
+    assert config["suites"]["annotations"]["target"] == TARGET
+    # every "not GPU-verified" suite is warned, never passed
+    recorded = suite_runs.recorded(state, record["image_id"])
+    ngv = [s for s, o in recorded.suites.items() if o.status == suite_runs.SuiteStatus.NOT_GPU_VERIFIED]
+    assert sorted(line.split(":")[0] for line in result["warnedTests"]) == sorted(ngv)
+    prov = statements[att.PROVENANCE]["buildDefinition"]
+    assert prov["externalParameters"]["target"] == TARGET
+    assert prov["internalParameters"]["content_hash"] == record["content_hash"]
+    assert any(d["uri"].startswith("pkg:deb/debian/libamdhip64-5@") for d in prov["resolvedDependencies"])
+    assert statements[att.SBOM]["metadata"]["component"]["version"] == record["image_id"]
+
+
+def test_verify_prints_what_is_attested_and_refuses_another_key(pushed, keys):
+    record, _, _ = pushed
+    ref = f"{record['repository']}:{record['tags'][1]}"
+    proc = cli("verify", ref, "--key", str(keys["ours"][1]), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = json.loads(proc.stdout)
+    assert shown["digest"] == record["digest"] and shown["config_digest"] == record["image_id"]
+    assert shown["provenance"]["lock_sha256"] and shown["sbom"]["components"] > 0
+    text = cli("verify", ref, "--key", str(keys["ours"][1]))
+    assert text.returncode == 0 and "suites:" in text.stdout and "source commit" in text.stdout
+    other = cli("verify", ref, "--key", str(keys["other"][1]))
+    assert_one_error(other, 1, "not signed by the key")
+
+
+def test_pull_by_reference_from_an_empty_folder_with_the_installed_command(pushed, installed, keys,  # noqa: F811
+                                                                           docker_client, tmp_path):
+    record, _, _ = pushed
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    ref = f"{record['repository']}:{record['tags'][0]}"
+    proc = rocmforge(installed, "--state-dir", str(tmp_path / "fresh-state"), "pull", ref,
+                     "--key", str(keys["ours"][1]), cwd=empty)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert engine.image_id(docker_client, ref) == record["image_id"]
+    assert not any(empty.iterdir())
+
+
+@pytest.fixture(scope="module")
+def host_cosign(docker_client, cosign, tmp_path_factory):
+    """The tools image's cosign copied onto this host, as a distribution's package would put it on PATH."""
+    if cosign.mode != "image":
+        return cosign.program
+    folder = tmp_path_factory.mktemp("host-cosign")
+    container = docker_client.containers.create(cosign.program)
+    try:
+        stream, _ = container.get_archive("/usr/bin/cosign")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            tar.extractall(folder)
+    finally:
+        container.remove()
+    return folder / "cosign"
+
+
+def test_verify_with_cosign_on_the_host_path(pushed, keys, host_cosign):
+    record, _, _ = pushed
+    proc = run_cli("verify", f"{record['repository']}@{record['digest']}", "--key", str(keys["ours"][1]), "--json",
+                   env={cosigns.ENV: str(host_cosign)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["config_digest"] == record["image_id"]
+    assert cosigns.host(str(host_cosign)).mode == "host"
+
+
+def test_a_second_signed_push_replaces_its_statements(pushed, keys, cosign):
+    record, state, matrix = pushed
+    key, pub, password = keys["ours"]
+    # A verify-repro recorded since: the provenance now differs (it carries that as a byproduct).
+    (state / "checks").mkdir(exist_ok=True)
+    (state / "checks" / f"repro-{TARGET}.json").write_text(json.dumps(
+        {"target": TARGET, "identical": True, "image_ids": [record["image_id"]] * 2, "checked": "2026-01-01T00:00:00Z"}))
+    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
+               "--registry", record["registry"], "--sign-key", str(key), password=password)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["digest"] == record["digest"]
+    pinned = f"{record['repository']}@{record['digest']}"
+    provs = [st["predicate"] for st in cosign.verify_attestations(pub, pinned, "slsaprovenance1", http=True)]
+    assert any(p["runDetails"].get("byproducts") for p in provs)
+    if not cosign.signing_config:    # cosign 2 replaces; cosign 3 adds a bundle (each is checked)
+        for kind in att.COSIGN_TYPES.values():
+            assert len(cosign.verify_attestations(pub, pinned, kind, http=True)) == 1, kind
+    assert cli("verify", pinned, "--key", str(pub)).returncode == 0
+
+
+def test_pull_by_target_checks_the_signature_too(pushed, keys):
+    record, state, matrix = pushed
+    args = ("--matrix", str(matrix), "--state-dir", str(state), "pull", "--target", TARGET, "--key")
+    proc = cli(*args, str(keys["ours"][1]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["digest"] == record["digest"]
+    assert_one_error(cli(*args, str(keys["other"][1])), 1, "not signed by the key")
+
+
+# -- 2. small signed images: each refusal -------------------------------------------------------
+class Small:
+    """Tiny labelled images pushed straight through the engine and signed or attested with cosign by
+    hand, as another tool (or an attacker with the registry's write access) would."""
+
+    def __init__(self, client, cosign, registry: str) -> None:
+        self.client, self.cosign, self.registry = client, cosign, registry
+        self.images: set[str] = set()
+
+    def image(self, name: str) -> tuple[str, str, str, str]:
+        """Builds and pushes an image of target `name`: (repository, tag, digest, image ID)."""
+        content = uuid.uuid4().hex * 2
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for fname, data in (("Dockerfile", b"FROM scratch\nCOPY marker /marker\n"), ("marker", content.encode())):
+                info = tarfile.TarInfo(fname)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        buf.seek(0)
+        labels = {"io.rocmforge.target": name, "io.rocmforge.content-hash": content, "io.rocmforge.stack": "s"}
+        image_id = None
+        for chunk in self.client.api.build(fileobj=buf, custom_context=True, labels=labels, rm=True, decode=True):
+            assert "error" not in chunk, chunk
+            image_id = (chunk.get("aux") or {}).get("ID") or image_id
+        self.images.add(image_id)
+        repository, tag = f"{self.registry}/{name}", f"content-{content[:12]}"
+        return (repository, tag, self.push(image_id, repository, tag), image_id)
+
+    def push(self, image_id: str, repository: str, tag: str) -> str:
+        self.client.api.tag(image_id, repository, tag)
+        digest = None
+        for chunk in self.client.api.push(repository, tag=tag, stream=True, decode=True):
+            assert "error" not in chunk, chunk
+            digest = (chunk.get("aux") or {}).get("Digest") or digest
+        return digest      # the local tag stays: it is the image's only name until the test forgets it
+
+    def statements(self, name: str, image_id: str, content: str, result: str = "passed") -> dict:
+        suites = {s: {"status": result if s == "versions" else "passed", "detail": "1 check(s)"}
+                  for s in ("contents", "linkage", "config", "versions", "archs")}
+        report = suite_runs.SuitesReport.from_json({"image": name, "image_id": image_id, "target": name,
+                                                    "ok": result == "passed", "suites": suites})
+        return {
+            att.SBOM: {"bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1, "components": [],
+                       "metadata": {"component": {"type": "container", "name": name, "version": image_id}}},
+            att.PROVENANCE: {"buildDefinition": {"buildType": att.BUILD_TYPE, "externalParameters": {"target": name},
+                                                 "internalParameters": {"content_hash": content},
+                                                 "resolvedDependencies": []},
+                             "runDetails": {"builder": {"id": att.BUILDER_ID}}},
+            att.TEST_RESULT: att.test_result(report, archs=["gfx90a"], host="test", version="t",
+                                             config_digest=image_id),
+        }
+
+    def sign(self, key, password: str, pinned: str, statements: dict, folder: Path, sign: bool = True) -> None:
+        def run():
+            offline = ["--tlog-upload=false"] + (["--use-signing-config=false"] if self.cosign.signing_config else [])
+            if sign:
+                self.cosign.run(["sign", "--yes", "--key", key, *offline, "--allow-http-registry", pinned])
+            for uri, predicate in statements.items():
+                path = folder / f"{uuid.uuid4().hex}.json"
+                path.write_text(json.dumps(predicate))
+                self.cosign.run(["attest", "--yes", "--key", key, *offline, "--allow-http-registry",
+                                 "--type", att.COSIGN_TYPES[uri], "--predicate", path, pinned])
+        with_password(password, run)
+
+    def signed(self, name: str, key, password: str, folder: Path, **kw) -> tuple[str, str, str, str]:
+        repository, tag, digest, image_id = self.image(name)
+        content = self.client.images.get(image_id).labels["io.rocmforge.content-hash"]
+        self.sign(key, password, f"{repository}@{digest}", self.statements(name, image_id, content, **kw), folder)
+        return repository, tag, digest, image_id
+
+    def cleanup(self) -> None:
+        for image_id in self.images:
+            try:
+                self.client.images.remove(image_id, force=True)
+            except Exception:  # already removed by the test
+                pass
+
+
+@pytest.fixture(scope="module")
+def small(docker_client, cosign, local_registry):
+    s = Small(docker_client, cosign, f"{local_registry}/small{RUN}")
+    yield s
+    s.cleanup()
+
+
+def name() -> str:
+    return f"rfsig-{uuid.uuid4().hex[:8]}"
+
+
+def forget(client, image_id: str) -> None:
+    client.images.remove(image_id, force=True)
+
+
+def assert_refused(client, ref: str, pub: Path, image_id: str, *needles: str) -> None:
+    """pull REF refused: exit 1, one message, nothing tagged and no image left behind."""
+    forget(client, image_id)
+    proc = cli("pull", ref, "--key", str(pub))
+    print(assert_one_error(proc, 1, *needles))
+    assert engine.image_id(client, image_id) is None, "the refused pull left the image"
+    assert not [t for img in client.api.images() for t in img.get("RepoTags") or [] if ref.split("/")[-1] in t]
+
+
+def test_a_good_signed_image_is_pulled_and_tagged(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    n = name()
+    repository, tag, digest, image_id = small.signed(n, key, password, tmp_path)
+    forget(docker_client, image_id)
+    proc = cli("pull", f"{repository}:{tag}", "--key", str(pub), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert engine.image_id(docker_client, f"{repository}:{tag}") == image_id
+    assert engine.image_id(docker_client, f"rocmforge/{n}:{tag}") == image_id
+    by_digest = cli("verify", f"{repository}@{digest}", "--key", str(pub))
+    assert by_digest.returncode == 0, by_digest.stderr
+
+
+def test_verify_accepts_a_plain_cosign_signature_and_refuses_another_key(small, keys, tmp_path):
+    """The signature and statements above were made by plain `cosign sign` / `cosign attest`."""
+    key, pub, password = keys["ours"]
+    repository, tag, _digest, _ = small.signed(name(), key, password, tmp_path)
+    assert cli("verify", f"{repository}:{tag}", "--key", str(pub)).returncode == 0
+    assert_one_error(cli("verify", f"{repository}:{tag}", "--key", str(keys["other"][1])), 1,
+                     "not signed by the key")
+
+
+def test_refuses_an_unsigned_image(small, keys, docker_client):
+    repository, tag, _digest, image_id = small.image(name())
+    assert_refused(docker_client, f"{repository}:{tag}", keys["ours"][1], image_id, "is not signed")
+
+
+def test_refuses_an_image_signed_by_another_key(small, keys, docker_client, tmp_path):
+    key, _pub, password = keys["other"]
+    repository, tag, _digest, image_id = small.signed(name(), key, password, tmp_path)
+    assert_refused(docker_client, f"{repository}:{tag}", keys["ours"][1], image_id, "not signed by the key")
+
+
+def test_refuses_a_tag_moved_to_another_signed_image(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    n = name()
+    repository, tag, _digest, image_id = small.signed(n, key, password, tmp_path)
+    _r, _t, _d, other_id = small.signed(n, key, password, tmp_path)      # same target, other content
+    small.push(other_id, repository, tag)                                # ... now under the first tag
+    forget(docker_client, image_id)
+    assert_refused(docker_client, f"{repository}:{tag}", pub, other_id, "tag was moved")
+
+
+def test_refuses_an_attestation_for_another_digest(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    n = name()
+    repository, tag, digest, image_id = small.image(n)
+    _r, _t, other_digest, other_id = small.signed(n, key, password, tmp_path)
+    small.sign(key, password, f"{repository}@{digest}", {}, tmp_path)     # a good signature, no statements
+    # The other image's attestations, copied onto this digest's attestation tag in the registry.
+    base = f"http://{repository.split('/', 1)[0]}/v2/{repository.split('/', 1)[1]}/manifests"
+    if small.cosign.signing_config:
+        # cosign 3: Sigstore bundles listed in an index under the OCI referrers tag sha256-<hex> (this
+        # registry has no referrers API); this digest's own signature stays, the other's statements join it
+        index = json.loads(fetch_manifest(f"{base}/sha256-{digest[7:]}")[0])
+        for entry in json.loads(fetch_manifest(f"{base}/sha256-{other_digest[7:]}")[0])["manifests"]:
+            kind = json.loads(fetch_manifest(f"{base}/{entry['digest']}")[0])["annotations"]
+            if kind["dev.sigstore.bundle.predicateType"] != "https://sigstore.dev/cosign/sign/v1":
+                index["manifests"].append(entry)
+        manifest, media, tag_name = json.dumps(index).encode(), index["mediaType"], f"sha256-{digest[7:]}"
+    else:
+        # cosign 2: all of an image's attestations are layers of one manifest tagged sha256-<hex>.att
+        manifest, media = fetch_manifest(f"{base}/sha256-{other_digest[7:]}.att")
+        tag_name = f"sha256-{digest[7:]}.att"
+    put = urllib.request.Request(f"{base}/{tag_name}", data=manifest, method="PUT", headers={"Content-Type": media})
+    urllib.request.urlopen(put).close()
+    forget(docker_client, other_id)
+    # cosign 3 passes over bundles whose subject is another digest: to it they are not there at all
+    needle = "missing attestation" if small.cosign.signing_config else "for another digest"
+    assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, needle)
+
+
+def test_refuses_a_missing_attestation(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    n = name()
+    repository, tag, digest, image_id = small.image(n)
+    content = docker_client.images.get(image_id).labels["io.rocmforge.content-hash"]
+    statements = small.statements(n, image_id, content)
+    del statements[att.TEST_RESULT]
+    small.sign(key, password, f"{repository}@{digest}", statements, tmp_path)
+    assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, "missing attestation", att.TEST_RESULT)
+
+
+def test_refuses_suites_that_did_not_pass(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    repository, tag, _digest, image_id = small.signed(name(), key, password, tmp_path, result="failed")
+    assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, "suites did not pass", "versions")
+
+
+# -- 3. the tools image: pinned, and the same image from the same pin ---------------------------
+def test_the_tools_image_is_reproducible_and_its_pin_still_resolves(docker_client, base, tmp_path):  # noqa: F811
+    from rocmforge.release import toolsimage
+    from tests.conftest import sh
+
+    pin = toolsimage.load_pin()
+    debs = [toolsimage.fetch_deb(d, tmp_path / f"{d.package}.deb") for d in pin.debs]
+    ids = {toolsimage.write_image(pin, debs, tmp_path / f"image{i}.tar") for i in range(2)}
+    assert len(ids) == 1
+    toolsimage.ensure(docker_client, pin)
+    assert docker_client.images.get(pin.ref).id == ids.pop()
+    # the archive's own index, signed by Debian, still names these exact files
+    script = "apt-get update -qq >/dev/null && " + " && ".join(
+        f"apt-cache show {d.package}={d.version} | grep -E '^(SHA256|Filename|Size):'" for d in pin.debs)
+    rc, out = sh(docker_client, base, script)
+    assert rc == 0, out
+    for d in pin.debs:
+        assert f"SHA256: {d.sha256}" in out and f"Filename: {d.filename}" in out and f"Size: {d.size}" in out
