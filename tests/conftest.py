@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,13 @@ from rocmforge.shared.packagedata import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_PY = ROOT / "build.py"
+
+
+def interruptible() -> None:
+    """preexec_fn for a child a test will Ctrl-C: SIGINT back to its default action. A launcher that
+    ran the tests with SIGINT ignored (a background job of a non-interactive shell) passes that on,
+    and Python then never raises KeyboardInterrupt, so the test would judge the launcher, not us."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 3600):

@@ -19,7 +19,7 @@ import yaml
 from rocmforge.resolve import bootstrap
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import load_plan
-from tests.conftest import BUILD_PY, ROOT, copy_project, run_cli
+from tests.conftest import BUILD_PY, ROOT, copy_project, interruptible, run_cli
 
 pytestmark = pytest.mark.docker
 STACK = "debian13-rocm5.7"
@@ -167,7 +167,7 @@ def test_interrupted_build_leaves_nothing(docker_client, base, tmp_path, phase, 
     log = state / "logs" / f"{name}.log"
     proc = subprocess.Popen([sys.executable, str(BUILD_PY), "--matrix", str(matrix), "--state-dir", str(state),
                              "build", "--target", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COLUMNS": "200"})
+                            env={**os.environ, "COLUMNS": "200"}, preexec_fn=interruptible)
     try:
         while signal_when not in (log.read_text() if log.exists() else ""):
             assert proc.poll() is None, f"the build ended before the {phase} phase: {proc.communicate()}"

@@ -37,7 +37,7 @@ from rocmforge.verify import suites as suite_runs
 from rocmforge.host.container import TEST_LABEL
 from rocmforge.render.plan import load_plan
 from tests import local_registry
-from tests.conftest import BUILD_PY, run_cli
+from tests.conftest import BUILD_PY, interruptible, run_cli
 from tests.integration.conftest import _need
 from tests.integration.test_build_leftovers import (STACK, assert_nothing_left, base, cache_images,  # noqa: F401
                                                     engine_state, project)
@@ -53,7 +53,8 @@ def start(matrix: Path, state: Path, *args: str, env: dict | None = None) -> sub
     """The CLI in a session of its own, so a SIGINT to its group reaches it and its children as a
     terminal's Ctrl-C does."""
     return subprocess.Popen(cli_args(matrix, state, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env={**os.environ, "COLUMNS": "200", **(env or {})})
+                            text=True, start_new_session=True, env={**os.environ, "COLUMNS": "200", **(env or {})},
+                            preexec_fn=interruptible)
 
 
 def interrupt_when(proc: subprocess.Popen, ready, what: str) -> tuple[int, str, str]:
