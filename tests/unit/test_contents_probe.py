@@ -14,6 +14,7 @@ import pytest
 from rocmforge.shared import packagedata
 
 contents = packagedata.probe("contents")
+wheel_outputs = packagedata.probe("wheel_outputs")
 
 
 def md5(data: bytes) -> str:
@@ -116,13 +117,28 @@ def test_unpruned_image_excuses_no_kernel_file():
     assert contents.excused_by(f"{LIB}/TensileLibrary_gfx908.co", "missing", {}, None, []) is None
 
 
+def test_base_as_shipped_excuses_only_the_base_exact_bytes(tmp_path):
+    """A registry base's own difference from its package is excused only while the image holds
+    exactly the bytes the base shipped (or lacks the file, as the base did)."""
+    same, edited, gone = tmp_path / "same", tmp_path / "edited", tmp_path / "gone"
+    same.write_bytes(b"vendor's edit\n")
+    edited.write_bytes(b"our edit on top\n")
+    shipped = {str(same): hashlib.sha256(b"vendor's edit\n").hexdigest(),
+               str(edited): hashlib.sha256(b"vendor's edit\n").hexdigest(), str(gone): None}
+    host = {"base-as-shipped": shipped}
+    assert contents.excused_by(str(same), "changed", host, None, []) == "base-as-shipped"
+    assert contents.excused_by(str(gone), "missing", host, None, []) == "base-as-shipped"
+    assert contents.excused_by(str(edited), "changed", host, None, []) is None
+    assert contents.excused_by(str(tmp_path / "other"), "missing", host, None, []) is None
+
+
 def test_wheel_list_hashes_every_file_inside(tmp_path):
     wheel = tmp_path / "bitsandbytes-0.43.3.dev0-cp314-cp314-linux_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("bitsandbytes/__init__.py", b"x = 1\n")
         zf.writestr("bitsandbytes/", b"")
         zf.writestr("bitsandbytes-0.43.3.dev0.dist-info/RECORD", b"")
-    root, files = contents.parse_outputs(contents.wheel_list("bitsandbytes-hip", str(wheel)), "bitsandbytes-hip")
+    root, files = contents.parse_outputs(wheel_outputs.wheel_list("bitsandbytes-hip", str(wheel)), "bitsandbytes-hip")
     assert root == "dist:bitsandbytes"
     assert files == [("bitsandbytes-0.43.3.dev0.dist-info/RECORD", hashlib.sha256(b"").hexdigest()),
                      ("bitsandbytes/__init__.py", hashlib.sha256(b"x = 1\n").hexdigest())]

@@ -2,7 +2,8 @@
 """Contents probe, run inside an image: every byte the image ships, checked against its source.
 
     contents.py check --expected FILE       (FILE: JSON the contents suite writes from matrix.lock)
-    contents.py wheel-list --component NAME --out FILE WHEEL    (a cmake-wheel builder stage)
+
+(A cmake-wheel builder stage writes its outputs list with wheel_outputs.py, which runs there alone.)
 
 * dpkg: each file of each package of the lock's closure against its md5sums line (a diverted file
   where dpkg-divert put it), each conffile against the md5 in dpkg's status.
@@ -36,14 +37,15 @@ import stat
 import subprocess
 import sys
 import time
-import zipfile
+
+from wheel_outputs import OUTPUTS_HEADER
 
 CHUNK = 1 << 20
 WORKERS = 2
 DPKG_INFO, DPKG_STATUS, DPKG_DIVERSIONS = "/var/lib/dpkg/info", "/var/lib/dpkg/status", "/var/lib/dpkg/diversions"
 DPKG_CONFIG = ("/etc/dpkg/dpkg.cfg", "/etc/dpkg/dpkg.cfg.d/*")
 PRUNE_RECORDS = "/opt/rocmforge/prune/*.json"
-OUTPUTS, OUTPUTS_HEADER = "/opt/rocmforge/outputs", "# rocmforge-outputs "
+OUTPUTS = "/opt/rocmforge/outputs"
 VENV_PYTHON = "/opt/rocmforge/venv/bin/python"
 INTERPRETERS = (VENV_PYTHON, "/usr/bin/python3*", "/usr/local/bin/python3*", "/opt/conda/bin/python",
                 "/opt/conda/envs/*/bin/python")
@@ -62,6 +64,9 @@ EXCEPTIONS = {
                  "(rocmforge/resolve/bootstrap.py BLANK, SCRUB, SOURCES, SHADOW, FSTAB)",
     "apt-sources": "absent or changed (host): the stack's apt_sources drops or replaces this list "
                    "(rocmforge/host/aptsources.py policy_script)",
+    "base-as-shipped": "changed or absent (host) as the registry base, pinned by digest in matrix.lock, ships it: "
+                       "the vendor's image differs from its own package there, and the image holds exactly the "
+                       "base's bytes (sha256 read from a container of the base)",
     "pip-record": "changed: a wheel's own RECORD; pip rewrites it on install (adding INSTALLER, REQUESTED, "
                   "direct_url.json), and the installed RECORD is itself checked line by line",
 }
@@ -139,6 +144,9 @@ def excused_by(path: str, problem: str, host: dict, kept, filters) -> str | None
     for key in ("bootstrap", "apt-sources"):
         if path in host.get(key, ()):
             return key
+    shipped = host.get("base-as-shipped") or {}
+    if path in shipped and shipped[path] == file_sha256(path):
+        return "base-as-shipped"
     if problem == "missing" and kept is not None:
         # Beside this file in the image; imported here because a builder stage runs wheel-list alone.
         import perarch
@@ -171,6 +179,7 @@ class Checks:
         self.want: dict[str, list[tuple[str, str, int | None, str, str]]] = {}
         self.problems: list[str] = []
         self.excused: dict[str, dict] = {}             # key -> {"why": EXCEPTIONS[key], "files": [...]}
+        self.differing = {} if host.get("record-differing") else None     # path -> sha256 or None
         self.checked = {"dpkg_packages": 0, "dpkg_files": 0, "python_dists": 0, "python_files": 0, "outputs": 0}
 
     def expect(self, path, algo, digest, size, source, ref):
@@ -180,6 +189,9 @@ class Checks:
         self.excused.setdefault(key, {"why": EXCEPTIONS[key], "files": []})["files"].append(what)
 
     def fail(self, path, source, problem, what):
+        if self.differing is not None:          # a registry base, read for what it ships as it is
+            self.differing[path] = file_sha256(path)
+            return
         key = excused_by(path, problem, self.host, self.kept, self.filters)
         if key:
             self.excuse(key, f"{path} ({source})")
@@ -190,6 +202,8 @@ class Checks:
         lines = _read(DPKG_DIVERSIONS).splitlines() if os.path.exists(DPKG_DIVERSIONS) else []
         diverted = {lines[i]: (lines[i + 1], lines[i + 2]) for i in range(0, len(lines) - 2, 3)}   # from: (to, by)
         conffiles = parse_status(_read(DPKG_STATUS))
+        if packages == "*":         # every installed package (a registry base: the vendor's set)
+            packages = sorted({os.path.basename(p)[:-5].split(":")[0] for p in glob.glob(f"{DPKG_INFO}/*.list")})
         for pkg in packages:
             info = sorted(glob.glob(f"{DPKG_INFO}/{glob.escape(pkg)}.list")
                           + glob.glob(f"{DPKG_INFO}/{glob.escape(pkg)}:*.list"))
@@ -321,6 +335,12 @@ def digest_file(job):
     return path, size, {a: h.hexdigest() for a, h in zip(algos, hashers)}, None
 
 
+def file_sha256(path: str) -> str | None:
+    """sha256 of a regular file (not followed through a link), None when there is none to read."""
+    _p, _s, digests, err = digest_file((path, ["sha256"]))
+    return None if err else digests["sha256"]
+
+
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -347,17 +367,6 @@ def dist_index(patterns=INTERPRETERS) -> dict[str, list[tuple[str, str, str]]]:
     return out
 
 
-def wheel_list(component: str, wheel: str) -> str:
-    """The outputs list of a built wheel: the sha256 of every file inside it, by its path there."""
-    dist = os.path.basename(wheel).split("-")[0]
-    lines = [f"{OUTPUTS_HEADER}{component} dist:{dist}"]
-    with zipfile.ZipFile(wheel) as zf:
-        for name in sorted(zf.namelist()):
-            if not name.endswith("/"):
-                lines.append(f"{hashlib.sha256(zf.read(name)).hexdigest()}  {name}")
-    return "\n".join(lines) + "\n"
-
-
 def check(expected: dict) -> dict:
     start = time.monotonic()
     checks = Checks(expected.get("build_changes", {}))
@@ -367,29 +376,17 @@ def check(expected: dict) -> dict:
     checks.outputs(expected.get("outputs", []))
     files, nbytes = checks.run()
     return {"problems": checks.problems, "excused": checks.excused, "checked": dict(checks.checked, files=files,
-            bytes=nbytes), "seconds": round(time.monotonic() - start, 2)}
+            bytes=nbytes), "seconds": round(time.monotonic() - start, 2),
+            **({"differing": checks.differing} if checks.differing is not None else {})}
 
 
 def main(argv) -> int:
     parser = argparse.ArgumentParser(prog="contents.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check").add_argument("--expected", required=True, help="the contents suite's JSON")
-    p = sub.add_parser("wheel-list", help="write the outputs list of the wheel a builder stage built")
-    p.add_argument("--component", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("wheels", nargs="+")
     args = parser.parse_args(argv)
-    if args.command == "check":
-        with open(args.expected, encoding="utf-8") as f:
-            print(json.dumps(check(json.load(f)), indent=1, sort_keys=True))
-        return 0
-    if len(args.wheels) != 1:
-        print(f"contents.py wheel-list: expected the one wheel the stage built, got {' '.join(args.wheels)}",
-              file=sys.stderr)
-        return 1
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(wheel_list(args.component, args.wheels[0]))
+    with open(args.expected, encoding="utf-8") as f:
+        print(json.dumps(check(json.load(f)), indent=1, sort_keys=True))
     return 0
 
 

@@ -120,15 +120,7 @@ def gpu():
 
 @pytest.fixture(scope="session")
 def container(request, client, image_ref, gpu):
-    tc = TrackedContainer(client, image_ref, gpu=gpu)
-    if request.config.getoption("--session-id"):
-        tc.session = request.config.getoption("--session-id")
-    tc.start()
-    request.addfinalizer(tc.remove)
-    probes = packagedata.folder(Path(request.config.getoption("--matrix")).resolve().parent, "probes")
-    files = {p.name: p.read_bytes() for p in probes.iterdir() if p.is_file()}
-    tc.put_files(PROBES_IN_CONTAINER, files)
-    return tc
+    return probe_container(request, client, image_ref, gpu)
 
 
 @pytest.fixture(scope="session")
@@ -150,6 +142,33 @@ def target_chain(matrix, target_name):
         out.append(matrix.targets[name])
         name = matrix.targets[name].from_target
     return out
+
+
+def registry_base_image(client, image: str, digest: str, image_id: str | None = None) -> str | None:
+    """The engine's ID of a registry base pinned by digest, or None when the engine does not hold it.
+    A manifest digest names the same image under any repository, so a base pulled through a mirror
+    (stored under the mirror's name) is found by its digest alone."""
+    for ref in filter(None, (image_id, digest and f"{image}@{digest}")):
+        try:
+            return client.images.get(ref).id
+        except Exception:  # noqa: BLE001 - absent under this name: try the next
+            continue
+    for img in client.api.images(all=False) if digest else ():
+        if any(d.endswith("@" + digest) for d in img.get("RepoDigests") or ()):
+            return img["Id"]
+    return None
+
+
+def probe_container(request, client, image_ref: str, gpu) -> TrackedContainer:
+    """A container of image_ref that the session removes, with the probes copied in."""
+    tc = TrackedContainer(client, image_ref, gpu=gpu)
+    if request.config.getoption("--session-id"):
+        tc.session = request.config.getoption("--session-id")
+    tc.start()
+    request.addfinalizer(tc.remove)
+    probes = packagedata.folder(Path(request.config.getoption("--matrix")).resolve().parent, "probes")
+    tc.put_files(PROBES_IN_CONTAINER, {p.name: p.read_bytes() for p in probes.iterdir() if p.is_file()})
+    return tc
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ import pytest
 
 from rocmforge.build.engine import build_labels
 from rocmforge.build.image.history import stage_steps
+from rocmforge.data.suites.conftest import registry_base_image
 from rocmforge.render.plan import load_plan
 from rocmforge.resolve import bootstrap, lockfile
 from rocmforge.shared.errors import UserError
@@ -262,11 +263,10 @@ def _base_config(client, plan, name: str, matrix_path: Path) -> dict:
         return json.loads(bootstrap.image_config("sha256:" + "0" * 64, tp.stack, stack))["config"]
     locked = lockfile.load(matrix_path.with_suffix(".lock")).base(tp.stack)
     refs = [locked.image_id, tp.registry_base and f"{tp.registry_base.image}@{tp.registry_base.digest}"]
-    for ref in filter(None, refs):
-        try:
-            return client.images.get(ref).attrs["Config"] or {}
-        except Exception:  # noqa: BLE001 - absent here: said below
-            continue
+    found = tp.registry_base and registry_base_image(client, tp.registry_base.image, tp.registry_base.digest,
+                                                     locked.image_id)
+    if found:
+        return client.images.get(found).attrs["Config"] or {}
     pytest.fail(f"target {name}: its registry base {refs[1] or refs[0] or tp.stack} (pinned in matrix.lock) is not on this "
                 "engine, so the config it gives the image cannot be known: pull it, or build the target here",
                 pytrace=False)

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.data.suites.conftest import EXPECTED_IN_CONTAINER, PROBES_IN_CONTAINER, target_chain
+from rocmforge.data.suites.conftest import (EXPECTED_IN_CONTAINER, PROBES_IN_CONTAINER, probe_container,
+                                            registry_base_image, target_chain)
 from rocmforge.host import aptsources
+from rocmforge.render.plan import load_plan
 from rocmforge.resolve import bootstrap, lockfile
 from rocmforge.shared.errors import UserError
 
@@ -37,14 +39,43 @@ def _apt_sources_changes(policy) -> list[str]:
     return sorted(f"{aptsources.LISTS_DIR}/{n}" for n in [*policy.drop, *policy.replace])
 
 
+def _registry_base_as_shipped(request, client, gpu, matrix_path: Path, target_name: str) -> dict:
+    """path -> sha256 (None: absent) of each file the registry base at the root of the target's chain
+    ships different from its own package or RECORD, read by the same probe in a container of that
+    base; {} for a bootstrapped base (rocmforge made it: every difference is a failure)."""
+    plan = load_plan(matrix_path)
+    name = target_name
+    while plan.matrix.targets[name].from_target:
+        name = plan.matrix.targets[name].from_target
+    pinned = plan.targets[name].registry_base
+    if pinned is None:
+        return {}
+    lock = lockfile.load(matrix_path.with_suffix(".lock")).base(plan.targets[name].stack)
+    found = registry_base_image(client, pinned.image, pinned.digest, lock.image_id)
+    if found is None:
+        pytest.fail(f"the registry base {pinned.image}@{pinned.digest} (pinned in matrix.lock) is not on this engine: "
+                    "what it ships cannot be told from what the image changed; pull it, or build the target here",
+                    pytrace=False)
+    base = probe_container(request, client, found, gpu)
+    base.put_files(EXPECTED_IN_CONTAINER, {"contents.json": json.dumps(
+        {"packages": "*", "build_changes": {"record-differing": True}}).encode()}, mode=0o644)
+    r = base.exec(["python3", f"{PROBES_IN_CONTAINER}/contents.py", "check", "--expected",
+                   f"{EXPECTED_IN_CONTAINER}/contents.json"], timeout=600)
+    if r.rc != 0:
+        pytest.fail(f"contents probe failed in the registry base {found[:19]} (exit {r.rc}): {r.output[-2000:]}",
+                    pytrace=False)
+    return json.loads(r.stdout)["differing"]
+
+
 @pytest.fixture(scope="module")
-def expected(request, matrix, target_name, target, stack, locked_packages, declared_components):
+def expected(request, client, gpu, matrix, target_name, target, stack, locked_packages, declared_components):
     """What the image must hold, from matrix.lock and the matrix (host side)."""
     if target is None:
         pytest.fail("the image is not from a matrix target (no --target, no io.rocmforge.target label): "
                     "there is no lock to check its contents against", pytrace=False)
+    matrix_path = Path(request.config.getoption("--matrix"))
     try:
-        lock = lockfile.load(Path(request.config.getoption("--matrix")).with_suffix(".lock"))
+        lock = lockfile.load(matrix_path.with_suffix(".lock"))
     except UserError as exc:
         pytest.fail(f"cannot read the lock the image's contents are checked against: {exc}", pytrace=False)
     python = {}
@@ -58,7 +89,8 @@ def expected(request, matrix, target_name, target, stack, locked_packages, decla
             for name, version in (held.packages.items() if held else ()):
                 python[name] = (version, f"matrix.lock held.{cname}")
     changes = {"bootstrap": _bootstrap_changes() if stack.base.bootstrap else [],
-               "apt-sources": _apt_sources_changes(stack.apt_sources)}
+               "apt-sources": _apt_sources_changes(stack.apt_sources),
+               "base-as-shipped": _registry_base_as_shipped(request, client, gpu, matrix_path, target_name)}
     return {"packages": sorted(locked_packages.packages) if locked_packages else [], "python": python,
             "outputs": [c for c in declared_components if matrix.components[c].kind in OUTPUT_KINDS],
             "build_changes": changes}
