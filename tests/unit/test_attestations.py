@@ -164,8 +164,9 @@ def test_the_password_travels_by_name_only(monkeypatch, tmp_path):
 
 
 def test_cosign_3_signs_with_a_key_only_without_a_signing_config():
-    assert "--use-signing-config=false" in cosigns.Cosign("host", "c", "3.1.1", signing_config=True)._signing()
-    assert "--use-signing-config=false" not in cosigns.Cosign("host", "c", "2.5.0", signing_config=False)._signing()
+    key = Path("cosign.key")
+    assert "--use-signing-config=false" in cosigns.Cosign("host", "c", "3.1.1", signing_config=True)._signing(key)
+    assert "--use-signing-config=false" not in cosigns.Cosign("host", "c", "2.5.0", signing_config=False)._signing(key)
 
 
 def test_a_missing_password_is_refused_before_cosign_runs(monkeypatch, tmp_path):
