@@ -31,6 +31,21 @@ class Refused(BuildError):
     """The image is not what its signatures and statements promise: exit 1, one message."""
 
 
+# What cosign (go-containerregistry) says when the registry's answer, not the signature, was bad: a
+# body cut off or altered (a blob is checked against its digest as it is read), a manifest naming a
+# blob that is not there, an answer that is not HTTP, a registry that went away.
+_REGISTRY_TROUBLE = ("unexpected EOF", "error verifying sha256 checksum", "BLOB_UNKNOWN", "malformed HTTP",
+                     "transport connection broken", "connection refused", "connection reset", "dial tcp",
+                     "i/o timeout", "server misbehaving")
+
+
+def _unreadable(text: str) -> bool:
+    return any(marker in text for marker in _REGISTRY_TROUBLE)
+
+
+UNREADABLE = "could not be read intact from the registry (an answer cut off, altered or refused), so it is not trusted"
+
+
 @dataclass(frozen=True)
 class Reference:
     repository: str      # host[:port]/path
@@ -90,9 +105,11 @@ def verify(client: DockerClient, cosign: Cosign, ref: Reference, signer: Identit
     try:
         payloads = cosign.verify(signer, pinned, http=http)
     except CosignFailed as exc:
-        unsigned = "no signatures found" in str(exc)
-        raise Refused(f"{ref} ({digest}) is {'not signed' if unsigned else 'not signed by ' + signer.describe()}: "
-                      f"{exc}") from None
+        if "no signatures found" in str(exc):
+            raise Refused(f"{ref} ({digest}) is not signed: {exc}") from None
+        if _unreadable(str(exc)):
+            raise Refused(f"{ref} ({digest}): its signature {UNREADABLE}: {exc}") from None
+        raise Refused(f"{ref} ({digest}) is not signed by {signer.describe()}: {exc}") from None
     for p in payloads:
         signed = ((p.get("critical") or {}).get("image") or {}).get("docker-manifest-digest") if isinstance(p, dict) else None
         if signed != digest:
@@ -135,6 +152,8 @@ def _statements(cosign: Cosign, signer: Identity, pinned: str, uri: str, kind: s
         text = str(exc)
         if "none of the attestations matched the predicate type" in text or "no attestations found" in text:
             raise Refused(f"{pinned}: missing attestation {uri} (no such statement signed by {who}): {text}") from None
+        if _unreadable(text):
+            raise Refused(f"{pinned}: the attestation {uri} {UNREADABLE}: {text}") from None
         if "no matching subject digest" in text:
             raise Refused(f"{pinned}: the attestation {uri} attached here is for another digest, not this image's "
                           f"{digest}: {text}") from None
