@@ -78,7 +78,7 @@ class Identity:
 def keyless_identity(identity: str, issuer: str) -> Identity:
     """Refuses (exit 2, naming the option) what cosign could never match: an empty identity, an issuer
     that is not a URL."""
-    if not identity.strip() or identity != identity.strip() or any(c.isspace() for c in identity):
+    if not identity or any(c.isspace() for c in identity):
         raise UserError(f"{identity!r} is not a certificate identity (e.g. https://github.com/ORG/REPO/.github/"
                         "workflows/FILE@refs/heads/main)", field="--certificate-identity")
     parts = urllib.parse.urlsplit(issuer)

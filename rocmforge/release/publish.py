@@ -120,7 +120,8 @@ def _signed(signing: concurrent.futures.Future, repository: str, tags: list[str]
         state = "left as it was" if record_path.exists() else "not written"
         raise BuildError(f"{repository} ({', '.join(tags)}) was pushed, but signing and attesting it failed, so it "
                          f"is not published: {record_path} {state}; the tags stand in the registry without a "
-                         f"complete signature and statements, which verify and pull refuse. Run the push again once the registry answers. {exc}") from None
+                         "complete signature and statements, which verify and pull refuse. Run the push again once "
+                         f"the registry answers. {exc}") from None
 
 
 def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str,
