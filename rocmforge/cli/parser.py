@@ -145,6 +145,17 @@ def _building_commands(sub) -> None:
     cl.set_defaults(run=build("clean"))
 
 
+def _signer_options(p: argparse.ArgumentParser) -> None:
+    """Whom the signature must come from: a key, or keyless, an identity and its issuer (one or the
+    other; release_commands.signer_of checks the combination)."""
+    p.add_argument("--key", default=None, metavar="PUB", help="cosign public key the image must be signed with")
+    p.add_argument("--certificate-identity", default=None, metavar="ID",
+                   help="keyless: the identity in the signing certificate, e.g. "
+                        "https://github.com/ORG/REPO/.github/workflows/FILE@refs/heads/main (with --certificate-oidc-issuer)")
+    p.add_argument("--certificate-oidc-issuer", default=None, metavar="URL",
+                   help="keyless: the OIDC issuer of that identity, e.g. https://token.actions.githubusercontent.com")
+
+
 def _host_commands(sub) -> None:
     """Publishing, pulling and running on a GPU host."""
     pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
@@ -153,19 +164,23 @@ def _host_commands(sub) -> None:
     pu.add_argument("--sign-key", default=None, metavar="FILE",
                     help="cosign private key (password in $COSIGN_PASSWORD): sign the pushed digest and attach "
                          "the SBOM, SLSA provenance and the suite results to it")
+    pu.add_argument("--keyless", action="store_true",
+                    help="sign and attest as --sign-key does, keyless: a Sigstore (Fulcio) certificate for the "
+                         "GitHub Actions job's OIDC identity, logged in Rekor (GitHub Actions with "
+                         "`permissions: id-token: write` only)")
     pu.set_defaults(run=release("push"))
 
     pl = sub.add_parser("pull", help="pull a published target (--target) or a signed image (REF --key) by "
                         "digest; verify before tagging")
     _target(pl, required=False, help="a target of the checkout, pulled by its publish record")
     pl.add_argument("ref", nargs="?", metavar="REGISTRY/REPO:TAG|@DIGEST",
-                    help="pull this signed image (no checkout needed; needs --key)")
-    pl.add_argument("--key", default=None, metavar="PUB", help="cosign public key the image must be signed with")
+                    help="pull this signed image (no checkout needed; needs --key or the keyless identity)")
+    _signer_options(pl)
     pl.set_defaults(run=release("pull"))
 
     vf = sub.add_parser("verify", help="check a pushed image's signature and attestations (no layers are pulled)")
     vf.add_argument("ref", metavar="REGISTRY/REPO:TAG|@DIGEST")
-    vf.add_argument("--key", required=True, metavar="PUB", help="cosign public key")
+    _signer_options(vf)
     vf.add_argument("--json", action="store_true")
     vf.set_defaults(run=release("verify"))
 

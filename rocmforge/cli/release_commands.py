@@ -1,4 +1,5 @@
-"""Commands that publish and take back images: push (optionally signed and attested), verify, pull."""
+"""Commands that publish and take back images: push (optionally signed and attested, with a key or
+keyless), verify, pull."""
 
 from __future__ import annotations
 
@@ -16,21 +17,27 @@ from rocmforge.workflow.project import writable_dir
 def push(inv: Invocation) -> int:
     project, target, registry = inv.project, inv.target_name(), inv.args.registry
     key = Path(inv.args.sign_key) if inv.args.sign_key else None
+    keyless = bool(getattr(inv.args, "keyless", False))
+    if key is not None and keyless:
+        raise UserError("give either --sign-key FILE or --keyless, not both", field="--keyless")
     project.target(target)
     writable_dir(project.record_dir, "publish records")
     project.buildable_target(target)
     if key is not None and not key.is_file():        # before the engine is asked anything
         raise UserError("no such key file", file=str(key), field="--sign-key")
+    if keyless:
+        cosigns.require_github_oidc()
     client = engine.connect()
     signer = None
-    if key is not None:
+    if key is not None or keyless:
         from rocmforge.release.signing import Inputs, Signer   # cyclonedx and the lock model: only when signing
         inputs = Inputs(inv.plan, project.lock(), project.matrix_path.read_bytes(),
                         project.lock_path.read_bytes() if project.lock_path.is_file() else b"",
                         project.revision(), project.state)
         signer = Signer(cosigns.find(client, inv.progress.line), key, inputs)
     started = time.monotonic()
-    with inv.progress.status(f"pushing {target} to {registry}" + (" (signed)" if signer else "")):
+    how = " (signed keyless)" if keyless else " (signed)" if signer else ""
+    with inv.progress.status(f"pushing {target} to {registry}{how}"):
         rec = publish.push(client, inv.plan, target, registry, state_dir=project.state,
                            record_dir=project.record_dir, matrix_path=project.matrix_path, signer=signer)
     print(json.dumps(rec, indent=2, sort_keys=True))
@@ -39,59 +46,85 @@ def push(inv: Invocation) -> int:
     return 0
 
 
+def signer_of(args) -> cosigns.Identity | None:
+    """--key PUB, or keyless --certificate-identity with --certificate-oidc-issuer: one or the other,
+    each checked before the engine or cosign runs. None when neither is given."""
+    key = getattr(args, "key", None)
+    identity = getattr(args, "certificate_identity", None)
+    issuer = getattr(args, "certificate_oidc_issuer", None)
+    if key is not None and (identity is not None or issuer is not None):
+        raise UserError("give either --key PUB or --certificate-identity with --certificate-oidc-issuer "
+                        "(keyless), not both", field="--key")
+    if identity is not None or issuer is not None:
+        if identity is None:
+            raise UserError("--certificate-oidc-issuer needs --certificate-identity too: the signer's identity "
+                            "in its certificate (e.g. https://github.com/ORG/REPO/.github/workflows/FILE@refs/"
+                            "heads/main)", field="--certificate-identity")
+        if issuer is None:
+            raise UserError("--certificate-identity needs --certificate-oidc-issuer too: who vouched for that "
+                            f"identity (GitHub Actions: {cosigns.GITHUB_ISSUER})", field="--certificate-oidc-issuer")
+        return cosigns.keyless_identity(identity, issuer)
+    if key is None:
+        return None
+    if not Path(key).is_file():
+        raise UserError("no such public key file", file=str(key), field="--key")
+    return cosigns.Identity(key=Path(key))
+
+
+NEEDS_SIGNER = ("--key PUB, or --certificate-identity ID with --certificate-oidc-issuer URL (keyless)")
+
+
 def verify(inv: Invocation) -> int:
     ref = trust.parse_ref(inv.args.ref)
-    key = Path(inv.args.key)
-    if not key.is_file():
-        raise UserError("no such public key file", file=str(key), field="--key")
+    signer = signer_of(inv.args)
+    if signer is None:
+        raise UserError(f"verify needs the signer: {NEEDS_SIGNER}", field="--key")
     client = engine.connect()
     cosign = cosigns.find(client, inv.progress.line)
     with inv.progress.status(f"verifying {ref}"):
-        found = trust.verify(client, cosign, ref, key)
+        found = trust.verify(client, cosign, ref, signer)
     print(json.dumps(found.to_json(), indent=2, sort_keys=True) if inv.args.json else trust.format_text(found))
     return 0
 
 
 def pull(inv: Invocation) -> int:
     """`pull --target X [--key PUB]` (the checkout's publish record) or `pull REF --key PUB` (no
-    checkout: everything comes from the signed statements)."""
+    checkout: everything comes from the signed statements); keyless identities in place of --key."""
     args = inv.args
     target, ref_text = inv.target_name(), getattr(args, "ref", None)
-    key = Path(args.key) if getattr(args, "key", None) else None
     if bool(target) == bool(ref_text):
         raise UserError("give either --target TARGET (with its publish record) or REGISTRY/REPOSITORY:TAG|@DIGEST",
                         field="pull")
-    if key is not None and not key.is_file():
-        raise UserError("no such public key file", file=str(key), field="--key")
+    signer = signer_of(args)
     if ref_text:
-        if key is None:
-            raise UserError("pulling by reference needs --key PUB: without a publish record the signature is "
-                            "the only thing to check the image against", field="--key")
-        return _pull_ref(inv, trust.parse_ref(ref_text), key)
+        if signer is None:
+            raise UserError(f"pulling by reference needs {NEEDS_SIGNER}: without a publish record the signature "
+                            "is the only thing to check the image against", field="--key")
+        return _pull_ref(inv, trust.parse_ref(ref_text), signer)
     record_dir = inv.project.record_dir
     publish.read_record(record_dir / f"{target}.json", target)   # a missing record needs no engine
     client = engine.connect()
     check = None
-    if key is not None:
+    if signer is not None:
         cosign = cosigns.find(client, inv.progress.line)
-        check = lambda pinned: _check_target(client, cosign, pinned, key, target)   # noqa: E731
+        check = lambda pinned: _check_target(client, cosign, pinned, signer, target)   # noqa: E731
     with inv.progress.status(f"pulling {target}"):
         rec = publish.pull(client, target, record_dir=record_dir, check=check)
     print(json.dumps(rec, indent=2, sort_keys=True))
     return 0
 
 
-def _check_target(client, cosign, pinned: str, key: Path, target: str) -> None:
-    found = trust.verify(client, cosign, trust.parse_ref(pinned), key)
+def _check_target(client, cosign, pinned: str, signer: cosigns.Identity, target: str) -> None:
+    found = trust.verify(client, cosign, trust.parse_ref(pinned), signer)
     if found.target != target:
         raise trust.Refused(f"{pinned} is attested as target {found.target!r}, not {target!r}")
 
 
-def _pull_ref(inv: Invocation, ref: trust.Reference, key: Path) -> int:
+def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity) -> int:
     client = engine.connect()
     cosign = cosigns.find(client, inv.progress.line)
     with inv.progress.status(f"verifying {ref}"):
-        found = trust.verify(client, cosign, ref, key)
+        found = trust.verify(client, cosign, ref, signer)
     with inv.progress.status(f"pulling {ref.repository}@{found.digest}"):
         local = publish.pull_verified(client, ref.repository, found.digest, target=found.target,
                                       content_hash=found.content_hash, stack=found.labels.get("io.rocmforge.stack", ""),

@@ -5,6 +5,7 @@ stack's registry base (resolve a tag, pull a digest, mirrors) is host/registryba
 from __future__ import annotations
 
 import hashlib
+import http.client
 import ipaddress
 import re
 import socket
@@ -99,6 +100,8 @@ def manifest_digest(client: DockerClient, repository: str, tag: str, timeout: fl
         raise BuildError(f"registry {host}: HEAD {url} answered {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise BuildError(f"registry {host} is not reachable at {url}: {getattr(exc, 'reason', exc)}") from None
+    except http.client.HTTPException as exc:
+        raise _not_http(host, url, exc) from None
     if not digest:
         raise BuildError(f"registry {host}: {url} gave no Docker-Content-Digest header")
     return digest
@@ -129,6 +132,8 @@ def get_document(client: DockerClient, repository: str, reference: str, *, blob:
         raise BuildError(f"registry {host}: GET {url} answered {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise BuildError(f"registry {host} is not reachable at {url}: {getattr(exc, 'reason', exc)}") from None
+    except http.client.HTTPException as exc:
+        raise _not_http(host, url, exc) from None
     if len(data) > MAX_DOCUMENT:
         raise BuildError(f"registry {host}: {url} answered more than {MAX_DOCUMENT} bytes; not a manifest or config")
     actual = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -137,3 +142,11 @@ def get_document(client: DockerClient, repository: str, reference: str, *, blob:
         raise BuildError(f"registry {host}: {url} answered bytes with digest {actual}, not {expected}: "
                          "a cut-off or altered answer is not trusted")
     return actual, data
+
+
+def _not_http(host: str, url: str, exc: http.client.HTTPException) -> BuildError:
+    """A garbled status line or headers, a cut-off chunked body (http.client's own errors, which are
+    not OSErrors): the answer is refused like any other that cannot be read."""
+    what = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return BuildError(f"registry {host}: {url} answered something that is not a well-formed HTTP response "
+                      f"({type(exc).__name__}: {what}); it is not trusted")

@@ -2,10 +2,15 @@
 tools image (release/toolsimage.py) run through the engine. ROCMFORGE_COSIGN chooses: `image`
 (always the tools image) or the path of a binary.
 
-Only key pairs are used from here: no transparency log or Fulcio is assumed reachable, so signing
-never uploads to Rekor (--tlog-upload=false) and verifying does not ask for a log entry
-(--insecure-ignore-tlog); the key is the trust. COSIGN_PASSWORD reaches cosign by name through the
-environment (`docker run -e COSIGN_PASSWORD`), never on a command line or in an image."""
+With a key pair no transparency log or Fulcio is assumed reachable, so signing never uploads to
+Rekor (--tlog-upload=false) and verifying does not ask for a log entry (--insecure-ignore-tlog); the
+key is the trust. COSIGN_PASSWORD reaches cosign by name through the environment (`docker run -e
+COSIGN_PASSWORD`), never on a command line or in an image. Keyless (Sigstore's public Fulcio and
+Rekor) signs only with GitHub Actions' OIDC token, whose request URL and token travel the same way;
+verifying keyless keeps cosign's log check: it is what vouches for the short-lived certificate.
+
+Every cosign process can be stopped from another thread (`cancel`): push signs in a worker thread,
+and Ctrl-C reaches only the main one."""
 
 from __future__ import annotations
 
@@ -15,7 +20,10 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+import threading
+import urllib.parse
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,11 +40,71 @@ _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 _IN = "/rocmforge/in"
 _WORK = "/rocmforge/work"
 _DOCKER_CONFIG = "/rocmforge/docker-config"
+# What cosign's github-actions provider reads to ask GitHub for an OIDC token (set only in a job with
+# `permissions: id-token: write`).
+GITHUB_OIDC_ENV = ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+CONTAINER_PREFIX = "rocmforge-cosign-"
 
 
 class CosignFailed(BuildError):
     """cosign ran and said no (a bad signature, nothing signed, a registry error): the message is
     cosign's own last lines."""
+
+
+class Cancelled(BuildError):
+    """cosign was stopped by `cancel` (the command was interrupted or failed elsewhere)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whom `verify` demands as the signer: a public key, or (keyless) the certificate identity and
+    the OIDC issuer Fulcio wrote into the signing certificate."""
+    key: Path | None = None
+    certificate_identity: str = ""
+    oidc_issuer: str = ""
+
+    def args(self) -> list:
+        if self.key is not None:
+            return ["--key", self.key, "--insecure-ignore-tlog"]
+        return ["--certificate-identity", self.certificate_identity, "--certificate-oidc-issuer", self.oidc_issuer]
+
+    def describe(self) -> str:
+        if self.key is not None:
+            return f"the key {self.key}"
+        return f"the identity {self.certificate_identity} (issuer {self.oidc_issuer})"
+
+
+def keyless_identity(identity: str, issuer: str) -> Identity:
+    """Refuses (exit 2, naming the option) what cosign could never match: an empty identity, an issuer
+    that is not a URL."""
+    if not identity or any(c.isspace() for c in identity):
+        raise UserError(f"{identity!r} is not a certificate identity (e.g. https://github.com/ORG/REPO/.github/"
+                        "workflows/FILE@refs/heads/main)", field="--certificate-identity")
+    parts = urllib.parse.urlsplit(issuer)
+    if parts.scheme not in ("https", "http") or not parts.netloc or any(c.isspace() for c in issuer):
+        raise UserError(f"{issuer!r} is not an OIDC issuer URL (GitHub Actions: {GITHUB_ISSUER})",
+                        field="--certificate-oidc-issuer")
+    return Identity(certificate_identity=identity, oidc_issuer=issuer)
+
+
+def require_github_oidc() -> None:
+    """Keyless signing here is GitHub Actions' only: elsewhere cosign would fall back to a browser
+    login that a build never finishes."""
+    missing = [name for name in GITHUB_OIDC_ENV if not os.environ.get(name)]
+    if missing:
+        raise UserError(f"keyless signing needs GitHub Actions' OIDC token, and ${', $'.join(missing)} "
+                        f"{'is' if len(missing) == 1 else 'are'} not set: run it in a GitHub Actions job with "
+                        "`permissions: id-token: write`, or sign with --sign-key", field="--keyless")
+
+
+class _Running:
+    """The cosign processes of one Cosign now running, so that another thread can stop them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: dict[subprocess.Popen, str | None] = {}
+        self.cancelled = False
 
 
 @dataclass(frozen=True)
@@ -46,18 +114,25 @@ class Cosign:
     version: str               # e.g. "2.5.0", "" when the binary does not say
     signing_config: bool       # 3.x: key signing needs --use-signing-config=false
     docker: str = ""           # the docker CLI (image mode)
+    running: _Running = field(default_factory=_Running, compare=False, repr=False)
 
     def describe(self) -> str:
         where = self.program if self.mode == "host" else f"the tools image {self.program}"
         return f"cosign {self.version or '(version unknown)'} ({where})"
 
-    def argv(self, args: list, cwd: Path | None = None) -> list[str]:
-        """The command line; Path arguments are files cosign reads (mounted read-only in image mode)."""
+    def argv(self, args: list, cwd: Path | None = None, name: str | None = None) -> list[str]:
+        """The command line; Path arguments are files cosign reads (mounted read-only in image mode).
+        name: the container's, so that `cancel` can remove it (killing the docker CLI leaves it running)."""
         if self.mode == "host":
             return [self.program] + [str(a) for a in args]
         cmd = [self.docker, "run", "--rm", "--network", "host", "--user", f"{os.getuid()}:{os.getgid()}"]
-        if PASSWORD_ENV in os.environ:
-            cmd += ["-e", PASSWORD_ENV]          # by name: the value never appears here
+        if name:
+            cmd += ["--name", name]
+        for var in (PASSWORD_ENV, *GITHUB_OIDC_ENV):
+            if var in os.environ:
+                cmd += ["-e", var]               # by name: the value never appears here
+        # cosign keeps Sigstore's trust root under $HOME (keyless); the user has no home in the image
+        cmd += ["-e", "HOME=/tmp"]
         config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
         if config.is_dir():                      # registry logins (`docker login` writes them here)
             cmd += ["-v", f"{config.resolve()}:{_DOCKER_CONFIG}:ro", "-e", f"DOCKER_CONFIG={_DOCKER_CONFIG}"]
@@ -77,20 +152,58 @@ class Cosign:
         return cmd + [self.program] + out
 
     def run(self, args: list, *, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        name = f"{CONTAINER_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}" if self.mode == "image" else None
+        argv = self.argv(args, cwd, name)
+        running = self.running
+        with running.lock:
+            if running.cancelled:
+                raise Cancelled(f"cosign {args[0]} was not started: the command was interrupted")
+            try:
+                proc = subprocess.Popen(argv, cwd=cwd if self.mode == "host" else None, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+            except OSError as exc:
+                raise BuildError(f"cannot run {self.describe()}: {exc.strerror or exc}") from None
+            running.procs[proc] = name
         try:
-            proc = subprocess.run(self.argv(args, cwd), cwd=cwd if self.mode == "host" else None,
-                                  capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+            out, err = proc.communicate(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             raise BuildError(f"cosign {args[0]} did not finish within {TIMEOUT} s") from None
-        except OSError as exc:
-            raise BuildError(f"cannot run {self.describe()}: {exc.strerror or exc}") from None
-        if check and proc.returncode != 0:
-            raise CosignFailed(f"cosign {args[0]} failed: {last_words(proc.stderr)}")
-        return proc
+        finally:
+            # Whatever ended the wait (Ctrl-C in this thread, the timeout), no cosign outlives it.
+            self._stop(proc, name)
+            with running.lock:
+                running.procs.pop(proc, None)
+        if running.cancelled:
+            raise Cancelled(f"cosign {args[0]} was stopped: the command was interrupted")
+        done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        if check and done.returncode != 0:
+            raise CosignFailed(f"cosign {args[0]} failed: {last_words(err)}")
+        return done
+
+    def cancel(self) -> None:
+        """Stops every cosign of this object now running and refuses to start another (any thread)."""
+        with self.running.lock:
+            self.running.cancelled = True
+            procs = list(self.running.procs.items())
+        for proc, name in procs:
+            self._stop(proc, name)
+
+    def _stop(self, proc: subprocess.Popen, name: str | None) -> None:
+        if proc.poll() is not None:
+            return
+        if name:
+            # The engine runs the container: the docker CLI's death would not end it.
+            subprocess.run([self.docker, "rm", "--force", name], capture_output=True, stdin=subprocess.DEVNULL)
+        proc.kill()
+        proc.wait()
 
     # -- what rocmforge asks of it -------------------------------------------------------------
-    def _signing(self) -> list[str]:
-        return ["--tlog-upload=false"] + (["--use-signing-config=false"] if self.signing_config else [])
+    def _signing(self, key: Path | None) -> list:
+        """key None: keyless, with GitHub's token only (cosign would otherwise try each provider and
+        then a browser), a Fulcio certificate and a Rekor entry (cosign's defaults)."""
+        if key is None:
+            return ["--oidc-provider=github-actions"]
+        return ["--key", key, "--tlog-upload=false"] + (["--use-signing-config=false"] if self.signing_config else [])
 
     def public_key(self, key: Path) -> str:
         """The public half of a private key: proves the file is a key cosign reads with COSIGN_PASSWORD."""
@@ -103,28 +216,27 @@ class Cosign:
                             file=str(key), field="--sign-key")
         return proc.stdout
 
-    def sign(self, key: Path, ref: str, *, http: bool) -> None:
-        self.run(["sign", "--yes", "--key", key, *self._signing(), *_http(http), ref])
+    def sign(self, key: Path | None, ref: str, *, http: bool) -> None:
+        self.run(["sign", "--yes", *self._signing(key), *_http(http), ref])
 
-    def attest(self, key: Path, ref: str, predicate: Path, kind: str, *, http: bool) -> None:
+    def attest(self, key: Path | None, ref: str, predicate: Path, kind: str, *, http: bool) -> None:
         # --replace: a push run again replaces its statement of this type instead of adding a second one
-        self.run(["attest", "--yes", "--replace", "--key", key, "--type", kind, "--predicate", predicate,
-                  *self._signing(), *_http(http), ref])
+        self.run(["attest", "--yes", "--replace", "--type", kind, "--predicate", predicate,
+                  *self._signing(key), *_http(http), ref])
 
-    def verify(self, pub: Path, ref: str, *, http: bool) -> list[dict]:
+    def verify(self, who: Identity, ref: str, *, http: bool) -> list[dict]:
         """The verified signature payloads (cosign prints them as one JSON array)."""
-        proc = self.run(["verify", "--key", pub, "--insecure-ignore-tlog", *_http(http), "--output", "json", ref])
+        proc = self.run(["verify", *who.args(), *_http(http), "--output", "json", ref])
         try:
             payloads = json.loads(proc.stdout)
         except ValueError:
             raise CosignFailed(f"cosign verify printed no JSON: {last_words(proc.stdout)}") from None
         return payloads if isinstance(payloads, list) else [payloads]
 
-    def verify_attestations(self, pub: Path, ref: str, kind: str, *, http: bool) -> list[dict]:
-        """The in-toto statements of every attestation of this type that the key verifies (cosign prints
-        one DSSE envelope per line)."""
-        proc = self.run(["verify-attestation", "--key", pub, "--type", kind, "--insecure-ignore-tlog",
-                         *_http(http), ref])
+    def verify_attestations(self, who: Identity, ref: str, kind: str, *, http: bool) -> list[dict]:
+        """The in-toto statements of every attestation of this type that the signer verifies (cosign
+        prints one DSSE envelope per line)."""
+        proc = self.run(["verify-attestation", "--type", kind, *who.args(), *_http(http), ref])
         return [decode_envelope(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
@@ -134,10 +246,12 @@ def _http(allowed: bool) -> list[str]:
 
 def decode_envelope(line: str) -> dict:
     try:
-        envelope = json.loads(line)
-        return json.loads(base64.b64decode(envelope["payload"]))
+        statement = json.loads(base64.b64decode(json.loads(line)["payload"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise CosignFailed(f"cosign verify-attestation printed something that is not a DSSE envelope ({exc})") from None
+    if not isinstance(statement, dict):
+        raise CosignFailed("cosign verify-attestation printed an envelope whose payload is no in-toto statement")
+    return statement
 
 
 def last_words(text: str, lines: int = 3) -> str:

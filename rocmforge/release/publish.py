@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
+from rocmforge.release import cosign as cosigns
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
@@ -73,16 +74,24 @@ def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, regist
     repository = where.repository(tp.name)
     tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
     digests: dict[str, str] = {}
+    record_path = Path(record_dir) / f"{tp.name}.json"
     # The digest is known once the first tag is pushed: cosign signs and attests it while the other
     # tags follow (they add no layers), so signing costs less than its own time.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         signing = None
-        for tag in tags:
-            with temporary_tag(client, tp.content_tag, repository, tag):
-                digests[tag] = push_one(client, repository, tag)
-            if signer is not None and signing is None:
-                signing = pool.submit(signer.attach, repository, digests[tag], http=reg.insecure(client, where.host))
-        signed = signing.result() if signing is not None else None
+        try:
+            for tag in tags:
+                with temporary_tag(client, tp.content_tag, repository, tag):
+                    digests[tag] = push_one(client, repository, tag)
+                if signer is not None and signing is None:
+                    signing = pool.submit(signer.attach, repository, digests[tag], http=reg.insecure(client, where.host))
+            signed = _signed(signing, repository, tags, record_path) if signing is not None else None
+        except BaseException:
+            # Ctrl-C (it reaches this thread only) or a failed tag push: stop cosign now rather than
+            # wait for it in the pool's exit; the record stays unwritten, and a rerun signs again.
+            if signer is not None:
+                signer.cancel()
+            raise
     if len(set(digests.values())) != 1:
         raise BuildError(f"registry {where.host} gave one image different digests per tag: {digests}")
     record = {
@@ -96,8 +105,23 @@ def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, regist
         "target": tp.name,
         **({"signed": signed} if signed else {}),
     }
-    _write_json(Path(record_dir) / f"{tp.name}.json", record)
+    _write_json(record_path, record)
     return record
+
+
+def _signed(signing: concurrent.futures.Future, repository: str, tags: list[str], record_path: Path) -> dict:
+    """The signer's summary, or one message saying what the registry now holds when signing failed
+    (the registry went away, refused the signature): pushed but unsigned, so not published."""
+    try:
+        return signing.result()
+    except cosigns.Cancelled:
+        raise
+    except BuildError as exc:
+        state = "left as it was" if record_path.exists() else "not written"
+        raise BuildError(f"{repository} ({', '.join(tags)}) was pushed, but signing and attesting it failed, so it "
+                         f"is not published: {record_path} {state}; the tags stand in the registry without a "
+                         "complete signature and statements, which verify and pull refuse. Run the push again once "
+                         f"the registry answers. {exc}") from None
 
 
 def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str,

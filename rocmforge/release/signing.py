@@ -1,7 +1,7 @@
-"""`push --sign-key`: everything that can refuse is checked before the first layer leaves (the key
-opens with COSIGN_PASSWORD, the SBOM is this image's, the suites of this image are recorded), the
-three statements are written then; after the push the manifest digest is signed and they are
-attached to it."""
+"""`push --sign-key` / `--keyless`: everything that can refuse is checked before the first layer
+leaves (the key opens with COSIGN_PASSWORD, or GitHub's OIDC token is at hand; the SBOM is this
+image's, the suites of this image are recorded), the three statements are written then; after the
+push the manifest digest is signed and they are attached to it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import rocmforge
 from rocmforge.release import attestations as att
+from rocmforge.release import cosign as cosigns
 from rocmforge.release.cosign import Cosign
 from rocmforge.shared.errors import UserError
 from rocmforge.verify import manifest as manifests
@@ -38,14 +39,18 @@ class Inputs:
 @dataclass
 class Signer:
     cosign: Cosign
-    key: Path
+    key: Path | None          # None: keyless (Fulcio certificate for GitHub's OIDC identity, Rekor entry)
     inputs: Inputs
     public_key: str = ""
     files: dict[str, Path] = field(default_factory=dict)    # predicate type -> its file
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def check_key(self) -> None:
-        """Refuses (exit 2) a missing file, a file that is no cosign key or a wrong password."""
+        """Refuses (exit 2) a missing file, a file that is no cosign key or a wrong password; keyless,
+        a job without GitHub's OIDC token."""
+        if self.key is None:
+            cosigns.require_github_oidc()
+            return
         if not self.key.is_file():
             raise UserError("no such key file", file=str(self.key), field="--sign-key")
         self.public_key = self.cosign.public_key(self.key)
@@ -79,8 +84,13 @@ class Signer:
             sizes = {uri: path.stat().st_size for uri, path in self.files.items()}
         finally:
             self.close()
-        return {"cosign": self.cosign.version, "public_key_sha256": hashlib.sha256(self.public_key.encode()).hexdigest(),
-                "attestations": sorted(sizes), "predicate_bytes": sizes}
+        signer = ({"keyless": {"oidc_issuer": cosigns.GITHUB_ISSUER}} if self.key is None else
+                  {"public_key_sha256": hashlib.sha256(self.public_key.encode()).hexdigest()})
+        return {"cosign": self.cosign.version, **signer, "attestations": sorted(sizes), "predicate_bytes": sizes}
+
+    def cancel(self) -> None:
+        """Stops a cosign that `attach` runs in another thread (Ctrl-C, a failed tag push)."""
+        self.cosign.cancel()
 
     def close(self) -> None:
         if self._tmp is not None:

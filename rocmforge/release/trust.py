@@ -1,5 +1,6 @@
-"""`verify REF --key PUB` and the check `pull` makes before it tags anything: the signature, the
-three statements (each signed by the key and bound to REF's digest), their agreement with each
+"""`verify REF --key PUB` (or keyless: --certificate-identity, --certificate-oidc-issuer) and the
+check `pull` makes before it tags anything: the signature, the three statements (each signed by that
+signer and bound to REF's digest), their agreement with each
 other and with the image, and the suites that must have passed. Nothing but manifests, the image
 config and cosign's small signature layers is read from the registry: no image layer."""
 
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge.host import registry as reg
 from rocmforge.release import attestations as att
-from rocmforge.release.cosign import Cosign, CosignFailed
+from rocmforge.release.cosign import Cosign, CosignFailed, Identity
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
@@ -28,6 +29,21 @@ _CONTENT_TAG = re.compile(r"^content-([0-9a-f]{12})$")
 
 class Refused(BuildError):
     """The image is not what its signatures and statements promise: exit 1, one message."""
+
+
+# What cosign (go-containerregistry) says when the registry's answer, not the signature, was bad: a
+# body cut off or altered (a blob is checked against its digest as it is read), a manifest naming a
+# blob that is not there, an answer that is not HTTP, a registry that went away.
+_REGISTRY_TROUBLE = ("unexpected EOF", "error verifying sha256 checksum", "BLOB_UNKNOWN", "malformed HTTP",
+                     "transport connection broken", "connection refused", "connection reset", "dial tcp",
+                     "i/o timeout", "server misbehaving")
+
+
+def _unreadable(text: str) -> bool:
+    return any(marker in text for marker in _REGISTRY_TROUBLE)
+
+
+UNREADABLE = "could not be read intact from the registry (an answer cut off, altered or refused), so it is not trusted"
 
 
 @dataclass(frozen=True)
@@ -74,10 +90,10 @@ class Verified:
                 "provenance": provenance_summary(prov), "test_result": result}
 
 
-def verify(client: DockerClient, cosign: Cosign, ref: Reference, key: Path) -> Verified:
+def verify(client: DockerClient, cosign: Cosign, ref: Reference, signer: Identity) -> Verified:
     """Raises Refused naming the first thing that does not hold."""
-    if not key.is_file():
-        raise UserError("no such public key file", file=str(key), field="--key")
+    if signer.key is not None and not signer.key.is_file():
+        raise UserError("no such public key file", file=str(signer.key), field="--key")
     http = reg.insecure(client, ref.host)
     digest = ref.digest or reg.manifest_digest(client, ref.repository, ref.tag)
     if digest is None:
@@ -87,16 +103,18 @@ def verify(client: DockerClient, cosign: Cosign, ref: Reference, key: Path) -> V
     labels = (config.get("config") or {}).get("Labels") or {}
     pinned = f"{ref.repository}@{digest}"
     try:
-        payloads = cosign.verify(key, pinned, http=http)
+        payloads = cosign.verify(signer, pinned, http=http)
     except CosignFailed as exc:
-        unsigned = "no signatures found" in str(exc)
-        raise Refused(f"{ref} ({digest}) is {'not signed' if unsigned else 'not signed by the key ' + str(key)}: "
-                      f"{exc}") from None
+        if "no signatures found" in str(exc):
+            raise Refused(f"{ref} ({digest}) is not signed: {exc}") from None
+        if _unreadable(str(exc)):
+            raise Refused(f"{ref} ({digest}): its signature {UNREADABLE}: {exc}") from None
+        raise Refused(f"{ref} ({digest}) is not signed by {signer.describe()}: {exc}") from None
     for p in payloads:
-        signed = ((p.get("critical") or {}).get("image") or {}).get("docker-manifest-digest")
+        signed = ((p.get("critical") or {}).get("image") or {}).get("docker-manifest-digest") if isinstance(p, dict) else None
         if signed != digest:
             raise Refused(f"{ref}: a signature names {signed}, not the image's digest {digest}")
-    every = {uri: _statements(cosign, key, pinned, uri, kind, digest, http) for uri, kind in att.COSIGN_TYPES.items()}
+    every = {uri: _statements(cosign, signer, pinned, uri, kind, digest, http) for uri, kind in att.COSIGN_TYPES.items()}
     found = Verified(str(ref), ref.repository, digest, config_digest, labels, labels.get(LABEL_TARGET, ""),
                      labels.get(LABEL_HASH, ""), len(payloads), {uri: first[0] for uri, first in every.items()})
     # Several statements of one type (cosign 3 adds one per push where cosign 2 replaces): each is
@@ -125,20 +143,25 @@ def _config(client: DockerClient, repository: str, raw: bytes, digest: str) -> t
         raise Refused(f"{repository}: the image config {config_digest} is not JSON") from None
 
 
-def _statements(cosign: Cosign, key: Path, pinned: str, uri: str, kind: str, digest: str, http: bool) -> list[dict]:
+def _statements(cosign: Cosign, signer: Identity, pinned: str, uri: str, kind: str, digest: str,
+                http: bool) -> list[dict]:
+    who = signer.describe()
     try:
-        statements = cosign.verify_attestations(key, pinned, kind, http=http)
+        statements = cosign.verify_attestations(signer, pinned, kind, http=http)
     except CosignFailed as exc:
         text = str(exc)
         if "none of the attestations matched the predicate type" in text or "no attestations found" in text:
-            raise Refused(f"{pinned}: missing attestation {uri} (no such statement signed by {key}): {text}") from None
+            raise Refused(f"{pinned}: missing attestation {uri} (no such statement signed by {who}): {text}") from None
+        if _unreadable(text):
+            raise Refused(f"{pinned}: the attestation {uri} {UNREADABLE}: {text}") from None
         if "no matching subject digest" in text:
             raise Refused(f"{pinned}: the attestation {uri} attached here is for another digest, not this image's "
                           f"{digest}: {text}") from None
-        raise Refused(f"{pinned}: attestation {uri} does not verify with {key}: {text}") from None
+        raise Refused(f"{pinned}: attestation {uri} does not verify with {who}: {text}") from None
     bound = []
     for st in statements:
-        subjects = [s.get("digest", {}).get("sha256") for s in st.get("subject") or []]
+        subjects = [(s.get("digest") or {}).get("sha256") if isinstance(s, dict) else None
+                    for s in st.get("subject") or []]
         if st.get("predicateType") == uri and f"sha256:{subjects[0] if subjects else ''}" == digest:
             bound.append(st.get("predicate"))
         else:

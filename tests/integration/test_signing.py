@@ -213,11 +213,12 @@ def test_a_second_signed_push_replaces_its_statements(pushed, keys, cosign):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["digest"] == record["digest"]
     pinned = f"{record['repository']}@{record['digest']}"
-    provs = [st["predicate"] for st in cosign.verify_attestations(pub, pinned, "slsaprovenance1", http=True)]
+    ours = cosigns.Identity(key=pub)
+    provs = [st["predicate"] for st in cosign.verify_attestations(ours, pinned, "slsaprovenance1", http=True)]
     assert any(p["runDetails"].get("byproducts") for p in provs)
     if not cosign.signing_config:    # cosign 2 replaces; cosign 3 adds a bundle (each is checked)
         for kind in att.COSIGN_TYPES.values():
-            assert len(cosign.verify_attestations(pub, pinned, kind, http=True)) == 1, kind
+            assert len(cosign.verify_attestations(ours, pinned, kind, http=True)) == 1, kind
     assert cli("verify", pinned, "--key", str(pub)).returncode == 0
 
 

@@ -164,8 +164,9 @@ def test_the_password_travels_by_name_only(monkeypatch, tmp_path):
 
 
 def test_cosign_3_signs_with_a_key_only_without_a_signing_config():
-    assert "--use-signing-config=false" in cosigns.Cosign("host", "c", "3.1.1", signing_config=True)._signing()
-    assert "--use-signing-config=false" not in cosigns.Cosign("host", "c", "2.5.0", signing_config=False)._signing()
+    key = Path("cosign.key")
+    assert "--use-signing-config=false" in cosigns.Cosign("host", "c", "3.1.1", signing_config=True)._signing(key)
+    assert "--use-signing-config=false" not in cosigns.Cosign("host", "c", "2.5.0", signing_config=False)._signing(key)
 
 
 def test_a_missing_password_is_refused_before_cosign_runs(monkeypatch, tmp_path):
@@ -217,3 +218,19 @@ def test_a_package_without_the_binary_is_refused(tmp_path):
 
     with pytest.raises(BuildError, match="no file usr/bin/cosign"):
         toolsimage.layer_bytes(toolsimage.load_pin(), [fake_deb(tmp_path / "a.deb", {"usr/bin/other": b"x"})])
+
+
+@pytest.mark.parametrize("text, unreadable", [
+    ("cosign verify failed: Error: unexpected EOF error during command execution: unexpected EOF", True),
+    ('no matching signatures: error verifying sha256 checksum after reading 258 bytes; got "sha256:ef", want "sha256:f5"',
+     True),
+    ("no matching signatures: GET http://r/v2/t/blobs/sha256:f5: BLOB_UNKNOWN: blob unknown to registry", True),
+    ('Get "http://r/v2/": net/http: HTTP/1.x transport connection broken: malformed HTTP status code "2"', True),
+    ('Get "http://r/v2/": dial tcp 127.0.0.1:5000: connect: connection refused', True),
+    # a signature by another key, or none: the image's fault, not the registry's answer
+    ("Error: no matching signatures: invalid signature when validating ASN.1 encoded signature", False),
+    ("Error: no signatures found", False),
+    ("none of the attestations matched the predicate type: https://in-toto.io/attestation/test-result/v0.1", False),
+])
+def test_a_registry_answer_that_broke_is_told_from_a_bad_signature(text, unreadable):
+    assert trust._unreadable(text) is unreadable

@@ -17,7 +17,9 @@ from tests.conftest import copy_project, run_cli
 
 CASES_FILE = Path(__file__).resolve().parent / "bad_cli" / "cases.txt"
 DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock",
-               "PIP_CERT": "", "REQUESTS_CA_BUNDLE": "", "SSL_CERT_FILE": "", "ROCMFORGE_CACHE_REGISTRY": ""}
+               "PIP_CERT": "", "REQUESTS_CA_BUNDLE": "", "SSL_CERT_FILE": "", "ROCMFORGE_CACHE_REGISTRY": "",
+               # a GitHub job with `id-token: write` has these: push --keyless is refused without them
+               "ACTIONS_ID_TOKEN_REQUEST_URL": "", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": ""}
 
 
 def read_cases() -> list:

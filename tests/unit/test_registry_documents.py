@@ -80,3 +80,34 @@ def test_a_missing_document_names_the_reference(server):
     host, _ = server
     with pytest.raises(BuildError, match="has no ns/t:v9"):
         reg.get_document(LoopbackEngine(), f"{host}/ns/t", "v9")
+
+
+@pytest.fixture
+def garbling_server():
+    """Answers every request with a status line that is not HTTP."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 2\x00\xff garbled\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def test_an_answer_that_is_not_http_is_refused_not_a_traceback(garbling_server):
+    with pytest.raises(BuildError, match="not a well-formed HTTP response"):
+        reg.get_document(LoopbackEngine(), f"{garbling_server}/ns/t", "v1")
+    with pytest.raises(BuildError, match="not a well-formed HTTP response"):
+        reg.manifest_digest(LoopbackEngine(), f"{garbling_server}/ns/t", "v1")

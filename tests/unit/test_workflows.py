@@ -108,3 +108,12 @@ def test_gpu_jobs_use_arch_labels():
     assert {(j["target"], j["arch"]) for j in jobs} == {(t, a) for t, spec in m.targets.items() for a in spec.archs}
     for j in jobs:
         assert j["runs_on"][:3] == ["self-hosted", "linux", "rocm"] and j["runs_on"][3] == j["arch"]
+
+
+def test_the_default_branch_push_signs_keyless_with_githubs_oidc_token():
+    """The publish step signs keyless, and the token it needs is granted by the caller (a called
+    workflow gets no more than images.yml grants) and by build-level.yml itself."""
+    for wf in (_wf(), _wf("build-level.yml")):
+        assert wf["permissions"].get("id-token") == "write"
+    pushes = [s for s in _wf("build-level.yml")["jobs"]["image"]["steps"] if "build.py push" in s.get("run", "")]
+    assert pushes and all("--keyless" in s["run"] and "sudo -E" in s["run"] for s in pushes)
