@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import registry_proxy as rp
-from tests.conftest import BUILD_PY, copy_project, run_cli
+from tests.conftest import BUILD_PY, copy_project, interruptible, run_cli
 from tests.integration.test_signing import assert_one_error, cli, cosign, keys  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.docker
@@ -147,7 +147,7 @@ def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_complet
     temp.mkdir()
     env = {**os.environ, "COLUMNS": "200", "COSIGN_PASSWORD": password, "TMPDIR": str(temp)}
     proc = subprocess.Popen([sys.executable, str(BUILD_PY), *push_args(matrix, state, faults, key)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     while not faults.held.wait(1):
         assert proc.poll() is None, proc.communicate()   # it ended before reaching the attach step
     proc.send_signal(signal.SIGINT)
