@@ -75,6 +75,29 @@ def _from_export(client: DockerClient, ref: str, digest: str) -> str | None:
             close()
 
 
+def config_from_export(client: DockerClient, ref: str, config_id: str) -> dict | None:
+    """The image's config document as stored, read from its export up to the config blob (an OCI
+    layout's blobs/sha256/<hex>, or a docker-archive's <hex>.json, as podman writes), its bytes
+    checked against the digest; None when the export holds no such blob. For a field an engine's
+    inspect leaves out (podman's Docker-compatible API drops Shell), this is the stored truth."""
+    import json
+
+    hexdigest = config_id.removeprefix("sha256:")
+    chunks = client.api.get_image(ref)
+    try:
+        stream = tarfile.open(fileobj=ChunkStream(chunks), mode="r|")
+        for member in stream:
+            name = member.name.removeprefix("./")
+            if member.isfile() and name in (f"blobs/sha256/{hexdigest}", f"{hexdigest}.json"):
+                blob = stream.extractfile(member).read()
+                return json.loads(blob) if digest_of(blob) == "sha256:" + hexdigest else None
+        return None
+    finally:
+        close = getattr(chunks, "close", None)
+        if close:
+            close()
+
+
 def image_id(client: DockerClient, ref: str) -> str | None:
     """The image's config digest, whatever the store; None when ref names no image."""
     import docker.errors  # docker-py (0.17 s) loads at the first engine call
