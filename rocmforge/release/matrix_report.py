@@ -1,5 +1,5 @@
 """The matrix report: every target against every suite, with what rocmforge recorded about it
-(image, size, pins, drift, reproducibility, publication), as JSON, a self-contained HTML page
+(image, size, pins, drift, reproducibility, publication and its signature), as JSON, a self-contained HTML page
 (no external assets: air-gapped sites open it as a file) and a Markdown summary for CI.
 
 Nothing is measured here: every fact comes from the engine's image list and what earlier
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
-from rocmforge.release.publish import DIGEST_RE
+from rocmforge.release import publication
 from rocmforge.render import archprune
 from rocmforge.render.plan import pruned
 from rocmforge.shared.files import atomic_write, iso_utc
@@ -59,6 +59,7 @@ class TargetRow:
     drift_checked: str | None
     repro: dict | None                      # the last verify-repro record
     published: dict | None                  # digest, registry, repository of the publish record
+    signed: dict                            # publication.signed: signed and attested, unsigned, not published
     manifest: str | None                    # paths (relative to the report) of manifest and SBOM
     sbom: str | None
     prune: str = ""                         # archprune.describe: pruned or not, what it saved
@@ -109,23 +110,6 @@ def _repro(state: Path, name: str) -> dict | None:
                          f"run `python build.py verify-repro --target {name}` again")
 
 
-def _published_problem(data, name: str) -> str | None:
-    """What the report shows of a publish record must be sound (`pull` checks the whole record)."""
-    if not isinstance(data, dict) or data.get("target") != name:
-        return f"not a publish record of {name}"
-    for key in ("digest", "image_id"):
-        if not isinstance(data.get(key), str) or not DIGEST_RE.match(data[key]):
-            return f"{key}: {data.get(key)!r} is not a sha256 digest"
-    if not any(isinstance(data.get(k), str) and data[k] for k in ("registry", "repository")):
-        return "names neither a registry nor a repository"
-    return None
-
-
-def _published(record_dir: Path, name: str) -> dict | None:
-    return load_internal(record_dir / f"{name}.json", lambda d: _published_problem(d, name),
-                         f"restore it from version control or run `python build.py push --target {name}` again")
-
-
 def _pins(lock: Lock, matrix: Matrix, name: str) -> dict[str, int]:
     t = matrix.targets[name]
     apt = sum(len(v) for k, v in lock.apt.items() if k == name or k.startswith(f"{name}/"))
@@ -165,7 +149,7 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
                 cells[s] = SuiteCell(SuiteStatus.NOT_RUN, f"python build.py test --target {name}")
             else:
                 cells[s] = SuiteCell(rec.suites[s].status, rec.suites[s].detail)
-        published = _published(record_dir, name)
+        published, unusable = publication.record(record_dir, name)
         manifest_path, sbom_path = checked_artifacts(state, name)
 
         def rel(path: Path | None) -> str | None:
@@ -178,6 +162,7 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
             drift=_drift(lock_check, plan.matrix, name), drift_checked=(lock_check or {}).get("checked"),
             repro=_repro(state, name),
             published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")} if published else None,
+            signed=publication.signed(published, unusable),
             manifest=rel(manifest_path), sbom=rel(sbom_path),
             prune=archprune.describe(pruned(plan.matrix, name), manifest.prune_summary(state, name))))
     return Report(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), matrix=matrix_label,

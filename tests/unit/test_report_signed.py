@@ -1,0 +1,128 @@
+"""The signed/attested state: what a publish record says of `push --sign-key` (publication.signed),
+and the same field in `list --json` and `report --json`, read from published/<target>.json of a scratch project (no engine needed: the
+commands run with DOCKER_HOST at a dead socket)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocmforge.release import attestations as att, publication
+from rocmforge.shared import records
+from tests.conftest import BUILD_PY, copy_project
+
+KEY = "0123456789abcdef" * 4
+DIGEST = "sha256:" + "ab" * 32
+STATEMENTS = sorted((att.SBOM, att.PROVENANCE, att.TEST_RESULT))
+DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock", "COLUMNS": "200"}
+
+
+def signed_block(**changes) -> dict:
+    """What signing.Signer.attach returns for the three statements, changed as asked."""
+    return {"cosign": "2.5.0", "public_key_sha256": KEY, "attestations": STATEMENTS,
+            "predicate_bytes": {k: 1000 + i for i, k in enumerate(STATEMENTS)}, **changes}
+
+
+def publish_record(target: str, **extra) -> dict:
+    return {"target": target, "registry": "registry.example.org:5000", "digest": DIGEST,
+            "repository": f"registry.example.org:5000/rocmforge/{target}", "image_id": "sha256:" + "12" * 32,
+            "content_hash": "c" * 64, "suites": {}, "tags": ["content-cccccccccccc"], **extra}
+
+
+# -- publication.signed --------------------------------------------------------------------------
+def test_signed_record_names_the_statements_and_the_key():
+    s = publication.signed(publish_record("t", signed=signed_block()))
+    assert s["state"] == "signed"
+    assert s["text"] == f"signed + 3 attestations (key sha256 {KEY[:12]}…)"
+    assert s["key_sha256"] == KEY and s["cosign"] == "2.5.0" and s["digest"] == DIGEST
+    assert {a["name"] for a in s["attestations"]} == {"SBOM", "SLSA provenance", "test result"}
+    assert {a["type"]: a["bytes"] for a in s["attestations"]} == signed_block()["predicate_bytes"]
+
+
+def test_one_attestation_is_singular_and_an_unknown_type_keeps_its_uri():
+    s = publication.signed(publish_record("t", signed=signed_block(
+        attestations=["urn:other"], predicate_bytes={"urn:other": 5})))
+    assert s["text"].startswith("signed + 1 attestation (key")
+    assert s["attestations"] == [{"type": "urn:other", "name": "urn:other", "bytes": 5}]
+
+
+def test_unsigned_and_not_published():
+    assert publication.signed(publish_record("t")) == {"state": "unsigned", "text": "unsigned", "digest": DIGEST}
+    assert publication.signed(None) == {"state": "not published", "text": "not published"}
+
+
+@pytest.mark.parametrize("block, why", [
+    (None, "a JSON null, not an object"),
+    ("yes", "a JSON string, not an object"),
+    (signed_block(cosign=2), "'cosign'"),
+    (signed_block(public_key_sha256="ABCD"), "'public_key_sha256'"),
+    (signed_block(public_key_sha256=KEY.upper()), "'public_key_sha256'"),
+    (signed_block(attestations="all"), "'attestations'"),
+    (signed_block(attestations=STATEMENTS + STATEMENTS[:1]), "'attestations'"),
+    (signed_block(predicate_bytes={}), "'predicate_bytes'"),
+    (signed_block(predicate_bytes={k: True for k in STATEMENTS}), "'predicate_bytes'"),
+], ids=["null", "string", "cosign", "short-key", "upper-key", "kinds", "repeated-kind", "no-sizes", "bool-sizes"])
+def test_a_signing_block_push_did_not_write_is_not_a_signature(block, why):
+    s = publication.signed(publish_record("t", signed=block))
+    assert s["state"] == "unreadable" and s["text"] == "signing record unreadable"
+    assert why in s["problem"] and s["digest"] == DIGEST
+
+
+def test_record_reads_absent_good_and_damaged_files(tmp_path, capsys):
+    records._warned.clear()
+    assert publication.record(tmp_path, "t") == (None, None)
+    (tmp_path / "t.json").write_text(json.dumps(publish_record("t")))
+    assert publication.record(tmp_path, "t")[0]["digest"] == DIGEST
+    (tmp_path / "t.json").write_text('{"target": "t", "digest": ')
+    rec, why = publication.record(tmp_path, "t")
+    assert rec is None and "cut short" in why
+    assert publication.signed(rec, why)["state"] == "unreadable"
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {tmp_path / 't.json'}:1: cut short") and "; ignored;" in err
+    (tmp_path / "u.json").write_text(json.dumps(publish_record("other")))
+    assert publication.record(tmp_path, "u") == (None, "not a publish record of u")
+
+
+# -- list --json and report --json ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def published_project(tmp_path_factory) -> Path:
+    root = copy_project(tmp_path_factory.mktemp("signed")).parent
+    folder = root / "published"
+    folder.mkdir()
+    (folder / "hip-runtime.json").write_text(json.dumps(publish_record("hip-runtime", signed=signed_block())))
+    (folder / "hip-python.json").write_text(json.dumps(publish_record("hip-python")))
+    (folder / "hip-devel.json").write_text("{not json")
+    return root
+
+
+def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BUILD_PY), "--matrix", str(root / "matrix.yaml"),
+                           "--state-dir", str(root / ".rocmforge"), *args],
+                          cwd=root, env={**os.environ, **DEAD_ENGINE}, capture_output=True, text=True, timeout=300)
+
+
+def test_list_json_has_each_targets_signed_state(published_project):
+    proc = cli(published_project, "list", "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    by = {r["name"]: r["signed"] for r in json.loads(proc.stdout)}
+    assert by["hip-runtime"]["state"] == "signed" and by["hip-runtime"]["key_sha256"] == KEY
+    assert by["hip-runtime"]["text"] == f"signed + 3 attestations (key sha256 {KEY[:12]}…)"
+    assert by["hip-python"] == {"state": "unsigned", "text": "unsigned", "digest": DIGEST}
+    assert by["hip-devel"]["state"] == "unreadable" and "not JSON" in by["hip-devel"]["problem"]
+    assert {s["state"] for n, s in by.items() if n not in ("hip-runtime", "hip-python", "hip-devel")} == {
+        "not published"}
+    warned = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 1 and "hip-devel.json:1: not JSON" in warned[0]
+
+
+def test_report_json_shows_the_same_signed_field_as_list(published_project, tmp_path):
+    listed = {r["name"]: r["signed"] for r in json.loads(cli(published_project, "list", "--json").stdout)}
+    proc = cli(published_project, "report", "--json", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    reported = {r["name"]: r["signed"] for r in json.loads(proc.stdout)["targets"]}
+    assert reported == listed
