@@ -15,7 +15,7 @@ from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.host import dockerrun
 from rocmforge.host.container import host_gpu_access
-from rocmforge.release import matrix_report as reports, publication
+from rocmforge.release import matrix_report as reports, publication, report_page
 from rocmforge.render import tree as rendered_tree
 from rocmforge.render.plan import pruned
 from rocmforge.shared.errors import BuildError, UserError
@@ -120,11 +120,11 @@ def report(inv: Invocation) -> int:
                          out_dir.resolve(), str(project.matrix_path))
     data = json.dumps(rep.to_json(), indent=2)
     try:
-        for name, text in (("index.html", reports.to_html(rep)), ("report.json", data + "\n")):
+        for name, text in (("index.html", report_page.to_html(rep)), ("report.json", data + "\n")):
             atomic_write(out_dir / name, text.encode())
         if args.markdown:
             with open(args.markdown, "a", encoding="utf-8") as f:
-                f.write(reports.to_markdown(rep))
+                f.write(report_page.to_markdown(rep))
     except OSError as exc:
         raise UserError(f"cannot write the report: {exc.strerror or exc} ({exc.filename or out_dir})",
                         field="--markdown" if args.markdown and exc.filename == args.markdown else "--out") from None

@@ -1,19 +1,23 @@
-"""The signed/attested state: what a publish record says of `push --sign-key` (publication.signed),
-and the same field in `list --json` and `report --json`, read from published/<target>.json of a scratch project (no engine needed: the
+"""The signed/attested column: what a publish record says of `push --sign-key` (publication.signed),
+how the report page draws it next to the other columns, and the same field in `list --json` and
+`report --json`, read from published/<target>.json of a scratch project (no engine needed: the
 commands run with DOCKER_HOST at a dead socket)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from rocmforge.release import attestations as att, publication
+from rocmforge.release import attestations as att, publication, report_page
+from rocmforge.release.matrix_report import Report, SuiteCell, TargetRow
 from rocmforge.shared import records
+from rocmforge.verify.suites import SuiteStatus
 from tests.conftest import BUILD_PY, copy_project
 
 KEY = "0123456789abcdef" * 4
@@ -88,6 +92,78 @@ def test_record_reads_absent_good_and_damaged_files(tmp_path, capsys):
     assert publication.record(tmp_path, "u") == (None, "not a publish record of u")
 
 
+# -- the page -------------------------------------------------------------------------------------
+def row(name: str, published: dict | None, signed: dict, **changes) -> TargetRow:
+    fields = dict(
+        name=name, description="a target " * 30, stack="debian13-rocm5.7", rocm="5.7.1", archs=["gfx90a", "gfx1100"],
+        state="built", why_unresolved=[], content_tag=f"rocmforge/{name}:content-0123456789ab",
+        image_id="sha256:" + "fe" * 32, size_bytes=1_650_000_000,
+        suites={"linkage": SuiteCell(SuiteStatus.PASSED, "1 check(s)"),
+                "gemm": SuiteCell(SuiteStatus.NOT_GPU_VERIFIED, "no /dev/kfd on this host")},
+        pins={"apt": 34, "pip": 0, "git": 0}, drift=[], drift_checked="2026-12-01T00:00:00Z",
+        repro=None, published=published, manifest="../artifacts/x/manifest.json", sbom=None, signed=signed)
+    fields.update(changes)
+    return TargetRow(**fields)
+
+
+def page(*rows: TargetRow) -> str:
+    return report_page.to_html(Report(generated="2026-12-05 12:00 UTC", matrix="matrix.yaml", host_gpu=False,
+                                      suites=["linkage", "gemm"], targets=list(rows)))
+
+
+def td(text: str, target: str, label: str) -> str:
+    tr = re.search(rf'<tr data-target="{target}">(.*?)</tr>', text).group(1)
+    return re.search(rf'<td[^>]*data-label="{label}"[^>]*>.*?</td>', tr).group(0)
+
+
+def test_the_signed_column_is_last_and_shows_each_state():
+    rec = publish_record("a", signed=signed_block())
+    text = page(row("a", rec, publication.signed(rec)),
+                row("b", publish_record("b"), publication.signed(publish_record("b"))),
+                row("c", None, publication.signed(None)),
+                row("d", None, publication.signed(None, "cut short: the JSON stops at line 1")))
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", text)[-1] == "signed"
+    cell = td(text, "a", "signed")
+    assert 'data-signed="signed"' in cell and 'class="ok"' in cell
+    assert f"signed + 3 attestations (key sha256 {KEY[:12]}…)" in cell
+    assert f"public key sha256 {KEY}" in cell and "cosign 2.5.0" in cell and "SBOM (1000 bytes)" in cell
+    assert 'data-signed="unsigned"' in td(text, "b", "signed") and ">unsigned<" in td(text, "b", "signed")
+    assert ">not published<" in td(text, "c", "signed") and 'class="none"' in td(text, "c", "signed")
+    d = td(text, "d", "signed")
+    assert 'class="bad"' in d and "publish record unreadable: cut short" in d
+
+
+def test_long_references_are_shortened_in_the_cell_and_whole_in_a_title_or_details():
+    rec = publish_record("a", signed=signed_block())
+    text = page(row("a", {k: rec[k] for k in ("digest", "registry", "repository", "image_id")},
+                    publication.signed(rec)))
+    pub = td(text, "a", "published")
+    whole = f"registry.example.org:5000/rocmforge/a@{DIGEST}"
+    assert f'title="{whole}"' in pub and f'<div class="why">{whole}</div></details>' in pub
+    assert "<code>abababababab…</code>" in pub
+    image = td(text, "a", "image")
+    assert '<code title="rocmforge/a:content-0123456789ab">content-0123456789ab</code>' in image
+    assert f'title="image ID sha256:{"fe" * 32}">sha256:fefefefefefe</code>' in image
+    # A reason is folded: the cell is one line until it is opened.
+    assert "<details><summary class=\"cell\">not GPU-veri\u00adfied</summary>" in td(text, "a", "gemm")
+
+
+def test_the_table_is_laid_out_at_the_window_width():
+    text = page(row("a", None, publication.signed(None)))
+    assert "table-layout:fixed" in text and "overflow-wrap:anywhere" in text
+    shares = [float(w) for w in re.findall(r'<col style="width:([0-9.]+)%">', text)]
+    assert len(shares) == 3 + 2 + 3 and sum(shares) == pytest.approx(100, abs=0.05)
+    assert "<script" not in text and "http://" not in text and "https://" not in text
+
+
+def test_markdown_summary_carries_the_signed_text():
+    rec = publish_record("a", signed=signed_block())
+    md = report_page.to_markdown(Report(generated="g", matrix="m", host_gpu=False, suites=["linkage", "gemm"],
+                                        targets=[row("a", None, publication.signed(rec))]))
+    assert md.splitlines()[2].endswith("| signed |")
+    assert md.splitlines()[4].endswith(f"| signed + 3 attestations (key sha256 {KEY[:12]}…) |")
+
+
 # -- list --json and report --json ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def published_project(tmp_path_factory) -> Path:
@@ -126,3 +202,5 @@ def test_report_json_shows_the_same_signed_field_as_list(published_project, tmp_
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     reported = {r["name"]: r["signed"] for r in json.loads(proc.stdout)["targets"]}
     assert reported == listed
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert f"signed + 3 attestations (key sha256 {KEY[:12]}…)" in html and 'data-signed="unreadable"' in html
