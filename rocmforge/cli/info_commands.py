@@ -15,7 +15,7 @@ from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.host import dockerrun
 from rocmforge.host.container import host_gpu_access
-from rocmforge.release import matrix_report as reports
+from rocmforge.release import matrix_report as reports, publication, report_page
 from rocmforge.render import tree as rendered_tree
 from rocmforge.render.plan import pruned
 from rocmforge.shared.errors import BuildError, UserError
@@ -38,7 +38,8 @@ def list_targets(inv: Invocation) -> int:
                      "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag,
                      "level": m.level(name), "runs_on": m.runner_of(name).labels,
                      "disk_gb": m.runner_of(name).disk_gb, "pruned": pruned(m, name),
-                     "prune": manifest.prune_summary(inv.project.state, name)})
+                     "prune": manifest.prune_summary(inv.project.state, name),
+                     "signed": publication.signed(*publication.record(inv.project.record_dir, name))})
     if inv.args.json and inv.args.gpu_jobs:
         print(json.dumps([{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
                           for r in rows for a in r["archs"]], indent=2))
@@ -119,11 +120,11 @@ def report(inv: Invocation) -> int:
                          out_dir.resolve(), str(project.matrix_path))
     data = json.dumps(rep.to_json(), indent=2)
     try:
-        for name, text in (("index.html", reports.to_html(rep)), ("report.json", data + "\n")):
+        for name, text in (("index.html", report_page.to_html(rep)), ("report.json", data + "\n")):
             atomic_write(out_dir / name, text.encode())
         if args.markdown:
             with open(args.markdown, "a", encoding="utf-8") as f:
-                f.write(reports.to_markdown(rep))
+                f.write(report_page.to_markdown(rep))
     except OSError as exc:
         raise UserError(f"cannot write the report: {exc.strerror or exc} ({exc.filename or out_dir})",
                         field="--markdown" if args.markdown and exc.filename == args.markdown else "--out") from None

@@ -1,6 +1,6 @@
 """The matrix report: every target against every suite, with what rocmforge recorded about it
-(image, size, pins, drift, reproducibility, publication), as JSON, a self-contained HTML page
-(no external assets: air-gapped sites open it as a file) and a Markdown summary for CI.
+(image, size, pins, drift, reproducibility, publication and its signature), as JSON here; the
+self-contained HTML page and the Markdown summary for CI are drawn by report_page.
 
 Nothing is measured here: every fact comes from the engine's image list and what earlier
 commands recorded (suite results by image ID, `lock --check` and `verify-repro` records, publish
@@ -8,7 +8,6 @@ records, manifests)."""
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
-from rocmforge.release.publish import DIGEST_RE
+from rocmforge.release import publication
 from rocmforge.render import archprune
 from rocmforge.render.plan import pruned
 from rocmforge.shared.files import atomic_write, iso_utc
@@ -59,6 +58,7 @@ class TargetRow:
     drift_checked: str | None
     repro: dict | None                      # the last verify-repro record
     published: dict | None                  # digest, registry, repository of the publish record
+    signed: dict                            # publication.signed: signed and attested, unsigned, not published
     manifest: str | None                    # paths (relative to the report) of manifest and SBOM
     sbom: str | None
     prune: str = ""                         # archprune.describe: pruned or not, what it saved
@@ -109,23 +109,6 @@ def _repro(state: Path, name: str) -> dict | None:
                          f"run `python build.py verify-repro --target {name}` again")
 
 
-def _published_problem(data, name: str) -> str | None:
-    """What the report shows of a publish record must be sound (`pull` checks the whole record)."""
-    if not isinstance(data, dict) or data.get("target") != name:
-        return f"not a publish record of {name}"
-    for key in ("digest", "image_id"):
-        if not isinstance(data.get(key), str) or not DIGEST_RE.match(data[key]):
-            return f"{key}: {data.get(key)!r} is not a sha256 digest"
-    if not any(isinstance(data.get(k), str) and data[k] for k in ("registry", "repository")):
-        return "names neither a registry nor a repository"
-    return None
-
-
-def _published(record_dir: Path, name: str) -> dict | None:
-    return load_internal(record_dir / f"{name}.json", lambda d: _published_problem(d, name),
-                         f"restore it from version control or run `python build.py push --target {name}` again")
-
-
 def _pins(lock: Lock, matrix: Matrix, name: str) -> dict[str, int]:
     t = matrix.targets[name]
     apt = sum(len(v) for k, v in lock.apt.items() if k == name or k.startswith(f"{name}/"))
@@ -165,7 +148,7 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
                 cells[s] = SuiteCell(SuiteStatus.NOT_RUN, f"python build.py test --target {name}")
             else:
                 cells[s] = SuiteCell(rec.suites[s].status, rec.suites[s].detail)
-        published = _published(record_dir, name)
+        published, unusable = publication.record(record_dir, name)
         manifest_path, sbom_path = checked_artifacts(state, name)
 
         def rel(path: Path | None) -> str | None:
@@ -178,102 +161,8 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
             drift=_drift(lock_check, plan.matrix, name), drift_checked=(lock_check or {}).get("checked"),
             repro=_repro(state, name),
             published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")} if published else None,
+            signed=publication.signed(published, unusable),
             manifest=rel(manifest_path), sbom=rel(sbom_path),
             prune=archprune.describe(pruned(plan.matrix, name), manifest.prune_summary(state, name))))
     return Report(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), matrix=matrix_label,
                   host_gpu=Path("/dev/kfd").exists(), suites=suites, targets=rows)
-
-
-# -- presentation -------------------------------------------------------------------------------
-STATUS_CLASS = {SuiteStatus.PASSED: "ok", SuiteStatus.FAILED: "bad", SuiteStatus.NOT_GPU_VERIFIED: "ngv",
-                SuiteStatus.NOT_APPLICABLE: "na", SuiteStatus.NOT_RUN: "none", SuiteStatus.NOT_BUILT: "none",
-                SuiteStatus.UNRESOLVED: "unres"}
-SHORT = {SuiteStatus.FAILED: "FAILED", SuiteStatus.NOT_APPLICABLE: "n/a"}   # the rest as they are
-
-CSS = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:1rem;color:#1b1f24;background:#fff}
-h1{font-size:1.35rem;margin:.2rem 0}.meta{color:#555;margin:.2rem 0 1rem}
-table{border-collapse:collapse;width:100%}th,td{border:1px solid #d0d7de;padding:.35rem .5rem;vertical-align:top;text-align:left}
-th{background:#f6f8fa;position:sticky;top:0}code{font:13px ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
-.cell{font-weight:600;white-space:nowrap}.ok{background:#dafbe1}.bad{background:#ffebe9}.ngv{background:#fff8c5}
-.na,.none{background:#f6f8fa;color:#57606a}.unres{background:#ffefd6}
-details summary{cursor:pointer}.why{font-weight:400;font-size:.85rem;white-space:normal;color:#333;max-width:28rem}
-.scroll{overflow-x:auto}.legend span{display:inline-block;padding:.1rem .4rem;margin-right:.3rem;border-radius:3px}
-@media (max-width:760px){thead{display:none}table,tbody,tr,td{display:block;width:auto}
-tr{border:1px solid #d0d7de;margin:0 0 1rem;border-radius:6px}td{border:0;border-top:1px solid #eaeef2}
-td::before{content:attr(data-label);display:block;font-size:.75rem;color:#57606a;text-transform:uppercase}}
-"""
-
-
-def _esc(text) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _size(n: int | None) -> str:
-    return f"{n / 1e9:.2f} GB" if n else "-"
-
-
-def _suite_td(suite: str, cell: SuiteCell) -> str:
-    cls = STATUS_CLASS.get(cell.status, "none")
-    label = SHORT.get(cell.status, cell.status)
-    inner = f'<span class="cell">{_esc(label)}</span>'
-    if cell.detail and cell.status != SuiteStatus.PASSED:
-        inner = f'<details><summary class="cell">{_esc(label)}</summary><div class="why">{_esc(cell.detail)}</div></details>'
-    return f'<td class="{cls}" data-suite="{_esc(suite)}" data-status="{_esc(cell.status)}" data-label="{_esc(suite)}">{inner}</td>'
-
-
-def _repro_text(row: TargetRow) -> str:
-    r = row.repro
-    if not r:
-        return "not checked"
-    ids = r.get("image_ids") or []
-    verdict = "identical" if r.get("identical") else f"DIFFERENT: {r.get('explanation')}"
-    stale = "" if row.image_id and ids and ids[0] == row.image_id else " (for another image ID)"
-    return f"{verdict}{stale}, {r.get('checked', '')}"
-
-
-def to_html(rep: Report) -> str:
-    head = "".join(f"<th>{_esc(s)}</th>" for s in rep.suites)
-    body = []
-    for row in rep.targets:
-        drift = ("not checked" if row.drift is None else
-                 ("none" if not row.drift else "<br>".join(_esc(p) for p in row.drift)))
-        pub = (f"<code>{_esc(row.published.get('repository') or row.published.get('registry'))}@"
-               f"{_esc(row.published.get('digest'))}</code>" if row.published else "-")
-        links = " ".join(f'<a href="{_esc(path)}">{label}</a>' for label, path in
-                         (("manifest", row.manifest), ("SBOM", row.sbom)) if path) or "-"
-        status_cls = {"built": "ok", "not built": "none", "unresolved": "unres"}[row.state]
-        why = f'<div class="why">{"<br>".join(_esc(w) for w in row.why_unresolved)}</div>' if row.why_unresolved else ""
-        body.append(
-            f'<tr data-target="{_esc(row.name)}">'
-            f'<td data-label="target"><b>{_esc(row.name)}</b><div class="why">{_esc(row.description)}</div></td>'
-            f'<td data-label="stack">{_esc(row.stack)}<br>ROCm {_esc(row.rocm)}<br>{_esc(", ".join(row.archs))}<br>{_esc(row.prune)}</td>'
-            f'<td class="{status_cls}" data-label="image" data-state="{_esc(row.state)}"><span class="cell">{_esc(row.state)}</span>'
-            f'{why}<br><code>{_esc(row.content_tag)}</code>'
-            + (f'<br><code title="{_esc(row.image_id)}">{_esc(row.image_id[:19])}</code> {_size(row.size_bytes)}'
-               if row.image_id else "") + "</td>"
-            + "".join(_suite_td(s, row.suites[s]) for s in rep.suites)
-            + f'<td data-label="pins">apt {row.pins["apt"]}, pip {row.pins["pip"]}, git {row.pins["git"]}</td>'
-            f'<td data-label="drift (lock --check)">{drift}</td>'
-            f'<td data-label="verify-repro">{_esc(_repro_text(row))}</td>'
-            f'<td data-label="published">{pub}</td><td data-label="records">{links}</td></tr>')
-    legend = "".join(f'<span class="{cls}">{_esc(SHORT.get(s, s.value))}</span>' for s, cls in STATUS_CLASS.items())
-    gpu = "this host has /dev/kfd" if rep.host_gpu else "no AMD GPU on this host: GPU checks are not GPU-verified"
-    return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
-            '<meta name=viewport content="width=device-width,initial-scale=1">'
-            f"<title>rocmforge matrix report</title><style>{CSS}</style></head><body>"
-            f"<h1>rocmforge matrix report</h1><p class=meta>{_esc(rep.matrix)} · generated {_esc(rep.generated)} · "
-            f"{_esc(gpu)}</p><p class=legend>{legend}</p>"
-            f"<div class=scroll><table><thead><tr><th>target</th><th>stack</th><th>image</th>{head}<th>pins</th>"
-            f"<th>drift (lock --check)</th><th>verify-repro</th><th>published</th><th>records</th></tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table></div></body></html>\n")
-
-
-def to_markdown(rep: Report) -> str:
-    lines = ["### rocmforge matrix", "", "| target | image | " + " | ".join(rep.suites) + " |",
-             "|---|---|" + "---|" * len(rep.suites)]
-    for row in rep.targets:
-        image = f"`{row.content_tag}` {_size(row.size_bytes)}" if row.image_id else row.state
-        lines.append(f"| {row.name} | {image} | " + " | ".join(SHORT.get(row.suites[s].status, row.suites[s].status)
-                                                           for s in rep.suites) + " |")
-    return "\n".join(lines) + "\n"

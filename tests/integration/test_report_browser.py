@@ -1,12 +1,17 @@
 """The matrix report in a real browser: Debian's chromium, headless, opens the page that `report`
 wrote for a scratch project, and the rendered DOM must show each target's state and each suite's
-status as recorded. Screenshots (desktop and phone widths) are kept as test artifacts in
-$ROCMFORGE_TEST_ARTIFACTS (default .rocmforge/test-artifacts/)."""
+status as recorded, and the page must fit a 1280-px-wide window: a script run in a copy of the
+page measures, in the browser's own layout, that nothing scrolls sideways (neither the document nor
+any box in it) and that every column's right edge is on screen. Screenshots (1280 px and phone
+widths) are kept as test artifacts in $ROCMFORGE_TEST_ARTIFACTS (default
+.rocmforge/test-artifacts/)."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -16,12 +21,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rocmforge.release import attestations as att
 from rocmforge.verify import suites as suite_runs
 from rocmforge.render.plan import load_plan
 from tests.conftest import ROOT, copy_project, run_cli
 from tests.integration.conftest import _need
 
 pytestmark = pytest.mark.docker
+STATEMENTS = (att.SBOM, att.PROVENANCE, att.TEST_RESULT)
+WIDTH = 1280         # the window the page must fit, the narrowest common laptop screen
 ARTIFACTS = Path(os.environ.get("ROCMFORGE_TEST_ARTIFACTS") or ROOT / ".rocmforge" / "test-artifacts")
 
 
@@ -38,11 +46,13 @@ def headless(exe: str, *args: str) -> subprocess.CompletedProcess:
 
 
 class Cells(HTMLParser):
-    """target -> {"state": ..., suite: status} from the rendered DOM's data attributes."""
+    """target -> {"state": ..., suite: status} and target -> signed state, from the rendered DOM's
+    data attributes."""
 
     def __init__(self):
         super().__init__()
         self.rows: dict[str, dict[str, str]] = {}
+        self.signed: dict[str, str] = {}
         self.current: str | None = None
 
     def handle_starttag(self, tag, attrs):
@@ -55,6 +65,8 @@ class Cells(HTMLParser):
                 self.rows[self.current][a["data-suite"]] = a["data-status"]
             if "data-state" in a:
                 self.rows[self.current]["state"] = a["data-state"]
+            if "data-signed" in a:
+                self.signed[self.current] = a["data-signed"]
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +95,9 @@ def page(docker_client, tmp_path_factory):
     (tmp / "published").mkdir()
     (tmp / "published" / f"{name}.json").write_text(json.dumps(
         {"target": name, "registry": "registry.example.org", "repository": f"registry.example.org/rocmforge/{name}",
-         "digest": "sha256:" + "ab" * 32, "image_id": image_id}))
+         "digest": "sha256:" + "ab" * 32, "image_id": image_id,
+         "signed": {"cosign": "2.5.0", "public_key_sha256": "cd" * 32, "attestations": sorted(STATEMENTS),
+                    "predicate_bytes": {k: 1000 + i for i, k in enumerate(sorted(STATEMENTS))}}}))
     out = tmp / "out"
     summary = tmp / "summary.md"
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "report", "--out", str(out),
@@ -108,10 +122,63 @@ def test_rendered_dom_shows_every_target_and_suite(page):
         assert {v for k, v in cells.rows[amd].items() if k != "state"} == {"unresolved"}
     assert "injected: GEMM gave NaN" in proc.stdout and image_id[:19] in proc.stdout
     assert "sha256:" + "ab" * 32 in proc.stdout and "identical" in proc.stdout
+    assert cells.signed[name] == "signed" and "signed + 3 attestations (key sha256 cdcdcdcdcdcd…)" in proc.stdout
+    assert {v for t, v in cells.signed.items() if t != name} == {"not published"}
     assert "http://" not in index.read_text() and "https://" not in index.read_text()   # no external assets
 
 
-@pytest.mark.parametrize("label, size", [("desktop", "1400,1000"), ("phone", "390,844")])
+# Run in a copy of the page (the report itself carries no script) once the page has loaded; the
+# result is left on <html> for --dump-dom. A box that scrolls sideways (the table's overflow-x
+# wrapper before) hides a too-wide table from the document's own scrollWidth, so every box is
+# asked, and every cell whether its content spills out of it. Measured twice: as the page opens,
+# and with every <details> open (the folded reasons must wrap in their column too).
+MEASURE = """<script>addEventListener("load", () => {
+  const root = document.documentElement, px = v => Math.ceil(v);
+  const where = e => `${e.tagName.toLowerCase()}.${e.className}${e.dataset.label ? "[" + e.dataset.label + "]" : ""}`;
+  const snapshot = () => ({viewport: innerWidth, scrollWidth: root.scrollWidth, bodyScrollWidth: document.body.scrollWidth,
+    scrolling: [...document.querySelectorAll("*")].filter(e =>
+        ["auto", "scroll"].includes(getComputedStyle(e).overflowX) && e.scrollWidth > e.clientWidth)
+      .map(e => `${where(e)}: ${e.scrollWidth} > ${e.clientWidth}`),
+    spilling: [...document.querySelectorAll("th, td")].filter(c => c.scrollWidth > c.clientWidth + 1)
+      .map(c => `${c.closest("tr").dataset.target || "head"} ${where(c)}: ${c.scrollWidth} > ${c.clientWidth}`),
+    columns: [...document.querySelectorAll("thead th")].map(th => [th.textContent, px(th.getBoundingClientRect().right)]),
+    rows: [...document.querySelectorAll("tr[data-target]")].map(tr => [tr.dataset.target, px(tr.getBoundingClientRect().height)]),
+    right: px(Math.max(...[...document.querySelectorAll("body *")].map(e => e.getBoundingClientRect().right)))});
+  const closed = snapshot();
+  document.querySelectorAll("details").forEach(d => { d.open = true; });
+  root.setAttribute("data-measured", JSON.stringify({closed, opened: snapshot()}));
+});</script>"""
+TALLEST_ROW = 200    # px with the details closed: a row stays a few lines tall (some were 490 before)
+
+
+def measure(exe: str, index: Path, width: int) -> dict:
+    probe = index.with_name(f"measure-{width}.html")
+    probe.write_text(index.read_text().replace("</body>", MEASURE + "</body>"))
+    proc = headless(exe, f"--window-size={width},1000", "--dump-dom", probe.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'<html[^>]* data-measured="([^"]*)"', proc.stdout)
+    assert found, f"the measuring script left no result: {proc.stdout[:500]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.parametrize("details", ["closed", "opened"])
+def test_page_fits_1280_px_without_scrolling_sideways(page, details):
+    exe, index, *_ = page
+    got = measure(exe, index, WIDTH)[details]
+    print(f"at {WIDTH} px, details {details}:", json.dumps(got))
+    assert got["viewport"] == WIDTH, "chromium did not open the window at the asked width"
+    assert got["scrolling"] == [], "a box scrolls sideways"
+    assert got["scrollWidth"] <= WIDTH and got["bodyScrollWidth"] <= WIDTH
+    off = [(name, right) for name, right in got["columns"] if right > WIDTH]
+    assert not off, f"columns off-screen: {off}"
+    assert [name for name, _ in got["columns"]][-1] == "signed"
+    assert got["right"] <= WIDTH, "something is drawn right of the window"
+    assert got["spilling"] == [], "content spills out of its cell"
+    if details == "closed":
+        assert max(h for _, h in got["rows"]) <= TALLEST_ROW, got["rows"]
+
+
+@pytest.mark.parametrize("label, size", [("desktop", f"{WIDTH},1000"), ("phone", "390,844")])
 def test_screenshots_are_kept(page, label, size):
     exe, index, *_ = page
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
