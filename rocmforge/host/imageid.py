@@ -7,6 +7,7 @@ checked against their digest on every read), else from the image's export."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tarfile
 import tempfile
@@ -80,8 +81,6 @@ def config_from_export(client: DockerClient, ref: str, config_id: str) -> dict |
     layout's blobs/sha256/<hex>, or a docker-archive's <hex>.json, as podman writes), its bytes
     checked against the digest; None when the export holds no such blob. For a field an engine's
     inspect leaves out (podman's Docker-compatible API drops Shell), this is the stored truth."""
-    import json
-
     hexdigest = config_id.removeprefix("sha256:")
     chunks = client.api.get_image(ref)
     try:
