@@ -7,6 +7,7 @@ import hashlib
 import json
 import sys
 import tempfile
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -180,6 +181,12 @@ def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix:
         names = [p.stem.removeprefix("test_") for p in sorted(root.glob("test_*.py"))]
         try:
             proc = suiteprocs.run_groups(cmd, root, names, Path(tmp), junit)
+        except BaseException:
+            # A suite process stopped while its container was being created: the engine finishes a
+            # create whose client went away, so the first sweep can miss it; a second one catches it.
+            remove_session_leftovers(client, session)
+            time.sleep(2)
+            raise
         finally:
             remove_session_leftovers(client, session)
         results = proc.results
