@@ -122,9 +122,17 @@ class TrackedContainer:
 
 def remove_session_leftovers(client: DockerClient, session: str) -> int:
     """Safety net after Ctrl-C or a crashed run: remove every container of the session."""
+    import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
+
     n = 0
     for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={session}"}):
-        c.remove(force=True)
+        try:
+            c.remove(force=True)
+        except docker.errors.NotFound:
+            continue          # its own suite process removed it between the listing and here
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
         n += 1
     return n
 
@@ -159,4 +167,7 @@ def run_as_users_do(client: DockerClient, image: str, argv: list[str], *, sessio
         err = c.logs(stdout=False, stderr=True).decode(errors="replace")
         return ExecResult(rc=rc, stdout=out, stderr=err, timed_out=timed_out)
     finally:
-        c.remove(force=True)
+        try:
+            c.remove(force=True)
+        except docker.errors.NotFound:   # an interrupted run's sweep got there first
+            pass

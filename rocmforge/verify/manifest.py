@@ -110,6 +110,15 @@ def write(state: Path, manifest: dict) -> Path:
     return folder
 
 
+def describes(state: Path, target: str, image_id: str) -> bool:
+    """Whether the state dir holds a manifest of target that names exactly this image."""
+    try:
+        data = json.loads((state / "artifacts" / target / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("target") == target and data.get("image_id") == image_id
+
+
 # -- reading side: what the report links to ----------------------------------------------------
 def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | None]:
     """The target's manifest and SBOM, each only when it is what `write` made: a manifest of this

@@ -111,6 +111,10 @@ class Pipeline:
                 repo, tag = dp.readable_tag.rsplit(":", 1)
                 client.api.tag(dp.content_tag, repo, tag)   # by tag: the containerd store knows no config digest
                 self.progress.line(f"[green]up to date[/green] {dep}: {dp.content_tag} ({existing[7:19]})")
+                if dep == name and not manifest.describes(self.project.state, dep, existing):
+                    # Built under another state dir (or before it was cleared): `build` leaves the
+                    # manifest and SBOM here all the same, as it says it does.
+                    self.write_manifest(client, dep)
                 results.append(BuiltTarget(dep, "from cache" if dep in self.cached else "up-to-date", existing))
             else:
                 results.append(self.build_one(client, dep, cache))

@@ -104,6 +104,18 @@ def test_up_to_date_target_skips_the_builder(built_runtime, docker_client):
     assert docker_client.images.get(PLAN.targets["hip-runtime"].content_tag).id == before
 
 
+def test_up_to_date_target_leaves_its_manifest_in_a_fresh_state_dir(built_runtime, docker_client, tmp_path):
+    state = tmp_path / "state"
+    proc = run_cli("--state-dir", str(state), "build", "--target", "hip-runtime")
+    assert proc.returncode == 0, proc.stderr
+    assert "building" not in proc.stderr
+    written = json.loads((state / "artifacts" / "hip-runtime" / "manifest.json").read_text())
+    assert written["image_id"] == docker_client.images.get(PLAN.targets["hip-runtime"].content_tag).id
+    assert (state / "artifacts" / "hip-runtime" / "sbom.cdx.json").is_file()
+    # Only the target asked for: its prerequisites' manifests are not written on the way.
+    assert not (state / "artifacts" / "hip-devel").exists()
+
+
 def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime, docker_client, tmp_path):
     matrix_path = copy_project(tmp_path)
     data = yaml.safe_load(matrix_path.read_text())
