@@ -10,6 +10,7 @@ from rocmforge.build import engine, steplock
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.release import matrix_report as report
+from rocmforge.render.plan import variant_suffix
 from rocmforge.resolve import lock as locking, lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
@@ -47,21 +48,32 @@ def test(inv: Invocation) -> int:
     if target and not image:    # its image exists only if it could be built
         project.buildable_target(target)
     client = engine.connect()
-    if not image:
-        require_built(client, project.target(target))
-        image = project.target(target).content_tag
-    elif engine.image_id(client, image) is None:
+    # A target's test covers its main image and every variant its build makes.
+    plans = [None] if image else list(inv.plan.images_of(target))
+    for tp in plans:
+        if tp is not None:
+            require_built(client, tp)
+    if image and engine.image_id(client, image) is None:
         raise UserError(f"image {image!r} not found on the engine", field="--image")
-    as_json = bool(getattr(args, "json", False))
-    report = inv.pipeline.test(client, image, target, junit, require_gpu=bool(getattr(args, "require_gpu", False)))
-    if as_json:
-        print(json.dumps(report.to_json(), indent=2))
+    require_gpu = bool(getattr(args, "require_gpu", False))
+    reports = []
+    for tp in plans:
+        own_junit = junit
+        if junit and tp is not None and tp.variant:
+            own_junit = junit.with_name(f"{junit.stem}{variant_suffix(tp.variant)}{junit.suffix}")
+        reports.append(inv.pipeline.test(client, image or tp.content_tag, target, own_junit, require_gpu=require_gpu))
+    report, *variants = reports
+    if getattr(args, "json", False):
+        # The main image's report, as ever; its variants' reports beside it.
+        print(json.dumps({**report.to_json(), **({"variants": [v.to_json() for v in variants]} if variants else {})},
+                         indent=2))
     else:
-        show.suites_table(inv.out, report)
-        inv.progress.line(f"results recorded: {suites.results_path(project.state, report.image_id)}", markup=False)
-        if not report.ok:
-            inv.progress.line("pytest output (tail):\n" + report.log[-3000:], markup=False)
-    return 0 if report.ok else 1
+        for each in reports:
+            show.suites_table(inv.out, each)
+            inv.progress.line(f"results recorded: {suites.results_path(project.state, each.image_id)}", markup=False)
+            if not each.ok:
+                inv.progress.line("pytest output (tail):\n" + each.log[-3000:], markup=False)
+    return 0 if all(r.ok for r in reports) else 1
 
 
 def verify_repro(inv: Invocation) -> int:
@@ -69,11 +81,11 @@ def verify_repro(inv: Invocation) -> int:
     result = run(inv.pipeline, name)
     if inv.args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
-    elif result.identical:
-        print(f"identical: both builds of {name} gave {result.image_ids[0]}")
     else:
-        a, b = result.image_ids
-        print(f"DIFFERENT: {a[7:19]} vs {b[7:19]}: {result.explanation}")
+        for each in [result] + result.variants:
+            a, b = each.image_ids
+            print(f"identical: both builds of {each.target} gave {a}" if a == b else
+                  f"DIFFERENT: {each.target}: {a[7:19]} vs {b[7:19]}: {each.explanation}")
     return 0 if result.identical else 1
 
 
@@ -84,8 +96,11 @@ def manifest(inv: Invocation) -> int:
     tp = inv.project.buildable_target(name)
     client = engine.connect()
     require_built(client, tp)
-    folder = inv.pipeline.write_manifest(client, name)
-    print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
+    for each in inv.plan.images_of(name):
+        if each is not tp and not engine.image_id(client, each.content_tag):
+            continue      # a variant not built: its manifest comes with its build
+        folder = inv.pipeline.write_manifest(client, each)
+        print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,11 +14,12 @@ from rocmforge.build import engine
 from rocmforge.build.buildable import buildability
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
+from rocmforge.define.schema import GFX_RE
+from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
 from rocmforge.host.container import host_gpu_access
 from rocmforge.release import matrix_report as reports, publication, report_page
 from rocmforge.render import tree as rendered_tree
-from rocmforge.render.plan import pruned
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.verify import manifest
@@ -37,9 +39,12 @@ def list_targets(inv: Invocation) -> int:
                      "pytorch": torch, "pytorch_build": torch_build if torch else None,
                      "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag,
                      "level": m.level(name), "runs_on": m.runner_of(name).labels,
-                     "disk_gb": m.runner_of(name).disk_gb, "pruned": pruned(m, name),
+                     "disk_gb": m.runner_of(name).disk_gb, "pruned": m.prunes(name),
                      "prune": manifest.prune_summary(inv.project.state, name),
-                     "signed": publication.signed(*publication.record(inv.project.record_dir, name))})
+                     "signed": publication.signed(*publication.record(inv.project.record_dir, name)),
+                     "variants": [{"archs": list(v.variant), "content_tag": v.content_tag, "tag": v.readable_tag,
+                                   "prune": manifest.prune_summary(inv.project.state, v.key)}
+                                  for v in plan.variants.get(name, ())]})
     if inv.args.json and inv.args.gpu_jobs:
         print(json.dumps([{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
                           for r in rows for a in r["archs"]], indent=2))
@@ -138,21 +143,34 @@ def doctor(inv: Invocation) -> int:
     return report.exit_code
 
 
+def local_images(client, plans) -> list[pick.Candidate]:
+    """The target's images this engine holds (built: content tag; pulled: readable tag), with sizes."""
+    out = []
+    for tp in plans:
+        ref = next((r for r in (tp.content_tag, tp.readable_tag) if engine.image_id(client, r)), None)
+        if ref is not None:
+            size = client.api.inspect_image(ref).get("Size")
+            out.append(pick.Candidate(tp.variant or tp.archs, ref, size if isinstance(size, int) else None,
+                                      variant=bool(tp.variant)))
+    return out
+
+
 def run(inv: Invocation) -> int:
-
-
     target, cmd = inv.target_name(), inv.args.cmd
-    tp = inv.project.target(target)
+    inv.project.target(target)
+    if inv.args.arch is not None and not GFX_RE.match(inv.args.arch):
+        raise UserError(f"{inv.args.arch!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)", field="--arch")
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     client = engine.connect()
-    image = next((ref for ref in (tp.content_tag, tp.readable_tag) if engine.image_id(client, ref)), None)
-    if image is None:
+    candidates = local_images(client, inv.plan.images_of(target))
+    if not candidates:
         raise UserError(f"target {target!r} is neither built nor pulled; run `python build.py build --target "
                         f"{target}` or `python build.py pull --target {target}`", field="--target")
     gpu = host_gpu_access()
     env: dict[str, str] = {}
     saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
+    gpus, why = (), "no /dev/kfd on this host"
     if gpu.present or saved:
         report = host_doctor.run(plan=inv.plan, client=client, rocminfo_file=inv.args.rocminfo,
                                  kfd_topology=inv.args.kfd_topology)
@@ -161,6 +179,18 @@ def run(inv: Invocation) -> int:
         if refusal:
             raise UserError(refusal, field="--target")
         env = report.env_for(target) if gpu.present else {}
+        # The user's own choice of GPUs goes to the job, and decides which GPUs the image must cover.
+        chosen = os.environ.get("HIP_VISIBLE_DEVICES")
+        if chosen is not None and gpu.present:
+            env["HIP_VISIBLE_DEVICES"] = chosen
+        gpus, why = pick.job_gpus(report.diagnosis, chosen)
+    try:
+        choice = pick.choose(candidates, gpus, why, inv.args.arch)
+    except pick.NoImage as exc:
+        raise BuildError(f"{target}: {exc}") from None
+    image = choice.image.ref
+    print(f"image: {choice.image.describe()}, {engine.image_id(client, image)[7:19]}: {choice.reason}",
+          file=sys.stderr)
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
     argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
                                      docker=docker)

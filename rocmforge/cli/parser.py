@@ -197,5 +197,8 @@ def _host_commands(sub) -> None:
     rn.add_argument("--rocminfo", help="judge the image against a saved rocminfo output instead of this host's GPUs")
     rn.add_argument("--kfd-topology", metavar="DIR",
                     help="judge the image against a saved copy of /sys/class/kfd/kfd/topology")
+    rn.add_argument("--arch", default=None, metavar="GFX",
+                    help="run the smallest of the target's images (main or variant) that carries GFX, whatever "
+                         "the host's GPUs")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
     rn.set_defaults(run=info("run"))

@@ -39,12 +39,12 @@ def build_table(out, client: DockerClient, plan: BuildPlan, results) -> None:
     for col in ("status", "image", "size"):
         table.add_column(col, no_wrap=True)
     for r in results:
-        img = client.images.get(plan.targets[r.target].content_tag)
+        img = client.images.get(plan.by_key(r.target).content_tag)
         shown = "" if img.id == r.image_id else f" (engine: {img.id[7:19]})"   # the containerd store's manifest digest
         table.add_row(r.target, r.status, r.image_id[7:19] + shown, f"{img.attrs['Size'] / 1e9:.2f} GB")
     out.print(table)
     for r in results:      # whole references, one per line, to copy
-        tp = plan.targets[r.target]
+        tp = plan.by_key(r.target)
         out.print(f"{tp.content_tag}  {tp.readable_tag}", highlight=False, soft_wrap=True)
 
 

@@ -48,6 +48,13 @@ class Matrix(Strict):
             t = self.targets[t.from_target] if t.from_target else None
         return TorchPin(stack.pytorch, stack.pytorch_build)
 
+    def prunes(self, name: str) -> bool:
+        """Has a prune step run over the whole image: its own package step (which walks every GPU
+        library folder, inherited ones too) or that of the image it is built on?"""
+        t = self.targets[name]
+        parent = t.from_target is not None and self.prunes(t.from_target)
+        return t.prune_archs and (bool(t.apt) or parent)
+
     def runner_of(self, name: str) -> Runner:
         t = self.targets[name]
         return t.runner or self.stacks[t.stack].runner
@@ -123,6 +130,7 @@ def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
         raise src.error(("targets", tname, "archs"), f"target {tname!r} declares {', '.join(odd)}, but it is built on "
                         f"{t.from_target!r}, whose image keeps GPU files only for {', '.join(parent.archs)} "
                         f"(add them there, or set prune_archs: false on {t.from_target!r})")
+    _check_variants(m, tname, src)
     if t.builder and not m.targets[t.builder].devel:
         raise src.error(("targets", tname, "builder"), f"builder target {t.builder!r} is not a devel image (devel: true)")
     for i, pkg in enumerate(t.apt):
@@ -134,6 +142,29 @@ def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
         m.components[cname].check_in_target(cname, TargetUse(tname, i, t, stack), src)
     if len(set(t.components)) != len(t.components):
         raise src.error(("targets", tname, "components"), "components repeat")
+
+
+def _check_variants(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
+    t = m.targets[tname]
+    for i, group in enumerate(t.variants):
+        where, shown = ("targets", tname, "variants", i), f"variant [{', '.join(group)}] of target {tname!r}"
+        odd = [a for a in group if a not in t.archs]
+        if odd:
+            raise src.error(where, f"{shown} names {', '.join(odd)}, which the target does not declare (its archs: "
+                            f"{', '.join(t.archs)})")
+        if set(group) == set(t.archs):
+            raise src.error(where, f"{shown} is the target's own archs: the main image already is that image")
+        if not m.prunes(tname):
+            raise src.error(where, f"target {tname!r} keeps every arch's GPU files (prune_archs: false, or no package "
+                            "step of its own or below it), so a variant would be the same image")
+        named = tname + "".join(f"-{a}" for a in group)
+        if named in m.targets:
+            raise src.error(where, f"{shown} is named {named!r} (images/, tags, state files), which is another "
+                            "target's name")
+        parent = m.targets.get(t.from_target) if t.from_target else None
+        if parent is not None and m.prunes(t.from_target) and set(group) not in [set(g) for g in parent.variants]:
+            raise src.error(where, f"{shown} is built on the variant of the same archs of {t.from_target!r}, which "
+                            f"does not declare it (add [{', '.join(group)}] to its variants)")
 
 
 def _check_cycles(m: Matrix, src: yamlsrc.SourceMap) -> None:

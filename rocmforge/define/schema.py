@@ -185,18 +185,36 @@ class Target(Strict):
     # Keep per-arch GPU data files (Tensile code objects and catalogues, MIOpen databases) only
     # for archs; false for an image meant to run on any GPU the packages support.
     prune_archs: bool = True
+    # Arch groups, each built as its own image pruned to them, beside the all-archs main image:
+    # a host pulls the smallest one that covers its GPUs.
+    variants: list[list[str]] = Field(default_factory=list)
 
     @field_validator("archs")
     @classmethod
     def _archs(cls, v: list[str]) -> list[str]:
         if not v:
             raise ValueError("a target needs at least one GPU architecture (gfx name)")
-        for a in v:
-            if not GFX_RE.match(a):
-                raise ValueError(f"{a!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)")
-        if len(set(v)) != len(v):
-            raise ValueError("architectures repeat")
+        _gfx_names(v)
         return v
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, v: list[list[str]]) -> list[list[str]]:
+        for group in v:
+            if not group:
+                raise ValueError("a variant needs at least one GPU architecture")
+            _gfx_names(group)
+        if len({frozenset(g) for g in v}) != len(v):
+            raise ValueError("variants repeat")
+        return v
+
+
+def _gfx_names(v: list[str]) -> None:
+    for a in v:
+        if not GFX_RE.match(a):
+            raise ValueError(f"{a!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)")
+    if len(set(v)) != len(v):
+        raise ValueError("architectures repeat")
 
 
 class Project(Strict):

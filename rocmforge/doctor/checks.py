@@ -35,7 +35,7 @@ def diagnose(facts: HostFacts, *, from_file: bool = False) -> Report:
     """The checks and recommendations for these facts. ``from_file``: ``facts.rocminfo_text`` is
     a saved output (``--rocminfo FILE``), so this host's device nodes and module are not examined."""
     d = Diagnosis.of(facts, from_file=from_file)
-    report = Report()
+    report = Report(diagnosis=d)
     for name, check in CHECKS:
         if PER_TARGET in name:
             for target in sorted(d.built):

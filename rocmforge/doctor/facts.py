@@ -145,6 +145,9 @@ def built_targets_from_labels(client: DockerClient) -> dict[str, tuple[str, ...]
         created = str((img.attrs or {}).get("Created", ""))
         if name and (name not in newest or created > newest[name][0]):
             newest[name] = (created, archs)
+        elif name and created == newest[name][0]:
+            # A target's per-arch variants share its creation time: the target covers them all.
+            newest[name] = (created, newest[name][1] + tuple(a for a in archs if a not in newest[name][1]))
     return {n: v[1] for n, v in sorted(newest.items())}
 
 

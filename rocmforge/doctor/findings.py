@@ -4,6 +4,7 @@ recommends for containers; as text (the default) or JSON (``--json``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 OK, WARN, FAIL, SKIPPED = "ok", "warn", "fail", "skipped"
 STATUSES = (OK, WARN, FAIL, SKIPPED)
@@ -43,6 +44,8 @@ class Verdict:
 class Report:
     checks: list[Check] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
+    # What the checks read (the GPUs, which stay visible): `run` and `pull` pick an image from it.
+    diagnosis: Any = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:

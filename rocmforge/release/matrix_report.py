@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from rocmforge.build import engine
 from rocmforge.release import publication
 from rocmforge.render import archprune
-from rocmforge.render.plan import pruned
 from rocmforge.shared.files import atomic_write, iso_utc
 from rocmforge.shared.records import load_internal
 from rocmforge.verify import manifest
@@ -109,6 +108,11 @@ def _repro(state: Path, name: str) -> dict | None:
                          f"run `python build.py verify-repro --target {name}` again")
 
 
+def _variant_repro(check: dict | None, key: str) -> dict | None:
+    """A variant's verify-repro result, which its target's check holds."""
+    return next((v for v in (check or {}).get("variants") or [] if isinstance(v, dict) and v.get("target") == key), None)
+
+
 def _pins(lock: Lock, matrix: Matrix, name: str) -> dict[str, int]:
     t = matrix.targets[name]
     apt = sum(len(v) for k, v in lock.apt.items() if k == name or k.startswith(f"{name}/"))
@@ -131,8 +135,9 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
     suites = suites_present()
     lock_check = _lock_check(state)
     rows = []
-    for name in plan.order():
-        tp, t = plan.targets[name], plan.matrix.targets[name]
+    for tp in (each for name in plan.order() for each in plan.images_of(name)):
+        # A variant is a row of its own, named as images/ names it (hip-runtime-gfx1100).
+        name, key, t = tp.name, tp.key, plan.matrix.targets[tp.name]
         stack = plan.matrix.stacks[t.stack]
         image = engine.image_id(client, tp.content_tag) if client is not None and not tp.unresolved else None
         size = client.api.inspect_image(tp.content_tag).get("Size") if image else None
@@ -148,21 +153,21 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
                 cells[s] = SuiteCell(SuiteStatus.NOT_RUN, f"python build.py test --target {name}")
             else:
                 cells[s] = SuiteCell(rec.suites[s].status, rec.suites[s].detail)
-        published, unusable = publication.record(record_dir, name)
-        manifest_path, sbom_path = checked_artifacts(state, name)
+        published, unusable = publication.record(record_dir, name) if not tp.variant else (None, None)
+        manifest_path, sbom_path = checked_artifacts(state, key)
 
         def rel(path: Path | None) -> str | None:
             return os.path.relpath(path, out_dir) if path else None
 
         rows.append(TargetRow(
-            name=name, description=t.description, stack=t.stack, rocm=stack.rocm, archs=list(t.archs),
+            name=key, description=t.description, stack=t.stack, rocm=stack.rocm, archs=list(tp.archs),
             state=state_name, why_unresolved=list(tp.unresolved), content_tag=tp.content_tag, image_id=image,
             size_bytes=size, suites=cells, pins=_pins(lock, plan.matrix, name),
             drift=_drift(lock_check, plan.matrix, name), drift_checked=(lock_check or {}).get("checked"),
-            repro=_repro(state, name),
+            repro=_repro(state, name) if not tp.variant else _variant_repro(_repro(state, name), key),
             published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")} if published else None,
             signed=publication.signed(published, unusable),
             manifest=rel(manifest_path), sbom=rel(sbom_path),
-            prune=archprune.describe(pruned(plan.matrix, name), manifest.prune_summary(state, name))))
+            prune=archprune.describe(plan.matrix.prunes(name), manifest.prune_summary(state, key))))
     return Report(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), matrix=matrix_label,
                   host_gpu=Path("/dev/kfd").exists(), suites=suites, targets=rows)

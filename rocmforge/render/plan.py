@@ -38,6 +38,7 @@ class TargetPlan:
     bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
     fetches: tuple[FetchItem, ...] = ()   # host-side inputs added to the context at build time
     registry_base: PinnedImage | None = None   # pulled before the build; FROM names it through BASE_ARG
+    variant: tuple[str, ...] = ()       # a variant's archs; () for the target's main (all-archs) image
 
     @property
     def content_tag(self) -> str:
@@ -45,16 +46,58 @@ class TargetPlan:
 
     @property
     def readable_tag(self) -> str:
-        return f"{bases.IMAGE_NAMESPACE}/{self.name}:{self.stack}"
+        return f"{bases.IMAGE_NAMESPACE}/{self.name}:{self.stack}{variant_suffix(self.variant)}"
+
+    @property
+    def key(self) -> str:
+        """The target's name, or `name-gfx1100` for a variant: what the images/ tree, the state
+        folder (logs, artifacts, build cache) and reports name it by."""
+        return self.name + variant_suffix(self.variant)
+
+
+def variant_suffix(archs) -> str:
+    return "".join(f"-{a}" for a in archs)
 
 
 @dataclass
 class BuildPlan:
     matrix: Matrix
     targets: dict[str, TargetPlan] = field(default_factory=dict)
+    variants: dict[str, tuple[TargetPlan, ...]] = field(default_factory=dict)   # by target, in matrix order
 
     def order(self, names: list[str] | None = None) -> list[str]:
         return self.matrix.order(names)
+
+    def variant(self, name: str, archs) -> TargetPlan:
+        """The variant of name whose archs are exactly archs (in any order)."""
+        return next(v for v in self.variants.get(name, ()) if set(v.variant) == set(archs))
+
+    def image_for(self, name: str, variant=()) -> TargetPlan:
+        """What an image of name's variant (archs; () for the main image) is made from: that
+        variant where name declares it, else name's main image (a target that prunes nothing
+        has no variants; its variants' children are built on its main image)."""
+        found = [v for v in self.variants.get(name, ()) if variant and set(v.variant) == set(variant)]
+        return found[0] if found else self.targets[name]
+
+    def by_key(self, key: str) -> TargetPlan:
+        """A target's main image by its name, or a variant by its key (hip-runtime-gfx1100)."""
+        return self.targets.get(key) or next(v for vs in self.variants.values() for v in vs if v.key == key)
+
+    def images_of(self, name: str) -> tuple[TargetPlan, ...]:
+        """A target's main image first, then its variants."""
+        return (self.targets[name],) + self.variants.get(name, ())
+
+    def variants_needed(self, name: str) -> list[TargetPlan]:
+        """Every variant a build of name makes beside its main image, prerequisites first: a variant
+        built on another target is built on that target's variant of the same archs."""
+        out: list[TargetPlan] = []
+        for v in self.variants.get(name, ()):
+            chain, t = [v], self.matrix.targets[name]
+            while t.from_target and self.matrix.prunes(t.from_target):
+                chain.append(self.variant(t.from_target, v.variant))
+                t = self.matrix.targets[t.from_target]
+            out += [c for c in reversed(chain) if c not in out]
+        return out
 
 
 # Bump when the way an image is made from its context changes (builder flags, labels added at build
@@ -79,35 +122,47 @@ def make_plan(m: Matrix, root: Path, lock: Lock | None = None) -> BuildPlan:
     plan = BuildPlan(m)
     steps = lockfile.apt_steps(m)
     for name in m.order():
-        t = m.targets[name]
-        unresolved: list[str] = []
-        pins_by_step: dict[str, list] = {}
-        for step in steps:
-            if step.key == name or step.key.startswith(name + "/"):
-                pins, stale = lockfile.apt_pins_for(lock, m, step)
-                pins_by_step[step.key] = pins
-                if stale:
-                    unresolved.append(stale)
-        components = _component_plans(m, name, lock)
-        unresolved += [u for cp in components.values() for u in cp.unresolved]
-        base = _base_of(plan, m, name, lock)
-        unresolved += base.unresolved
-        builder_ref = None
-        if t.builder:
-            dep = plan.targets[t.builder]
-            builder_ref = dep.content_tag
-            unresolved += [f"{t.builder}: {u}" for u in dep.unresolved]
-        unresolved += [u for cp in components.values() for u in cp.unresolved_source]
-        labels = _labels(m, name, base.name, base.digest)
-        files = renderer.render_target(m, name, TargetInputs(
-            from_ref=base.from_ref, builder_ref=builder_ref, base_arg=base.base_arg, labels=labels,
-            unresolved=unresolved, pins_by_step=pins_by_step, components=components))
-        plan.targets[name] = TargetPlan(
-            name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
-            content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
-            bootstrap_stack=base.bootstrap_stack, fetches=tuple(f for cp in components.values() for f in cp.fetches),
-            registry_base=base.registry_base)
+        plan.targets[name] = _target_plan(plan, m, name, lock, renderer, steps)
+        plan.variants[name] = tuple(_target_plan(plan, m, name, lock, renderer, steps, tuple(group))
+                                    for group in m.targets[name].variants)
     return plan
+
+
+def _target_plan(plan: BuildPlan, m: Matrix, name: str, lock: Lock, renderer: Renderer, steps,
+                 variant: tuple[str, ...] = ()) -> TargetPlan:
+    if variant:
+        # The same target rendered for fewer archs: its lock entries, settings and labels stay the
+        # target's own; what it is built on is the parent's variant of the same archs.
+        t = m.targets[name].model_copy(update={"archs": list(variant)})
+        m = m.model_copy(update={"targets": {**m.targets, name: t}})
+    t = m.targets[name]
+    unresolved: list[str] = []
+    pins_by_step: dict[str, list] = {}
+    for step in steps:
+        if step.key == name or step.key.startswith(name + "/"):
+            pins, stale = lockfile.apt_pins_for(lock, m, step)
+            pins_by_step[step.key] = pins
+            if stale:
+                unresolved.append(stale)
+    components = _component_plans(m, name, lock)
+    unresolved += [u for cp in components.values() for u in cp.unresolved]
+    base = _base_of(plan, m, name, lock, variant)
+    unresolved += base.unresolved
+    builder_ref = None
+    if t.builder:
+        dep = plan.targets[t.builder]
+        builder_ref = dep.content_tag
+        unresolved += [f"{t.builder}: {u}" for u in dep.unresolved]
+    unresolved += [u for cp in components.values() for u in cp.unresolved_source]
+    labels = _labels(m, name, base.name, base.digest)
+    files = renderer.render_target(m, name, TargetInputs(
+        from_ref=base.from_ref, builder_ref=builder_ref, base_arg=base.base_arg, labels=labels,
+        unresolved=unresolved, pins_by_step=pins_by_step, components=components))
+    return TargetPlan(
+        name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
+        content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
+        bootstrap_stack=base.bootstrap_stack, fetches=tuple(f for cp in components.values() for f in cp.fetches),
+        registry_base=base.registry_base, variant=variant)
 
 
 def _component_plans(m: Matrix, name: str, lock: Lock) -> dict[str, ComponentPlan]:
@@ -131,11 +186,12 @@ class _Base:
     base_arg: BaseArg | None = None
 
 
-def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock) -> _Base:
+def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock, variant: tuple[str, ...] = ()) -> _Base:
     t = m.targets[name]
     stack = m.stacks[t.stack]
     if t.from_target:
-        dep = plan.targets[t.from_target]
+        dep = (plan.variant(t.from_target, variant) if variant and m.prunes(t.from_target)
+               else plan.targets[t.from_target])
         return _Base(dep.content_tag, dep.content_tag, "", tuple(f"{t.from_target}: {u}" for u in dep.unresolved),
                      bootstrap_stack=dep.bootstrap_stack)
     if stack.base.bootstrap:
@@ -158,14 +214,6 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock) -> _Base:
                  base_arg=BaseArg(bases.BASE_ARG, from_ref))
 
 
-def pruned(m: Matrix, name: str) -> bool:
-    """Has a prune step run over the whole image: its own package step (which walks every GPU
-    library folder, inherited ones too) or that of the image it is built on?"""
-    t = m.targets[name]
-    parent = t.from_target is not None and pruned(m, t.from_target)
-    return t.prune_archs and (bool(t.apt) or parent)
-
-
 def _labels(m: Matrix, name: str, base_name: str, base_digest: str) -> dict[str, str]:
     t = m.targets[name]
     labels = {
@@ -179,7 +227,7 @@ def _labels(m: Matrix, name: str, base_name: str, base_digest: str) -> dict[str,
         "io.rocmforge.stack": t.stack,
         "io.rocmforge.rocm": m.stacks[t.stack].rocm,
         "io.rocmforge.archs": ",".join(t.archs),
-        archprune.LABEL: "true" if pruned(m, name) else "false",
+        archprune.LABEL: "true" if m.prunes(name) else "false",
     }
     versions = {c: m.components[c].label_version() for c in t.components}
     versions = {c: v for c, v in versions.items() if v}

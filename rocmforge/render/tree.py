@@ -16,9 +16,10 @@ SHARED_PREFIXES = ("probes/", "tools/")
 
 
 def expected_tree(plan: BuildPlan) -> dict[str, bytes]:
-    """The committed images/ tree: each target's rendered files, without the shared ones."""
-    return {f"{name}/{rel}": data for name, tp in plan.targets.items() for rel, data in tp.files.items()
-            if not rel.startswith(SHARED_PREFIXES)}
+    """The committed images/ tree: each target's and each variant's (images/NAME-ARCHS/) rendered
+    files, without the shared ones."""
+    return {f"{tp.key}/{rel}": data for name in plan.targets for tp in plan.images_of(name)
+            for rel, data in tp.files.items() if not rel.startswith(SHARED_PREFIXES)}
 
 
 def _existing(out: Path) -> dict[str, Path]:

@@ -16,7 +16,7 @@ from rocmforge.define.lockschema import Lock
 from rocmforge.host import aptmirror
 from rocmforge.host.container import TrackedContainer
 from rocmforge.render import archprune
-from rocmforge.render.plan import TargetPlan
+from rocmforge.render.plan import TargetPlan, variant_suffix
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
 
@@ -52,7 +52,8 @@ def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: Lock, suites: 
            for item in tp.fetches if isinstance(item, GitSourceFetch)}
     base = lock.base(tp.stack)
     return {
-        "target": tp.name, "stack": tp.stack, "archs": list(tp.archs), "image_id": image_id,
+        "target": tp.name, **({"variant": list(tp.variant)} if tp.variant else {}),
+        "stack": tp.stack, "archs": list(tp.archs), "image_id": image_id,
         "content_hash": tp.content_hash, "tags": [tp.content_tag, tp.readable_tag],
         "created": tp.labels["org.opencontainers.image.created"],
         "base": {"name": tp.labels["org.opencontainers.image.base.name"],
@@ -98,7 +99,7 @@ def make_sbom(manifest: dict) -> str:
 
 
 def write(state: Path, manifest: dict) -> Path:
-    folder = state / "artifacts" / manifest["target"]
+    folder = state / "artifacts" / (manifest["target"] + variant_suffix(manifest.get("variant", ())))
     folder.mkdir(parents=True, exist_ok=True)
     sbom = make_sbom(manifest)
     # Each replaced whole: a full disk leaves the previous file, never a truncated one.
@@ -110,13 +111,14 @@ def write(state: Path, manifest: dict) -> Path:
     return folder
 
 
-def describes(state: Path, target: str, image_id: str) -> bool:
-    """Whether the state dir holds a manifest of target that names exactly this image."""
+def describes(state: Path, key: str, image_id: str) -> bool:
+    """Whether the state dir holds a manifest of the target (or variant: TargetPlan.key) that names
+    exactly this image."""
     try:
-        data = json.loads((state / "artifacts" / target / "manifest.json").read_text())
+        data = json.loads((state / "artifacts" / key / "manifest.json").read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and data.get("target") == target and data.get("image_id") == image_id
+    return isinstance(data, dict) and data.get("image_id") == image_id
 
 
 # -- reading side: what the report links to ----------------------------------------------------
@@ -141,7 +143,8 @@ def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | Non
 
 
 def _manifest_problem(data, target: str) -> str | None:
-    if not isinstance(data, dict) or data.get("target") != target:
+    if not isinstance(data, dict) or not isinstance(data.get("variant", []), list) \
+            or f"{data.get('target')}{variant_suffix(data.get('variant', []))}" != target:
         return f"not a manifest of {target}"
     if not isinstance(data.get("image_id"), str) or not isinstance(data.get("sbom_sha256"), str):
         return "not a manifest written by rocmforge (no 'image_id' or 'sbom_sha256')"

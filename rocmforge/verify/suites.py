@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rocmforge import __version__
 from rocmforge.build import engine
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
+from rocmforge.render.plan import variant_suffix
 from rocmforge.shared import packagedata
 from rocmforge.verify import suiteprocs
 from rocmforge.shared.files import atomic_write
@@ -161,11 +162,17 @@ def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix:
                junit: Path | None = None, require_gpu: bool = False,
                content_hashes: dict[str, str] | None = None) -> SuitesReport:
     """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd).
-    content_hashes: target -> content hash of the plan the image is judged against, for the record."""
+    content_hashes: TargetPlan.key (a target, or a target's variant) -> content hash of the plan the
+    image is judged against, for the record."""
     # The suites take the target from the image's label when none is given; the record says so too.
-    judged_target = target or _label_target(client, image_ref)
+    labels = _labels(client, image_ref)
+    judged_target = target or labels.get("io.rocmforge.target")
+    # A variant is judged against its own plan: the archs its label names pick it.
+    archs = [a for a in labels.get("io.rocmforge.archs", "").split(",") if a]
+    hashes = content_hashes or {}
+    key = next((k for k in (f"{judged_target}{variant_suffix(archs)}", judged_target or "") if k in hashes), "")
     # Digests taken before the suites read the files: the record never claims inputs they did not see.
-    judged = judged_against(matrix, judged_target, (content_hashes or {}).get(judged_target or ""))
+    judged = judged_against(matrix, judged_target, hashes.get(key))
     session = uuid.uuid4().hex[:12]
     with tempfile.TemporaryDirectory(prefix="rocmforge-test-") as tmp:
         # The suites' own ini and rootdir: none of the checkout's (or of a folder above the install) applies.
@@ -199,14 +206,13 @@ def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix:
                         ok=proc.exit_code == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
 
 
-def _label_target(client: DockerClient, image_ref: str) -> str | None:
+def _labels(client: DockerClient, image_ref: str) -> dict[str, str]:
     import docker.errors  # docker-py loads at the first engine call
 
     try:
-        labels = client.api.inspect_image(image_ref).get("Config", {}).get("Labels") or {}
+        return client.api.inspect_image(image_ref).get("Config", {}).get("Labels") or {}
     except docker.errors.APIError:     # gone since the caller found it: the suites say so themselves
-        return None
-    return labels.get("io.rocmforge.target")
+        return {}
 
 
 def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: int,

@@ -100,30 +100,32 @@ class Pipeline:
         client = engine.connect()
         order = self.plan.order([name])
         if cache and not engine.image_id(client, tp.content_tag):   # a hit needs none of its prerequisites
-            order = [name] if self.from_cache(client, cache, name) else order
+            order = [name] if self.from_cache(client, cache, tp) else order
+        # The variants come after the whole chain: each is built on its parent's variant, or on
+        # what the main image is built on.
+        chain = [self.plan.targets[dep] for dep in order] + self.plan.variants_needed(name)
         results = []
-        for dep in order:
-            dp = self.plan.targets[dep]
+        for dp in chain:
             existing = engine.image_id(client, dp.content_tag)
-            if not existing and cache and dep != name:
-                existing = self.from_cache(client, cache, dep)
+            if not existing and cache and dp is not tp:
+                existing = self.from_cache(client, cache, dp)
             if existing:
                 repo, tag = dp.readable_tag.rsplit(":", 1)
                 client.api.tag(dp.content_tag, repo, tag)   # by tag: the containerd store knows no config digest
-                self.progress.line(f"[green]up to date[/green] {dep}: {dp.content_tag} ({existing[7:19]})")
-                if dep == name and not manifest.describes(self.project.state, dep, existing):
+                self.progress.line(f"[green]up to date[/green] {dp.key}: {dp.content_tag} ({existing[7:19]})")
+                if dp.name == name and not manifest.describes(self.project.state, dp.key, existing):
                     # Built under another state dir (or before it was cleared): `build` leaves the
                     # manifest and SBOM here all the same, as it says it does.
-                    self.write_manifest(client, dep)
-                results.append(BuiltTarget(dep, "from cache" if dep in self.cached else "up-to-date", existing))
+                    self.write_manifest(client, dp)
+                results.append(BuiltTarget(dp.key, "from cache" if dp.key in self.cached else "up-to-date", existing))
             else:
-                results.append(self.build_one(client, dep, cache))
+                results.append(self.build_one(client, dp, cache))
         return results
 
-    def build_one(self, client: DockerClient, name: str, cache=None) -> BuiltTarget:
-        tp = self.plan.targets[name]
+    def build_one(self, client: DockerClient, tp: TargetPlan, cache=None) -> BuiltTarget:
+        name = tp.key
         if self.options.check_disk:
-            self.check_disk(client, name)
+            self.check_disk(client, tp.name)
         self.ensure_base(client, tp)
         log_path = self.project.state / "logs" / f"{name}.log"
         self.progress.line(f"[bold]building[/bold] {name} -> {tp.content_tag} (log: {log_path})")
@@ -133,10 +135,10 @@ class Pipeline:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 settled = pool.submit(buildcache.settle, client, self.project.state, name,
                                       engine.raw_tag(tp), built.made)
-                self.write_manifest(client, name)
+                self.write_manifest(client, tp)
                 kept = settled.result()
         if cache and regcache.store(client, cache, tp, self.progress.warn):
-            self.progress.line(f"  stored {name} in the cache {cache.where.repository(name)}")
+            self.progress.line(f"  stored {name} in the cache {cache.where.repository(tp.name)}")
         shown = imageid.manifest_digest(client, tp.content_tag)
         also = f" (the engine's containerd store shows it as {shown[7:19]}, its manifest digest)" if shown else ""
         self.progress.line(f"[green]built[/green] {name}: {built.image_id[7:19]}{also} tags {tp.content_tag}, "
@@ -144,17 +146,16 @@ class Pipeline:
                            + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else ""))
         return BuiltTarget(name, "built", built.image_id)
 
-    def from_cache(self, client: DockerClient, cache, name: str) -> str | None:
-        tp = self.plan.targets[name]
-        epoch = iso_utc(self.plan.matrix.targets[name].source_date_epoch)
-        with self.progress.status(f"{name}: asking the cache {cache.where.host}"):
+    def from_cache(self, client: DockerClient, cache, tp: TargetPlan) -> str | None:
+        epoch = iso_utc(self.plan.matrix.targets[tp.name].source_date_epoch)
+        with self.progress.status(f"{tp.key}: asking the cache {cache.where.host}"):
             image = regcache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch,
                                    self.progress.warn)
         if image:
-            self.cached.add(name)
-            self.progress.line(f"[green]from cache[/green] {name}: {cache.where.repository(name)}:content-"
+            self.cached.add(tp.key)
+            self.progress.line(f"[green]from cache[/green] {tp.key}: {cache.where.repository(tp.name)}:content-"
                                f"{tp.content_hash[:12]}… ({image[7:19]}); no build step run")
-            self.write_manifest(client, name)
+            self.write_manifest(client, tp)
         return image
 
     def check_disk(self, client: DockerClient, name: str) -> None:
@@ -228,8 +229,7 @@ class Pipeline:
             pass
         engine.discard(client, made)
 
-    def write_manifest(self, client: DockerClient, name: str) -> Path:
-        tp = self.project.target(name)
+    def write_manifest(self, client: DockerClient, tp: TargetPlan) -> Path:
         image_id = engine.image_id(client, tp.content_tag)
         rec = suites.recorded(self.project.state, image_id)
         data = manifest.make_manifest(tp, image_id, manifest.inventory(client, tp.content_tag), self.project.lock(),
@@ -243,10 +243,13 @@ class Pipeline:
         with self.progress.status(f"running suites in {image}"):
             report = suites.run_suites(client, image, target, self.project.matrix_path.resolve(),
                                        junit, require_gpu=require_gpu,
-                                       content_hashes={n: tp.content_hash for n, tp in self.plan.targets.items()})
+                                       content_hashes={tp.key: tp.content_hash for n in self.plan.targets
+                                                       for tp in self.plan.images_of(n)})
         suites.record(self.project.state, report)
-        if target and engine.image_id(client, self.plan.targets[target].content_tag) == report.image_id:
-            self.write_manifest(client, target)
+        own = next((tp for tp in self.plan.images_of(target) if engine.image_id(client, tp.content_tag)
+                    == report.image_id), None) if target else None
+        if own is not None:
+            self.write_manifest(client, own)
         return report
 
     def context(self, name: str) -> dict[str, bytes]:
@@ -258,6 +261,7 @@ class Pipeline:
 def require_built(client: DockerClient, tp: TargetPlan, flag: str = "--target") -> str:
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
-        raise UserError(f"target {tp.name!r} is not built ({tp.content_tag} not found); run "
+        what = f"variant {','.join(tp.variant)} of target {tp.name!r}" if tp.variant else f"target {tp.name!r}"
+        raise UserError(f"{what} is not built ({tp.content_tag} not found); run "
                         f"`python build.py build --target {tp.name}` first", field=flag)
     return image_id

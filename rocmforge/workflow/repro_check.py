@@ -19,17 +19,21 @@ class ReproReport:
     timings: list[dict] = field(default_factory=list)
     difference: dict | None = None
     explanation: str | None = None
+    variants: list["ReproReport"] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
-        return self.difference is None
+        return self.difference is None and all(v.identical for v in self.variants)
 
     def to_json(self) -> dict:
         return {"target": self.target, "identical": self.identical, "image_ids": self.image_ids,
-                "timings": self.timings, "difference": self.difference, "explanation": self.explanation}
+                "timings": self.timings, "difference": self.difference, "explanation": self.explanation,
+                **({"variants": [v.to_json() for v in self.variants]} if self.variants else {})}
 
 
 def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
+    """The target's main image, then each of its variants: the report is the main image's, with
+    its variants' reports in `variants`, and identical only when every one is."""
     project = pipe.project
     project.target(name)
     project.writable_state()
@@ -39,6 +43,14 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
         pipe.build(dep)
     client = engine.connect()
     pipe.ensure_base(client, tp)           # an engine that never built on this base has none yet
+    result = _twice(pipe, client, tp)
+    result.variants = [_twice(pipe, client, v) for v in pipe.plan.variants.get(name, ())]
+    reports.save_check(project.state, f"repro-{name}", result.to_json())
+    return result
+
+
+def _twice(pipe: Pipeline, client, tp) -> ReproReport:
+    name = tp.key
     result = ReproReport(name)
     try:
         for run in RUNS:
@@ -49,7 +61,7 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
                 pipe.discard_raw(client, tag + "-raw", built.made)
             result.image_ids.append(built.image_id)
             result.timings.append({"build_s": built.build_s, "normalise_s": built.normalise_s})
-            pipe.progress.line(f"build {run}: {built.image_id[7:19]} (build {built.build_s} s, "
+            pipe.progress.line(f"{name} build {run}: {built.image_id[7:19]} (build {built.build_s} s, "
                                f"normalise {built.normalise_s} s)")
             if run == RUNS[0]:
                 time.sleep(1.5)   # the second build starts at a different second
@@ -65,5 +77,4 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
                     client.images.remove(f"rocmforge-repro/{name}:{run}{suffix}", force=True)
                 except Exception:  # noqa: BLE001 - not created or already removed
                     pass
-    reports.save_check(project.state, f"repro-{name}", result.to_json())
     return result

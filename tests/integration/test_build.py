@@ -39,6 +39,26 @@ def test_prerequisites_built_first_and_tagged(built_runtime, docker_client):
         assert docker_client.images.get(tp.readable_tag).id == by_content.id
 
 
+def test_each_variant_is_its_own_image_pruned_to_its_archs(built_runtime, docker_client):
+    main = docker_client.images.get(PLAN.targets["hip-runtime"].content_tag)
+    variants = PLAN.variants["hip-runtime"]
+    assert [v.variant for v in variants] == [tuple(g) for g in MATRIX.targets["hip-runtime"].variants]
+    for v in variants:
+        img = docker_client.images.get(v.content_tag)
+        assert docker_client.images.get(v.readable_tag).id == img.id != main.id
+        assert v.readable_tag.endswith("-" + "-".join(v.variant))
+        assert img.labels["io.rocmforge.archs"] == ",".join(v.variant)
+        assert img.labels["io.rocmforge.target"] == "hip-runtime"
+        assert img.attrs["Size"] < main.attrs["Size"], f"{v.key} is not smaller than the all-archs image"
+        rc, kept = sh(docker_client, v.content_tag, "cat /opt/rocmforge/prune/hip-runtime.json")
+        assert rc == 0 and json.loads(kept)["keep"] == list(v.variant), kept
+        manifest = json.loads((ROOT / ".rocmforge" / "artifacts" / v.key / "manifest.json").read_text())
+        assert manifest["image_id"] == img.id and manifest["variant"] == list(v.variant)
+    listed = {r["name"]: r for r in json.loads(run_cli("list", "--json").stdout)}["hip-runtime"]["variants"]
+    assert [(r["archs"], r["content_tag"], r["tag"]) for r in listed] == [
+        (list(v.variant), v.content_tag, v.readable_tag) for v in variants]
+
+
 @pytest.mark.parametrize("name", ["hip-devel", "hip-runtime"])
 def test_dpkg_reports_exactly_the_pins(built_runtime, docker_client, name):
     stack = MATRIX.stacks[MATRIX.targets[name].stack]
@@ -100,7 +120,8 @@ def test_up_to_date_target_skips_the_builder(built_runtime, docker_client):
     proc = run_cli("build", "--target", "hip-runtime")
     assert proc.returncode == 0, proc.stderr
     assert "Step " not in proc.stderr and "building" not in proc.stderr
-    assert proc.stderr.count("up to date") == 2
+    # hip-devel, hip-runtime and hip-runtime's two variants
+    assert proc.stderr.count("up to date") == 2 + len(PLAN.variants["hip-runtime"])
     assert docker_client.images.get(PLAN.targets["hip-runtime"].content_tag).id == before
 
 

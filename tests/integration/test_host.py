@@ -86,3 +86,34 @@ def test_run_refuses_a_pruned_image_on_a_gpu_it_has_no_code_for(docker_client):
         doctor.stdout
     ok = run_cli("run", "--target", "hip-devel", "--kfd-topology", str(KFD / "mi210-gfx90a"), "--dry-run", "--", "true")
     assert ok.returncode == 0, ok.stderr
+
+
+ROCMINFO = ROOT / "tests" / "fixtures" / "rocminfo" / "handwritten"
+
+
+def test_run_picks_the_smallest_image_for_the_hosts_gpus(docker_client):
+    """hip-runtime's main image and its gfx90a and gfx1100 variants: a saved W7900 host (its iGPU
+    first) runs the gfx1100 variant, an MI210 the gfx90a one; --arch overrides; GPUs no image
+    covers are refused (exit 1) with the list of images, before any container starts."""
+    from rocmforge.render.plan import load_plan
+
+    build = run_cli("build", "--target", "hip-runtime")
+    assert build.returncode == 0, build.stderr[-2000:]
+    plan = load_plan(ROOT / "matrix.yaml")
+    gfx90a, gfx1100 = (plan.variant("hip-runtime", (a,)).content_tag for a in ("gfx90a", "gfx1100"))
+
+    def dry_run(*args, env=None):
+        return run_cli("run", "--target", "hip-runtime", *args, "--dry-run", "--", "rocminfo", env=env)
+
+    w7900 = dry_run("--rocminfo", str(ROCMINFO / "w7900-with-igpu-first.txt"))
+    assert w7900.returncode == 0 and gfx1100 in w7900.stdout, w7900.stderr
+    assert "integrated GPU(s) left out" in w7900.stderr
+    mi210 = dry_run("--kfd-topology", str(KFD / "mi210-gfx90a"))
+    assert mi210.returncode == 0 and gfx90a in mi210.stdout, mi210.stderr
+    forced = dry_run("--rocminfo", str(ROCMINFO / "mi210.txt"), "--arch", "gfx1100")
+    assert forced.returncode == 0 and gfx1100 in forced.stdout, forced.stderr
+    before = {c.id for c in docker_client.containers.list(all=True, filters={"ancestor": "rocmforge/hip-runtime"})}
+    igpu_only = dry_run("--rocminfo", str(ROCMINFO / "w7900-with-igpu-first.txt"), env={"HIP_VISIBLE_DEVICES": "0"})
+    assert igpu_only.returncode == 1 and igpu_only.stdout == "", igpu_only.stderr
+    assert "gfx1036" in igpu_only.stderr and gfx90a in igpu_only.stderr and gfx1100 in igpu_only.stderr
+    assert {c.id for c in docker_client.containers.list(all=True, filters={"ancestor": "rocmforge/hip-runtime"})} == before

@@ -46,6 +46,7 @@ class Fault:
     matrix_edit: dict = field(default_factory=dict)   # {target or "stacks.<stack>": {field: value}} on a matrix copy
     also_failed: tuple = ()   # other suites that must fail too
     dockerfile: str = ""      # instructions after the RUN line, for faults in the image's config (ENV, ENTRYPOINT, ...)
+    variant: tuple = ()       # start from this per-arch variant of target instead of its main image
 
 
 FAULTS = [
@@ -269,6 +270,17 @@ FAULTS = [
           r'User: the image has "nobody", the matrix renders none.*WorkingDir: the image has "/tmp", the matrix '
           r"renders none", dockerfile="USER nobody\nWORKDIR /tmp"),
 
+    # -- per-arch variants (issue 40) --------------------------------------------------------
+    # The gfx1100 variant relabelled as the all-archs image: it has no gfx90a code, and its labels
+    # are not the main image's.
+    Fault("variant-posing-as-main", "hip-runtime", "", "archs", r"without code every declared device can run.*gfx90a",
+          variant=("gfx1100",),
+          dockerfile='LABEL io.rocmforge.archs="gfx90a,gfx1100"', also_failed=("config",)),
+    # A variant the target never declared.
+    Fault("variant-undeclared", "hip-runtime", "", "archs",
+          r"io\.rocmforge\.archs=gfx906, which is neither target hip-runtime's archs", variant=("gfx1100",),
+          dockerfile='LABEL io.rocmforge.archs="gfx906"'),
+
     # -- settings equal the matrix (issue 38) ----------------------------------------------------
     # The settings folder gone: the probe would train on its defaults; the matrix says which file is missing.
     Fault("settings-folder-deleted", SEED, "rm -r /opt/rocmforge/config",
@@ -292,12 +304,12 @@ def built_image(docker_client):
     plan = load_plan(ROOT / "matrix.yaml")
     ids: dict[str, str] = {}
 
-    def get(name: str) -> str:
-        if name not in ids:
+    def get(name: str, variant: tuple = ()) -> str:
+        if (name, variant) not in ids:
             proc = run_cli("build", "--target", name)
             assert proc.returncode == 0, f"build of {name} failed:\n{proc.stderr[-3000:]}"
-            ids[name] = docker_client.images.get(plan.targets[name].content_tag).id
-        return ids[name]
+            ids[name, variant] = docker_client.images.get(plan.image_for(name, variant).content_tag).id
+        return ids[name, variant]
     return get
 
 
@@ -339,7 +351,7 @@ def _run_fault(docker_client, own_images, tmp_path, fault: Fault, base: str) -> 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
 def test_fault_fails_the_right_suite(docker_client, built_image, own_images, tmp_path, fault):
-    report = _run_fault(docker_client, own_images, tmp_path, fault, built_image(fault.target))
+    report = _run_fault(docker_client, own_images, tmp_path, fault, built_image(fault.target, fault.variant))
     suites = report["suites"]
     assert report["exit"] == 1 and not report["ok"], json.dumps(suites, indent=1)
     s = suites[fault.suite]
@@ -365,3 +377,5 @@ def test_table_is_well_formed():
         assert set(f.matrix_edit) <= set(m.targets) | {f"stacks.{s}" for s in m.stacks}, \
             f"{f.name}: edits an unknown target or stack"
         assert f.run or f.dockerfile or f.matrix_edit, f"{f.name}: neither a mutation nor a matrix edit"
+        assert not f.variant or f.variant in [tuple(v) for v in m.targets[f.target].variants], \
+            f"{f.name}: {f.target} declares no variant {f.variant}"

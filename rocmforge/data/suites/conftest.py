@@ -104,9 +104,26 @@ def stack(matrix, target):
 
 
 @pytest.fixture(scope="session")
-def declared_archs(target, image):
+def variant(target, target_name, image):
+    """The archs of the target's variant the image is (its io.rocmforge.archs label names one of the
+    target's variants), or () for the target's main image. An image labelled with archs that are
+    neither fails: it is no image this target builds."""
+    label = image.labels.get("io.rocmforge.archs", "")
+    archs = [a for a in label.split(",") if a]
+    if target is None or not archs or set(archs) == set(target.archs):
+        return ()
+    for group in target.variants:
+        if set(group) == set(archs):
+            return tuple(group)
+    pytest.fail(f"the image is labelled io.rocmforge.archs={label}, which is neither target {target_name}'s archs "
+                f"({','.join(target.archs)}) nor one of its variants "
+                f"({'; '.join(','.join(g) for g in target.variants) or 'none declared'})", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def declared_archs(target, variant, image):
     if target:
-        return list(target.archs)
+        return list(variant or target.archs)
     label = image.labels.get("io.rocmforge.archs", "")
     if not label:
         pytest.fail("the image declares no GPU architectures (no --target, no io.rocmforge.archs label)")

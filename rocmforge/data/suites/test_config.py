@@ -252,13 +252,13 @@ def plan(request):
         pytest.fail(f"cannot render the matrix the image is compared with: {exc}", pytrace=False)
 
 
-def _base_config(client, plan, name: str, matrix_path: Path) -> dict:
+def _base_config(client, plan, name: str, matrix_path: Path, variant=()) -> dict:
     """The config of the image a target's final stage starts from, as rocmforge knows it. A
     registry base is looked up by the image ID matrix.lock records (an image ID is the hash of its
     config, so this is exactly the pinned config), then by its locked digest."""
-    tp, t = plan.targets[name], plan.matrix.targets[name]
+    tp, t = plan.image_for(name, variant), plan.matrix.targets[name]
     if t.from_target:
-        return _expected(client, plan, t.from_target, matrix_path)
+        return _expected(client, plan, t.from_target, matrix_path, variant)
     stack = plan.matrix.stacks[tp.stack]
     if stack.base.bootstrap:
         return json.loads(bootstrap.image_config("sha256:" + "0" * 64, tp.stack, stack))["config"]
@@ -273,20 +273,20 @@ def _base_config(client, plan, name: str, matrix_path: Path) -> dict:
                 pytrace=False)
 
 
-def _expected(client, plan, name: str, matrix_path: Path) -> dict:
-    tp = plan.targets[name]
+def _expected(client, plan, name: str, matrix_path: Path, variant=()) -> dict:
+    tp = plan.image_for(name, variant)
     try:
-        return expected_config(tp.files["Dockerfile"].decode(), _base_config(client, plan, name, matrix_path),
+        return expected_config(tp.files["Dockerfile"].decode(), _base_config(client, plan, name, matrix_path, variant),
                                build_labels(tp))
     except ValueError as exc:
-        pytest.fail(f"images/{name}/Dockerfile: {exc}", pytrace=False)
+        pytest.fail(f"images/{tp.key}/Dockerfile: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="module")
-def expected(request, client, plan, target_name, target):
+def expected(request, client, plan, target_name, target, variant):
     if target is None:
         pytest.skip("not applicable: image not from a matrix target, nothing rendered to compare its config with")
-    return _expected(client, plan, target_name, Path(request.config.getoption("--matrix")))
+    return _expected(client, plan, target_name, Path(request.config.getoption("--matrix")), variant)
 
 
 def _chain_names(matrix, name: str) -> list[str]:
