@@ -25,7 +25,9 @@ def targets_table(out, title: str, rows: list[dict]) -> None:
     for r in rows:
         torch = f"{r['pytorch']} {r['pytorch_build']}" if r["pytorch"] else "-"
         needs = "".join(f"\n  on {d}" for d in r["deps"])
-        table.add_row(r["name"] + needs, r["stack"], " ".join(r["archs"]) + f"\n{describe(r['pruned'], r['prune'])}", torch,
+        variants = "".join(f"\nvariant {' '.join(v['archs'])}" for v in r.get("variants", []))
+        table.add_row(r["name"] + needs, r["stack"],
+                      " ".join(r["archs"]) + f"\n{describe(r['pruned'], r['prune'])}{variants}", torch,
                       "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} below)")
     out.print(table)
     for r in rows:

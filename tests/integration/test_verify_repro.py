@@ -26,8 +26,13 @@ def test_hip_runtime_rebuilds_bit_identically(docker_client, session_images, tmp
     # and the normal build of the same inputs, from the original checkout, is that very image
     assert run_cli("build", "--target", "hip-runtime").returncode == 0
     plan_tag = json.loads(run_cli("list", "--json").stdout)
-    tag = next(r["content_tag"] for r in plan_tag if r["name"] == "hip-runtime")
-    assert docker_client.images.get(tag).id == report["image_ids"][0]
+    row = next(r for r in plan_tag if r["name"] == "hip-runtime")
+    assert docker_client.images.get(row["content_tag"]).id == report["image_ids"][0]
+    # Every variant, rebuilt twice, is the variant `build` made.
+    assert [v["target"] for v in report["variants"]] == [f"hip-runtime-{'-'.join(v['archs'])}" for v in row["variants"]]
+    for rebuilt, built in zip(report["variants"], row["variants"]):
+        assert rebuilt["identical"] and rebuilt["image_ids"][0] == rebuilt["image_ids"][1]
+        assert docker_client.images.get(built["content_tag"]).id == rebuilt["image_ids"][0]
 
 
 def test_injected_nondeterminism_is_named(docker_client, session_images, tmp_path):
