@@ -14,7 +14,7 @@ from rocmforge.build.buildable import buildability
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.host import dockerrun
-from rocmforge.host.container import host_gpu_access
+from rocmforge.host.container import GpuAccess, host_gpu_access
 from rocmforge.release import matrix_report as reports, publication, report_page
 from rocmforge.render import tree as rendered_tree
 from rocmforge.render.plan import pruned
@@ -132,16 +132,30 @@ def report(inv: Invocation) -> int:
     return 0
 
 
+def _host_root(inv: Invocation) -> str | None:
+    """--host-root DIR, refused before anything is read when it is not a folder."""
+    root = inv.args.host_root
+    if root is None:
+        return None
+    if not Path(root).is_dir():
+        why = "not a folder" if Path(root).exists() else "no such folder"
+        raise UserError(f"{why}: {root} (a copied host: DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc)",
+                        field="--host-root")
+    return str(Path(root).resolve())
+
+
 def doctor(inv: Invocation) -> int:
-    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology)
+    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology,
+                             host_root=_host_root(inv))
     print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
     return report.exit_code
 
 
 def run(inv: Invocation) -> int:
-
-
     target, cmd = inv.target_name(), inv.args.cmd
+    host_root = _host_root(inv)
+    if host_root is not None and not inv.args.dry_run:
+        raise UserError("a copied host's command can only be printed: add --dry-run", field="--host-root")
     tp = inv.project.target(target)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -152,20 +166,25 @@ def run(inv: Invocation) -> int:
                         f"{target}` or `python build.py pull --target {target}`", field="--target")
     gpu = host_gpu_access()
     env: dict[str, str] = {}
+    access = host_doctor.RunAccess()
     saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
-    if gpu.present or saved:
+    if gpu.present or saved or host_root is not None:
         report = host_doctor.run(plan=inv.plan, client=client, rocminfo_file=inv.args.rocminfo,
-                                 kfd_topology=inv.args.kfd_topology)
+                                 kfd_topology=inv.args.kfd_topology, host_root=host_root)
         # A pruned image on GPUs it has no code for: stop here, not with hipErrorNoBinaryForGpu in the job.
         refusal = report.failed(f"coverage:{target}")
         if refusal:
             raise UserError(refusal, field="--target")
+        access = report.access
+        if host_root is not None:   # the copied host's nodes and groups, not this machine's
+            gpu = GpuAccess(devices=access.devices, group_ids=access.group_ids)
         env = report.env_for(target) if gpu.present else {}
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
     argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
-                                     docker=docker)
+                                     docker=docker, cdi_devices=access.cdi_devices, keep_groups=access.keep_groups)
     if not gpu.present:
-        print("note: no /dev/kfd on this host: the container runs WITHOUT a GPU", file=sys.stderr)
+        where = "the copied host" if host_root else "this host"
+        print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)
     if inv.args.dry_run:
         print(dockerrun.shell_line(["docker"] + argv[1:]))
         return 0

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rocmforge.doctor import gpu_checks, host_checks
+from rocmforge.doctor import container_checks, gpu_checks, host_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import HostFacts
-from rocmforge.doctor.findings import Report, Verdict
+from rocmforge.doctor.findings import Report, RunAccess, Verdict
 
 PER_TARGET = "{target}"
 
@@ -21,6 +21,8 @@ CHECKS: list[tuple[str, Callable[..., Verdict]]] = [
     ("kfd", host_checks.kfd),
     ("render-nodes", host_checks.render_nodes),
     ("device-groups", host_checks.device_groups),
+    ("rootless", container_checks.rootless_access),
+    ("cdi", container_checks.cdi_spec),
     ("amdgpu-module", host_checks.amdgpu_module),
     ("gpus", gpu_checks.gpus),
     ("integrated-gpus", gpu_checks.integrated_gpus),
@@ -42,4 +44,16 @@ def diagnose(facts: HostFacts, *, from_file: bool = False) -> Report:
                 report.add(name.replace(PER_TARGET, target), check(d, target))
         else:
             report.add(name, check(d))
+    report.access = run_access(d)
     return report
+
+
+def run_access(d: Diagnosis) -> RunAccess:
+    """What `run` passes for these facts (nothing for a saved rocminfo output: not this host)."""
+    if d.from_file or not d.kfd.exists:
+        return RunAccess()
+    nodes = [d.kfd, *d.render_nodes]
+    mode = container_checks.engine_mode(d)
+    gids = tuple(sorted({n.gid for n in nodes if n.gid} - {0}))
+    return RunAccess(devices=tuple(n.path for n in nodes), group_ids=gids, cdi_devices=container_checks.cdi_names(d),
+                     keep_groups=bool(mode.rootless) and mode.engine == container_checks.rootless.PODMAN)

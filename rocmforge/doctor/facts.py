@@ -11,7 +11,6 @@ the free space under Docker's data root.
 from __future__ import annotations
 
 import glob
-import grp
 import os
 import shutil
 import subprocess
@@ -19,7 +18,11 @@ from dataclasses import dataclass, field
 from typing import Callable, TYPE_CHECKING
 
 from rocmforge.build.engine import image_id
+from rocmforge.doctor import cdi
+from rocmforge.doctor.hostroot import HostRoot, Identity, NodeFacts
+from rocmforge.doctor.rootless import EngineTraits, saved_traits
 from rocmforge.host import engineinfo
+from rocmforge.host.engineinfo import PODMAN
 from rocmforge.host.container import TrackedContainer, host_gpu_access
 from rocmforge.render.archprune import LABEL
 from rocmforge.verify.readers import kfd as kfd_reader, rocminfo
@@ -32,20 +35,6 @@ DEFAULT_DOCKER_ROOT = "/var/lib/docker"
 ROCMINFO_TIMEOUT_S = 60
 
 RocminfoRunner = Callable[[], tuple[str, str]]  # () -> (output, where it came from)
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    """One device node as this user sees it."""
-    path: str
-    exists: bool
-    readable_writable: bool = False  # os.access(R_OK | W_OK)
-    gid: int | None = None  # the owning group, what `--group-add` needs
-    group: str | None = None  # that group's name on this host, when it has one
-
-    def to_json(self) -> dict:
-        return {"path": self.path, "exists": self.exists, "readable_writable": self.readable_writable,
-                "gid": self.gid, "group": self.group}
 
 
 @dataclass(frozen=True)
@@ -68,6 +57,11 @@ class HostFacts:
     kfd_info: rocminfo.RocmInfo | None = None
     kfd_source: str = ""
     pruned_targets: frozenset[str] = frozenset()  # built targets whose images keep only their archs' GPU files
+    host_root: str = "/"  # where the host was read: "/" is this one, else a copy (--host-root DIR)
+    identity: Identity | None = None  # the user whose groups a rootless engine hands on; None: not known
+    environ: dict[str, str] = field(default_factory=dict)  # the user's environment (DOCKER_HOST, CONTAINER_HOST)
+    engine_traits: EngineTraits = EngineTraits()  # rootless or not, CDI folders; fields None when not known
+    cdi_specs: tuple[cdi.CdiSpec, ...] = ()  # the CDI specs for amd.com/gpu under /etc/cdi and /var/run/cdi
 
 
 @dataclass(frozen=True)
@@ -79,6 +73,7 @@ class EngineFacts:
     description: str | None = None
     problem: str | None = None
     built_targets: dict[str, tuple[str, ...]] | None = None  # None: not known
+    traits: EngineTraits = EngineTraits()
 
 
 def connect_engine():
@@ -91,20 +86,6 @@ def connect_engine():
 
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _node(path: str) -> NodeFacts:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return NodeFacts(path=path, exists=False)
-    group = None
-    try:
-        group = grp.getgrgid(st.st_gid).gr_name
-    except (ImportError, KeyError):
-        pass
-    return NodeFacts(path=path, exists=True, readable_writable=os.access(path, os.R_OK | os.W_OK),
-                     gid=st.st_gid, group=group)
 
 
 def _amdgpu_loaded(sys_root: str, proc_root: str) -> bool | None:
@@ -186,18 +167,21 @@ def _read_engine(client: DockerClient, built_targets: dict[str, tuple[str, ...]]
     except Exception as exc:  # engine down or unreachable
         return EngineFacts(error=_error_text(exc), built_targets=built_targets)
     try:
-        data_root = client.info().get("DockerRootDir")
+        info = client.info() or {}
+        data_root = info.get("DockerRootDir")
         described = engineinfo.of(client)
         description, problem = described.describe(), engineinfo.problem(described)
+        traits = EngineTraits.of_info(info, podman=described.store == PODMAN)
     except Exception:  # info is a nicety
         data_root = description = problem = None
+        traits = EngineTraits()
     if built_targets is None:
         try:
             built_targets = built_targets_from_labels(client)
         except Exception:  # listing images failed: coverage is then skipped
             built_targets = None
     return EngineFacts(version=version, data_root=data_root, description=description, problem=problem,
-                       built_targets=built_targets)
+                       built_targets=built_targets, traits=traits)
 
 
 def _host_rocminfo(exe: str) -> tuple[str | None, str]:
@@ -229,7 +213,7 @@ def _read_rocminfo(*, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo
 
 
 def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_root: str = "/sys",
-           proc_root: str = "/proc",
+           proc_root: str = "/proc", host_root: str | None = None,
            docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
            rocminfo_runner: RocminfoRunner | None = None,
            rocminfo_file: str | None = None, host_rocminfo: bool = True,
@@ -239,6 +223,11 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
     rocminfo output raises UserError.
 
     client: a docker client; None connects with docker.from_env.
+    host_root: a copy of a host laid out under a folder (:mod:`.hostroot`): its device nodes,
+        /sys, /proc, user, environment and CDI specs are read there instead of dev_root,
+        sys_root and proc_root, and neither this host's rocminfo nor the runner is run (they
+        would list this machine's GPUs); its saved engine info, when it has one, replaces the
+        engine's for the rootless and CDI checks.
     docker_root: where images are stored; None asks the engine (DockerRootDir), else /var/lib/docker.
     built_targets: name -> archs; None reads the io.rocmforge.* labels of the engine's images.
     rocminfo_file: a saved rocminfo output to use instead of running rocminfo.
@@ -249,20 +238,33 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
         (output, source), e.g. :func:`image_rocminfo_runner`.
     """
     engine = _read_engine(client, built_targets)
-    kfd = _node(os.path.join(dev_root, "kfd"))
+    host = HostRoot(host_root or "/")
+    who = host.identity()
+    if host_root is not None:
+        sys_root, proc_root = host.path("/sys"), host.path("/proc")
+        kfd = host.node("/dev/kfd", who)
+        renders = tuple(host.node(p, who) for p in host.glob("/dev/dri/renderD*"))
+    else:
+        kfd = host.node(os.path.join(dev_root, "kfd"), who)
+        renders = tuple(host.node(p, who) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
     if kfd_topology is not None:    # the saved topology is what the user asked to diagnose
         text, source = None, "not run: --kfd-topology given"
         kfd_info, kfd_source = kfd_reader.read_saved_topology(kfd_topology), kfd_topology
+    elif host_root is not None and rocminfo_file is None:
+        text, source = None, "not run: a copied host (--host-root) has no rocminfo to run; its KFD topology is read"
+        kfd_source = host.path("/sys/class/kfd/kfd/topology")
+        kfd_info = kfd_reader.read_topology(kfd_source)
     else:
         text, source = _read_rocminfo(kfd_exists=kfd.exists, rocminfo_file=rocminfo_file,
                                       host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
         kfd_source = os.path.join(sys_root, "class", "kfd", "kfd", "topology")
         kfd_info = kfd_reader.read_topology(kfd_source)
-    renders = tuple(_node(p) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
     disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
     return HostFacts(engine_version=engine.version, engine_error=engine.error,
                      engine_description=engine.description, engine_problem=engine.problem, kfd=kfd, render_nodes=renders,
                      amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
                      rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
                      built_targets=dict(engine.built_targets or {}), kfd_info=kfd_info, kfd_source=kfd_source,
-                     pruned_targets=frozenset(pruned_targets))
+                     pruned_targets=frozenset(pruned_targets), host_root=host.root, identity=who,
+                     environ=host.environ(), engine_traits=saved_traits(host) or engine.traits,
+                     cdi_specs=cdi.read_specs(host))

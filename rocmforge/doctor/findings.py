@@ -39,10 +39,22 @@ class Verdict:
     recommendation: Recommendation | None = None
 
 
+@dataclass(frozen=True)
+class RunAccess:
+    """How `run` hands this host's GPU to a container, as the checks found it: the device nodes
+    and their owning GIDs, the CDI names that replace the nodes when a fitting spec is read by the
+    engine, and whether a rootless podman must keep the user's groups."""
+    devices: tuple[str, ...] = ()
+    group_ids: tuple[int, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
+    keep_groups: bool = False
+
+
 @dataclass
 class Report:
     checks: list[Check] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
+    access: RunAccess = field(default_factory=RunAccess)
 
     @property
     def ok(self) -> bool:

@@ -10,13 +10,19 @@ from rocmforge.host.container import GpuAccess
 
 
 def docker_run_argv(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[str], *,
-                    interactive: bool, docker: str = "docker") -> list[str]:
+                    interactive: bool, docker: str = "docker", cdi_devices: tuple[str, ...] = (),
+                    keep_groups: bool = False) -> list[str]:
+    """cdi_devices: CDI names (amd.com/gpu=0, ...) that replace the raw nodes, given only when the
+    host's spec fits it and the engine reads it (the doctor's cdi check). keep_groups: a rootless
+    podman, whose user namespace does not map the nodes' GIDs: the user's own groups are kept
+    instead of --group-add GID."""
     argv = [docker, "run", "--rm"]
     if interactive:
         argv.append("-it")
     if gpu.present:
-        argv += ["--device", "/dev/kfd", "--device", "/dev/dri"]
-        for gid in gpu.group_ids:
+        for device in cdi_devices or ("/dev/kfd", "/dev/dri"):
+            argv += ["--device", device]
+        for gid in ("keep-groups",) if keep_groups else gpu.group_ids:
             argv += ["--group-add", str(gid)]
         # ROCm's debugger/profiler interfaces and some HIP runtimes need syscalls the default profile blocks.
         argv += ["--security-opt", "seccomp=unconfined"]
