@@ -1,0 +1,297 @@
+"""The doctor on hosts copied under a folder (tests/fixtures/hosts/<name>/, read with --host-root):
+the CDI check (amd.com/gpu specs against the host's nodes), the rootless check (the user's groups
+against the nodes' GIDs), what `run` passes for each host, and the pieces they are made of."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
+from rocmforge.doctor import cdi, container_checks, rootless
+from rocmforge.doctor.diagnosis import Diagnosis
+from rocmforge.doctor.hostroot import HostRoot, Identity
+from rocmforge.doctor.rootless import EngineTraits
+from rocmforge.host.container import GpuAccess
+from rocmforge.host.dockerrun import docker_run_argv
+from tests.conftest import run_cli
+from tests.unit.doctor_hosts import FIXTURES, ROOTFUL, USER, gpu_host, rocminfo_text
+from tests.unit.test_doctor import FakeClient
+
+HOSTS = FIXTURES / "hosts"
+
+
+def read_host(name: str) -> HostFacts:
+    return gather(client=FakeClient(), host_root=str(HOSTS / name), built_targets={}, docker_root=str(HOSTS))
+
+
+def check(name: str, check_name: str):
+    return diagnose(read_host(name)).check(check_name)
+
+
+def verdict_is(v, status: str, *needles: str) -> None:
+    assert v.status == status, v.detail
+    for n in needles:
+        assert n in v.detail, (n, v.detail)
+
+
+# --------------------------------------------------------------------------- the saved hosts
+
+@pytest.mark.parametrize("host, status, needles", [
+    ("cdi-amd-ctk", OK, ("/etc/cdi/amd.json", "amd.com/gpu=1: /dev/dri/card2, /dev/dri/renderD129, /dev/kfd",
+                         "--device amd.com/gpu=0 --device amd.com/gpu=1")),
+    ("rootless-podman", OK, ("/var/run/cdi/amd.json", "--device amd.com/gpu=0")),
+    ("cdi-stale", FAIL, ("amd.com/gpu=1 names /dev/dri/card2, /dev/dri/renderD129, which this host does not have",
+                         "amd-ctk cdi generate", "passes the device nodes instead")),
+    ("rootless-docker-no-render", SKIPPED, ("no CDI spec",)),
+])
+def test_cdi_on_saved_hosts(host, status, needles):
+    verdict_is(check(host, "cdi"), status, *needles)
+
+
+@pytest.mark.parametrize("host, status, needles", [
+    ("cdi-amd-ctk", OK, ("rootful Docker", "docker-info.json", "--group-add 110")),
+    ("rootless-podman", OK, ("rootless podman", "name=rootless", "groups 44, 110, 1000", "--group-add keep-groups")),
+    ("rootless-docker-no-render", FAIL, ("rootless Docker", "DOCKER_HOST=unix:///run/user/1000/docker.sock",
+                                         "lacks /dev/kfd (group render, GID 110)", "/dev/dri/renderD128",
+                                         "usermod -aG render ana")),
+])
+def test_rootless_on_saved_hosts(host, status, needles):
+    verdict_is(check(host, "rootless"), status, *needles)
+
+
+@pytest.mark.parametrize("host, cdi_devices, keep_groups, devices", [
+    ("cdi-amd-ctk", ("amd.com/gpu=0", "amd.com/gpu=1"), False,
+     ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129")),
+    ("cdi-stale", (), False, ("/dev/kfd", "/dev/dri/renderD128")),
+    ("rootless-podman", ("amd.com/gpu=0",), True, ("/dev/kfd", "/dev/dri/renderD128")),
+    ("rootless-docker-no-render", (), False, ("/dev/kfd", "/dev/dri/renderD128")),
+])
+def test_what_run_passes_for_each_saved_host(host, cdi_devices, keep_groups, devices):
+    access = diagnose(read_host(host)).access
+    assert (access.cdi_devices, access.keep_groups, access.devices, access.group_ids) == (
+        cdi_devices, keep_groups, devices, (110,))
+
+
+def test_a_copied_host_is_read_relative_to_its_folder():
+    facts = read_host("rootless-docker-no-render")
+    assert facts.host_root == str(HOSTS / "rootless-docker-no-render")
+    assert facts.identity == Identity(uid=1000, gid=1000, groups=(4, 27, 44, 46, 1000), name="ana")
+    assert facts.environ["DOCKER_HOST"] == "unix:///run/user/1000/docker.sock"
+    assert facts.kfd == NodeFacts("/dev/kfd", True, False, 110, "render", 0o660)
+    assert [n.path for n in facts.render_nodes] == ["/dev/dri/renderD128"]
+    assert facts.amdgpu_module is True
+    assert facts.engine_traits.security_options == ("name=seccomp,profile=builtin", "name=rootless", "name=cgroupns")
+    # this machine's rocminfo would list this machine's GPUs: not run for a copy
+    assert facts.rocminfo_text is None and "copied host" in facts.rocminfo_source
+
+
+def test_the_listing_decides_read_write_for_the_copied_user():
+    host = HostRoot(str(HOSTS / "cdi-amd-ctk"))
+    member = Identity(uid=1000, gid=1000, groups=(110,))
+    stranger = Identity(uid=1001, gid=1001, groups=(44,))
+    assert host.node("/dev/kfd", member).readable_writable
+    assert not host.node("/dev/kfd", stranger).readable_writable
+    assert host.node("/dev/dri/card1", stranger).readable_writable
+    assert not host.node("/dev/dri/renderD130", member).exists
+    assert host.glob("/dev/dri/renderD*") == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+
+
+# --------------------------------------------------------------------------- CDI specs
+
+def spec_file(tmp_path: Path, folder: str, name: str, text: str) -> None:
+    p = tmp_path / folder.lstrip("/") / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def listing(tmp_path: Path, *paths: str) -> None:
+    (tmp_path / "dev-stat.txt").write_text("".join(f"crw-rw---- 0 110 {p}\n" for p in paths))
+
+
+YAML_SPEC = """cdiVersion: 0.6.0
+kind: amd.com/gpu
+devices:
+  - name: "0"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/dri/renderD128
+        - path: /dev/kfd
+"""
+
+
+def test_a_yaml_spec_and_another_vendors_spec(tmp_path):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
+    spec_file(tmp_path, "/etc/cdi", "amd.yaml", YAML_SPEC)
+    spec_file(tmp_path, "/etc/cdi", "nvidia.yaml", YAML_SPEC.replace("amd.com", "nvidia.com"))
+    specs = cdi.read_specs(HostRoot(str(tmp_path)))
+    assert [(s.path, s.kind) for s in specs] == [("/etc/cdi/amd.yaml", cdi.KIND)]
+    assert specs[0].gpus[0].nodes == ("/dev/dri/renderD128", "/dev/kfd") and not specs[0].gpus[0].missing
+    assert cdi.run_devices(specs, ("/dev/dri/renderD128",), None, podman=True) == ("amd.com/gpu=0",)
+
+
+def test_host_path_wins_over_the_containers_path(tmp_path):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD129")
+    spec_file(tmp_path, "/var/run/cdi", "amd.yaml", YAML_SPEC.replace(
+        "- path: /dev/dri/renderD128", "- path: /dev/dri/renderD128\n          hostPath: /dev/dri/renderD129"))
+    (spec,) = cdi.read_specs(HostRoot(str(tmp_path)))
+    assert spec.gpus[0].nodes == ("/dev/dri/renderD129", "/dev/kfd") and spec.problems(("/dev/dri/renderD129",)) == []
+
+
+def on(tmp_path: Path, *, traits=EngineTraits(podman=False, cdi_dirs=("/etc/cdi", "/var/run/cdi")),
+       renders=("/dev/dri/renderD128",)) -> Diagnosis:
+    host = HostRoot(str(tmp_path))
+    facts = gpu_host(None, render_nodes=tuple(NodeFacts(r, True, True, 110, "render") for r in renders),
+                     cdi_specs=cdi.read_specs(host), engine_traits=traits)
+    return Diagnosis.of(facts)
+
+
+@pytest.mark.parametrize("files, status, needles", [
+    ({"amd.json": "{not json"}, FAIL, ("/etc/cdi/amd.json cannot be read as a CDI spec",)),
+    ({"amd.yaml": YAML_SPEC.replace("        - path: /dev/kfd\n", "")}, FAIL,
+     ("amd.com/gpu=0 does not name /dev/kfd",)),
+    ({"amd.yaml": YAML_SPEC, "amd-copy.yaml": YAML_SPEC}, FAIL, ("2 specs define amd.com/gpu", "keep one")),
+    ({"amd.yaml": YAML_SPEC.replace('name: "0"', "name: all")}, FAIL, ("names no per-GPU device",)),
+])
+def test_cdi_specs_that_fail(tmp_path, files, status, needles):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
+    for name, text in files.items():
+        spec_file(tmp_path, "/etc/cdi", name, text)
+    d = on(tmp_path)
+    verdict_is(container_checks.cdi_spec(d), status, *needles)
+    assert container_checks.cdi_names(d) == ()
+
+
+def test_cdi_spec_missing_a_gpu_the_host_has_warns(tmp_path):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129")
+    spec_file(tmp_path, "/etc/cdi", "amd.yaml", YAML_SPEC)
+    d = on(tmp_path, renders=("/dev/dri/renderD128", "/dev/dri/renderD129"))
+    verdict_is(container_checks.cdi_spec(d), WARN, "no device names /dev/dri/renderD129", "amd-ctk cdi generate")
+    assert container_checks.cdi_names(d) == ()
+
+
+@pytest.mark.parametrize("traits, reads", [
+    (EngineTraits(podman=False, cdi_dirs=None), False),             # an engine that does not say (Docker < 27)
+    (EngineTraits(podman=False, cdi_dirs=()), False),               # CDI off
+    (EngineTraits(podman=False, cdi_dirs=("/run/cdi",)), False),    # reads elsewhere
+    (EngineTraits(podman=False, cdi_dirs=("/etc/cdi/",)), True),
+    (EngineTraits(podman=True), True),
+])
+def test_a_fitting_spec_is_used_only_when_the_engine_reads_it(tmp_path, traits, reads):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
+    spec_file(tmp_path, "/etc/cdi", "amd.yaml", YAML_SPEC)
+    d = on(tmp_path, traits=traits)
+    v = container_checks.cdi_spec(d)
+    if reads:
+        verdict_is(v, OK, "--device amd.com/gpu=0")
+        assert container_checks.cdi_names(d) == ("amd.com/gpu=0",)
+    else:
+        verdict_is(v, WARN, "fits this host", '"cdi": true', "passes the device")
+        assert container_checks.cdi_names(d) == ()
+
+
+def test_run_cdi_dirs_under_slash_run_read_var_run(tmp_path):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
+    spec_file(tmp_path, "/var/run/cdi", "amd.yaml", YAML_SPEC)
+    d = on(tmp_path, traits=EngineTraits(podman=False, cdi_dirs=("/etc/cdi", "/run/cdi")))
+    assert container_checks.cdi_names(d) == ("amd.com/gpu=0",)
+
+
+# --------------------------------------------------------------------------- rootless engines
+
+@pytest.mark.parametrize("environ, uid, traits, expected", [
+    ({"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, 1000, EngineTraits(), (rootless.DOCKER, True)),
+    ({"CONTAINER_HOST": "unix:///run/user/1000/podman/podman.sock"}, 1000, EngineTraits(), (rootless.PODMAN, True)),
+    ({"DOCKER_HOST": "unix:///var/run/docker.sock"}, 1000, ROOTFUL, (rootless.DOCKER, False)),
+    ({}, 1000, EngineTraits(podman=False, security_options=("name=rootless",)), (rootless.DOCKER, True)),
+    ({}, 1000, EngineTraits(podman=True, security_options=()), (rootless.PODMAN, True)),
+    ({}, 0, EngineTraits(podman=True, security_options=()), (rootless.PODMAN, False)),
+    ({}, 1000, EngineTraits(), (rootless.DOCKER, None)),
+    ({}, None, EngineTraits(podman=True), (rootless.PODMAN, None)),
+])
+def test_engine_mode(environ, uid, traits, expected):
+    m = rootless.mode(environ, uid, traits)
+    assert (m.engine, m.rootless) == expected, m.why
+
+
+def test_podman_info_says_rootless_itself():
+    traits = EngineTraits.of_info({"host": {"security": {"rootless": True}}})
+    assert traits.podman and traits.security_options == ("name=rootless",)
+    assert EngineTraits.of_info({"host": {"security": {"rootless": False}}}).security_options == ()
+    docker = EngineTraits.of_info({"SecurityOptions": ["name=seccomp"], "CDISpecDirs": ["/etc/cdi"]}, podman=False)
+    assert (docker.podman, docker.security_options, docker.cdi_dirs) == (False, ("name=seccomp",), ("/etc/cdi",))
+
+
+def rootless_host(mode: int = 0o660, groups=(44, 993, 1000), **kw) -> Diagnosis:
+    base = dict(kfd=NodeFacts("/dev/kfd", True, True, 993, "render", mode),
+                render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render", mode),),
+                environ={"DOCKER_HOST": "unix:///run/user/1000/docker.sock"})
+    facts = gpu_host(rocminfo_text(("gfx1100", "Radeon PRO W7900")), identity=Identity(1000, 1000, groups, "ana"),
+                     **{**base, **kw})
+    return Diagnosis.of(facts)
+
+
+def test_rootless_docker_with_the_groups_warns_that_runc_drops_them():
+    verdict_is(container_checks.rootless_access(rootless_host()), WARN, "runc", "run.oci.keep_original_groups=1")
+
+
+def test_rootless_docker_with_nodes_open_to_all_is_ok_without_groups():
+    verdict_is(container_checks.rootless_access(rootless_host(0o666, groups=(1000,))), OK, "every user")
+
+
+def test_rootless_podman_without_the_render_group_fails():
+    d = rootless_host(groups=(44, 1000), environ={"CONTAINER_HOST": "unix:///run/user/1000/podman/podman.sock"})
+    verdict_is(container_checks.rootless_access(d), FAIL, "rootless podman", "lacks /dev/kfd (group render, GID 993)")
+
+
+def test_rootless_does_not_apply_to_a_saved_rocminfo_output():
+    d = Diagnosis.of(gpu_host(rocminfo_text(("gfx1100", "W7900"))), from_file=True)
+    verdict_is(container_checks.rootless_access(d), SKIPPED, "not applicable")
+    verdict_is(container_checks.cdi_spec(d), SKIPPED, "not applicable")
+
+
+def test_rootless_is_skipped_without_nodes_or_signs():
+    verdict_is(container_checks.rootless_access(Diagnosis.of(HostFacts())), SKIPPED, "no GPU device nodes")
+    d = Diagnosis.of(gpu_host(None, engine_traits=EngineTraits(), identity=USER))
+    verdict_is(container_checks.rootless_access(d), SKIPPED, "cannot tell")
+
+
+# --------------------------------------------------------------------------- the run line
+
+GPU = GpuAccess(devices=("/dev/kfd", "/dev/dri/renderD128"), group_ids=(44, 110))
+
+
+def test_run_line_with_cdi_names_and_keep_groups():
+    argv = docker_run_argv("img", GPU, {}, ["true"], interactive=False, cdi_devices=("amd.com/gpu=0", "amd.com/gpu=1"),
+                           keep_groups=True)
+    line = " ".join(argv)
+    assert "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add keep-groups" in line
+    assert "/dev/kfd" not in line and "--group-add 110" not in line
+
+
+def test_run_line_without_cdi_passes_the_nodes_and_gids():
+    line = " ".join(docker_run_argv("img", GPU, {}, [], interactive=False))
+    assert "--device /dev/kfd --device /dev/dri --group-add 44 --group-add 110" in line and "amd.com" not in line
+
+
+def test_the_saved_hosts_are_what_their_readme_says():
+    readme = (HOSTS / "README.md").read_text()
+    for host in sorted(p.name for p in HOSTS.iterdir() if p.is_dir()):
+        assert f"`{host}`" in readme, host
+        info = HOSTS / host / "docker-info.json"
+        assert not info.exists() or isinstance(json.loads(info.read_text()), dict)
+
+
+# --------------------------------------------------------------------------- the command line
+
+@pytest.mark.parametrize("host, cdi_status, rootless_status", [
+    ("cdi-amd-ctk", OK, OK), ("cdi-stale", FAIL, OK), ("rootless-docker-no-render", SKIPPED, FAIL),
+])
+def test_doctor_host_root_on_the_command_line(host, cdi_status, rootless_status):
+    p = run_cli("doctor", "--json", "--host-root", str(HOSTS / host),
+                env={"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock"}, timeout=120)
+    assert p.returncode == 1, p.stderr          # the engine is unreachable here: that check fails too
+    statuses = {c["name"]: c["status"] for c in json.loads(p.stdout)["checks"]}
+    assert (statuses["cdi"], statuses["rootless"], statuses["engine"]) == (cdi_status, rootless_status, FAIL)
