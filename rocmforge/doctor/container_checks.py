@@ -98,10 +98,14 @@ def rootless_access(d: Diagnosis) -> Verdict:
         return Verdict(WARN, f"{m.describe()}, but the user's groups could not be read (/proc/self/status)")
     lacking = [n for n in nodes if not n.open_to_all and not who.member_of(n.gid)]
     if lacking:
-        fix = ", ".join(sorted({n.group or str(n.gid) for n in lacking}))
+        fix = ",".join(sorted({n.group or str(n.gid) for n in lacking}))
+        pending = sorted({n.group or str(n.gid) for n in lacking if n.gid in who.listed})
+        how = (f"/etc/group already lists {who.name} in {', '.join(pending)}, but this session began before: log in "
+               f"again (or `newgrp {pending[0]}`)" if pending else
+               f"`sudo usermod -aG {fix} {who.name or who.uid}`, then log in again")
         return Verdict(FAIL, f"{m.describe()}: containers can have at most the groups of the {_user(who)}, which "
                              f"lacks {', '.join(_owner(n) for n in lacking)}: HIP cannot open the GPU in any "
-                             f"container; `sudo usermod -aG {fix} {who.name or who.uid}`, then log in again")
+                             f"container; {how}")
     closed = [n for n in nodes if not n.open_to_all]
     if m.engine == rootless.PODMAN:
         return Verdict(OK, f"{m.describe()}: the {_user(who)} is in the groups that own the nodes; podman keeps "

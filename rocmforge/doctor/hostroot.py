@@ -51,6 +51,9 @@ class Identity:
     gid: int
     groups: tuple[int, ...] = ()
     name: str | None = None
+    # The groups /etc/group lists the user in: one missing from `groups` was added since the
+    # session began, and takes a new login (or newgrp) to count.
+    listed: tuple[int, ...] = ()
 
     def member_of(self, gid: int) -> bool:
         return self.uid == 0 or gid == self.gid or gid in self.groups
@@ -192,7 +195,19 @@ class HostRoot:
             if not self.live:
                 return Identity(uid=0, gid=0, name="root")   # a copy without status: as rocmforge is run (root)
             uid, gid, groups = os.geteuid(), os.getegid(), tuple(os.getgroups())
-        return Identity(uid=uid, gid=gid, groups=groups, name=self.user_name(uid))
+        name = self.user_name(uid)
+        return Identity(uid=uid, gid=gid, groups=groups, name=name, listed=self.groups_listing(name))
+
+    def groups_listing(self, user: str | None) -> tuple[int, ...]:
+        """The GIDs whose /etc/group entry names user as a member."""
+        if not user:
+            return ()
+        found = set()
+        for line in (self.read("/etc/group") or "").splitlines():
+            parts = line.split(":")
+            if len(parts) >= 4 and parts[2].isdigit() and user in parts[3].split(","):
+                found.add(int(parts[2]))
+        return tuple(sorted(found))
 
     def user_name(self, uid: int) -> str | None:
         for line in (self.read("/etc/passwd") or "").splitlines():

@@ -78,7 +78,8 @@ def test_what_run_passes_for_each_saved_host(host, cdi_devices, keep_groups, dev
 def test_a_copied_host_is_read_relative_to_its_folder():
     facts = read_host("rootless-docker-no-render")
     assert facts.host_root == str(HOSTS / "rootless-docker-no-render")
-    assert facts.identity == Identity(uid=1000, gid=1000, groups=(4, 27, 44, 46, 1000), name="ana")
+    assert facts.identity == Identity(uid=1000, gid=1000, groups=(4, 27, 44, 46, 1000), name="ana",
+                                     listed=(4, 27, 44, 46))
     assert facts.environ["DOCKER_HOST"] == "unix:///run/user/1000/docker.sock"
     assert facts.kfd == NodeFacts("/dev/kfd", True, False, 110, "render", 0o660)
     assert [n.path for n in facts.render_nodes] == ["/dev/dri/renderD128"]
@@ -244,6 +245,13 @@ def test_rootless_docker_with_nodes_open_to_all_is_ok_without_groups():
 def test_rootless_podman_without_the_render_group_fails():
     d = rootless_host(groups=(44, 1000), environ={"CONTAINER_HOST": "unix:///run/user/1000/podman/podman.sock"})
     verdict_is(container_checks.rootless_access(d), FAIL, "rootless podman", "lacks /dev/kfd (group render, GID 993)")
+
+
+def test_a_group_added_since_login_is_named():
+    d = rootless_host(groups=(44, 1000))
+    d = Diagnosis.of(HostFacts(**{**d.facts.__dict__, "identity": Identity(1000, 1000, (44, 1000), "ana", (44, 993))}))
+    verdict_is(container_checks.rootless_access(d), FAIL, "/etc/group already lists ana in render", "newgrp render")
+    assert "usermod" not in container_checks.rootless_access(d).detail
 
 
 def test_rootless_does_not_apply_to_a_saved_rocminfo_output():
