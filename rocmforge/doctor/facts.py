@@ -240,6 +240,9 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
     engine = _read_engine(client, built_targets)
     host = HostRoot(host_root or "/")
     who = host.identity()
+    # A copy without proc/self/status is read as root (who opens every node), but whose groups a
+    # rootless engine hands on is then not known.
+    known_who = who if host.live or host.read("/proc/self/status") is not None else None
     if host_root is not None:
         sys_root, proc_root = host.path("/sys"), host.path("/proc")
         kfd = host.node("/dev/kfd", who)
@@ -265,6 +268,6 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
                      amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
                      rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
                      built_targets=dict(engine.built_targets or {}), kfd_info=kfd_info, kfd_source=kfd_source,
-                     pruned_targets=frozenset(pruned_targets), host_root=host.root, identity=who,
+                     pruned_targets=frozenset(pruned_targets), host_root=host.root, identity=known_who,
                      environ=host.environ(), engine_traits=saved_traits(host) or engine.traits,
                      cdi_specs=cdi.read_specs(host))

@@ -303,3 +303,12 @@ def test_doctor_host_root_on_the_command_line(host, cdi_status, rootless_status)
     assert p.returncode == 1, p.stderr          # the engine is unreachable here: that check fails too
     statuses = {c["name"]: c["status"] for c in json.loads(p.stdout)["checks"]}
     assert (statuses["cdi"], statuses["rootless"], statuses["engine"]) == (cdi_status, rootless_status, FAIL)
+
+
+def test_a_copy_without_its_users_status_does_not_pass_rootless(tmp_path):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "environ").write_bytes(b"DOCKER_HOST=unix:///run/user/1000/docker.sock\0")
+    facts = gather(client=FakeClient(), host_root=str(tmp_path), built_targets={}, docker_root=str(tmp_path))
+    assert facts.identity is None
+    verdict_is(diagnose(facts).check("rootless"), WARN, "rootless Docker", "could not be read")
