@@ -55,8 +55,8 @@ class CdiSpec:
         """The per-GPU devices, in index order (what `run` names as amd.com/gpu=N)."""
         return tuple(sorted((d for d in self.devices if d.numbered), key=lambda d: int(d.name)))
 
-    def problems(self, render_nodes: tuple[str, ...]) -> list[str]:
-        """What makes this spec unusable on a host with these render nodes; [] when it fits."""
+    def problems(self) -> list[str]:
+        """What makes this spec fail on this host (a runtime refuses its devices); [] when none."""
         if self.error:
             return [f"{self.path} cannot be read as a CDI spec: {self.error}"]
         found = []
@@ -67,11 +67,13 @@ class CdiSpec:
                 found.append(f"{KIND}={d.name} names {', '.join(d.missing)}, which this host does not have")
             if d.numbered and KFD not in d.nodes:
                 found.append(f"{KIND}={d.name} does not name {KFD}: a container gets no compute queue without it")
-        named = {n for d in self.gpus for n in d.nodes}
-        unnamed = [r for r in render_nodes if r not in named]
-        if unnamed and not self.error:
-            found.append(f"no device names {', '.join(unnamed)}: a GPU added after the spec was written")
         return found
+
+    def unnamed(self, render_nodes: tuple[str, ...]) -> list[str]:
+        """The host's render nodes no GPU device names: GPUs added after the spec was written,
+        which containers given the spec's devices do not get."""
+        named = {n for d in self.gpus for n in d.nodes}
+        return [r for r in render_nodes if r not in named]
 
 
 def _host_path(node: dict) -> str | None:
@@ -122,7 +124,7 @@ def usable(specs: tuple[CdiSpec, ...], render_nodes: tuple[str, ...]) -> CdiSpec
     """The one AMD spec to use, when there is exactly one and it fits the host: two specs of the
     same kind make the runtime refuse devices both define."""
     readable = [s for s in specs if s.kind == KIND]
-    if len(readable) != 1 or readable[0].problems(render_nodes):
+    if len(readable) != 1 or readable[0].problems() or readable[0].unnamed(render_nodes):
         return None
     return readable[0]
 

@@ -43,15 +43,17 @@ def cdi_spec(d: Diagnosis) -> Verdict:
     if len(readable) > 1:
         return Verdict(FAIL, f"{len(readable)} specs define {cdi.KIND} ({', '.join(s.path for s in readable)}): "
                              f"runtimes refuse devices defined twice; keep one")
-    problems = [p for s in specs for p in s.problems(renders)]
-    fatal = [p for p in problems if "a GPU added after" not in p]
+    fatal = [p for s in specs for p in s.problems()]
     if fatal:
         return Verdict(FAIL, "; ".join(fatal) + f": `docker run --device {cdi.KIND}=...` fails on this host; "
                              f"{REGENERATE}. `run` passes the device nodes instead")
     spec = readable[0]
     listed = "; ".join(f"{cdi.KIND}={g.name}: {', '.join(g.nodes)}" for g in spec.gpus)
-    if problems:
-        return Verdict(WARN, f"{spec.path}: {listed}; " + "; ".join(problems) + f"; {REGENERATE}")
+    unnamed = spec.unnamed(renders)
+    if unnamed:
+        return Verdict(WARN, f"{spec.path}: {listed}; no device names {', '.join(unnamed)} (a GPU added after the "
+                             f"spec was written, which its devices do not give a container); {REGENERATE}. `run` "
+                             f"passes the device nodes")
     traits = d.facts.engine_traits
     if not cdi.engine_reads(spec, traits.cdi_dirs, bool(traits.podman)):
         said = ("the engine's info does not say" if traits.cdi_dirs is None else
