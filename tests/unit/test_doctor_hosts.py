@@ -313,3 +313,32 @@ def test_a_copy_without_its_users_status_does_not_pass_rootless(tmp_path):
     facts = gather(client=FakeClient(), host_root=str(tmp_path), built_targets={}, docker_root=str(tmp_path))
     assert facts.identity is None
     verdict_is(diagnose(facts).check("rootless"), WARN, "rootless Docker", "could not be read")
+
+
+class EngineWithCdi(FakeClient):
+    """A rootful dockerd 28 with CDI on, holding every image asked for."""
+
+    def info(self):
+        return {"DockerRootDir": "/nonexistent-docker-root", "SecurityOptions": ["name=seccomp,profile=builtin"],
+                "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}
+
+
+@pytest.mark.parametrize("host, expected, absent", [
+    ("cdi-amd-ctk", "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add 110", "/dev/kfd"),
+    ("cdi-stale", "--device /dev/kfd --device /dev/dri --group-add 110", "amd.com/gpu"),
+    ("rootless-podman", "--device amd.com/gpu=0 --group-add keep-groups", "--group-add 110"),
+])
+def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, expected, absent):
+    import rocmforge.cli as cli
+    from rocmforge.cli import info_commands
+
+    monkeypatch.setattr(info_commands.engine, "connect", lambda: EngineWithCdi())
+    monkeypatch.setattr(info_commands.engine, "image_id", lambda client, ref: "sha256:" + "1" * 64)
+    matrix = Path(__file__).resolve().parents[2] / "matrix.yaml"
+    rc = cli.main(["--matrix", str(matrix), "run", "--target", "hip-runtime", "--dry-run",
+                   "--host-root", str(HOSTS / host), "--", "rocminfo"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0 and out, out
+    line = out[-1]
+    assert line.startswith("docker run --rm ") and line.endswith(" rocminfo")
+    assert expected in line and absent not in line, line
