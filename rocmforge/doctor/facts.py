@@ -212,6 +212,12 @@ def _read_rocminfo(*, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo
         return None, f"rocminfo in a built image failed: {exc}"
 
 
+def _copied_traits(host: HostRoot) -> EngineTraits:
+    """A copied host's engine is the one its saved info describes, never the engine this machine
+    talks to; without the file, not known."""
+    return saved_traits(host) or EngineTraits(source="no docker-info.json in the copied host")
+
+
 def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_root: str = "/sys",
            proc_root: str = "/proc", host_root: str | None = None,
            docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
@@ -269,5 +275,5 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
                      rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
                      built_targets=dict(engine.built_targets or {}), kfd_info=kfd_info, kfd_source=kfd_source,
                      pruned_targets=frozenset(pruned_targets), host_root=host.root, identity=known_who,
-                     environ=host.environ(), engine_traits=saved_traits(host) or engine.traits,
+                     environ=host.environ(), engine_traits=engine.traits if host.live else _copied_traits(host),
                      cdi_specs=cdi.read_specs(host))

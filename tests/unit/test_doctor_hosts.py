@@ -310,9 +310,11 @@ def test_a_copy_without_its_users_status_does_not_pass_rootless(tmp_path):
     listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
     (tmp_path / "proc" / "self").mkdir(parents=True)
     (tmp_path / "proc" / "self" / "environ").write_bytes(b"DOCKER_HOST=unix:///run/user/1000/docker.sock\0")
-    facts = gather(client=FakeClient(), host_root=str(tmp_path), built_targets={}, docker_root=str(tmp_path))
+    facts = gather(client=EngineWithCdi(), host_root=str(tmp_path), built_targets={}, docker_root=str(tmp_path))
     assert facts.identity is None
     verdict_is(diagnose(facts).check("rootless"), WARN, "rootless Docker", "could not be read")
+    # this machine's engine says nothing about the copy's: its CDI folders are not taken
+    assert facts.engine_traits.cdi_dirs is None and facts.engine_traits.security_options is None
 
 
 class EngineWithCdi(FakeClient):
