@@ -232,8 +232,8 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
     host_root: a copy of a host laid out under a folder (:mod:`.hostroot`): its device nodes,
         /sys, /proc, user, environment and CDI specs are read there instead of dev_root,
         sys_root and proc_root, and neither this host's rocminfo nor the runner is run (they
-        would list this machine's GPUs); its saved engine info, when it has one, replaces the
-        engine's for the rootless and CDI checks.
+        would list this machine's GPUs); its saved engine info (DIR/docker-info.json) describes
+        its engine for the rootless and CDI checks, never the engine this machine talks to.
     docker_root: where images are stored; None asks the engine (DockerRootDir), else /var/lib/docker.
     built_targets: name -> archs; None reads the io.rocmforge.* labels of the engine's images.
     rocminfo_file: a saved rocminfo output to use instead of running rocminfo.
