@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rocmforge.doctor.checks import CHECKS, diagnose
-from rocmforge.doctor.facts import HostFacts, NodeFacts, built_targets_from_labels, built_targets_from_plan, connect_engine, gather, image_rocminfo_runner, pruned_targets_from_labels
+from rocmforge.doctor.facts import HostFacts, NodeFacts, built_targets_from_labels, built_targets_from_plan, connect_engine, gather, image_details_from_plan, image_rocminfo_runner, pruned_targets_from_labels
 from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, RunAccess, Verdict
 from rocmforge.doctor.gfx import GFX_OVERRIDES, hsa_override_version
 from rocmforge.doctor.gpu_checks import SEED_ERROR
@@ -59,7 +59,7 @@ def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, clie
         kfd.read_saved_topology(kfd_topology)
     if client is None:
         client = _reachable_client()
-    built = runner = None
+    built = runner = images = None
     pruned: frozenset[str] = frozenset()
     if client is not None and plan is not None:
         try:
@@ -67,6 +67,7 @@ def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, clie
         except Exception:  # engine trouble: gather falls back to the labels
             built = None
         pruned = frozenset(n for n in built or () if plan.targets[n].labels.get(LABEL) == "true")
+        images = image_details_from_plan(client, plan, built or {})
         first_built = next((name for name in plan.order() if built and name in built), None)
         if first_built is not None:
             runner = image_rocminfo_runner(client, plan.targets[first_built].content_tag)
@@ -76,5 +77,5 @@ def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, clie
         except Exception:  # engine trouble: gather reports it
             pruned = frozenset()
     facts = gather(client=client, built_targets=built, rocminfo_runner=runner, rocminfo_file=rocminfo_file,
-                   kfd_topology=kfd_topology, pruned_targets=pruned, host_root=host_root)
+                   kfd_topology=kfd_topology, pruned_targets=pruned, host_root=host_root, images=images)
     return diagnose(facts, from_file=rocminfo_file is not None or kfd_topology is not None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rocmforge.doctor import container_checks, gpu_checks, host_checks
+from rocmforge.doctor import container_checks, driver, gpu_checks, host_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import HostFacts
 from rocmforge.doctor.findings import Report, RunAccess, Verdict
@@ -24,6 +24,7 @@ CHECKS: list[tuple[str, Callable[..., Verdict]]] = [
     ("rootless", container_checks.rootless_access),
     ("cdi", container_checks.cdi_spec),
     ("amdgpu-module", host_checks.amdgpu_module),
+    ("driver", driver.driver),
     ("gpus", gpu_checks.gpus),
     ("integrated-gpus", gpu_checks.integrated_gpus),
     ("gfx-override", gpu_checks.gfx_override),

@@ -19,6 +19,7 @@ from typing import Callable, TYPE_CHECKING
 
 from rocmforge.build.engine import image_id
 from rocmforge.doctor import cdi
+from rocmforge.doctor import platform
 from rocmforge.doctor.hostroot import HostRoot, Identity, NodeFacts
 from rocmforge.doctor.rootless import EngineTraits, saved_traits
 from rocmforge.host import engineinfo
@@ -62,6 +63,9 @@ class HostFacts:
     environ: dict[str, str] = field(default_factory=dict)  # the user's environment (DOCKER_HOST, CONTAINER_HOST)
     engine_traits: EngineTraits = EngineTraits()  # rootless or not, CDI folders; fields None when not known
     cdi_specs: tuple[cdi.CdiSpec, ...] = ()  # the CDI specs for amd.com/gpu under /etc/cdi and /var/run/cdi
+    platform: platform.PlatformFacts = platform.PlatformFacts()  # driver version, kernel, /dev/shm, memory, WSL
+    built_rocm: dict[str, str] = field(default_factory=dict)  # built target -> its image's ROCm (io.rocmforge.rocm)
+    image_env: dict[str, dict[str, str]] = field(default_factory=dict)  # built target -> its image's Env
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,43 @@ class EngineFacts:
     problem: str | None = None
     built_targets: dict[str, tuple[str, ...]] | None = None  # None: not known
     traits: EngineTraits = EngineTraits()
+    images: ImageDetails | None = None
+
+
+@dataclass(frozen=True)
+class ImageDetails:
+    """What the built images carry that the driver and override checks compare: each target's
+    ROCm (its io.rocmforge.rocm label) and its environment (the image config's Env)."""
+    rocm: dict[str, str] = field(default_factory=dict)
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def _env_of(attrs: dict | None) -> dict[str, str]:
+    items = ((attrs or {}).get("Config") or {}).get("Env") or []
+    return dict(str(e).partition("=")[::2] for e in items if "=" in str(e))
+
+
+def image_details_from_labels(client: DockerClient) -> ImageDetails:
+    """The newest tagged image per io.rocmforge.target: its ROCm label and its Env."""
+    newest: dict[str, tuple[str, dict, dict]] = {}
+    for img in client.images.list(filters={"label": "io.rocmforge.target"}):
+        labels, attrs = img.labels or {}, img.attrs or {}
+        name, created = labels.get("io.rocmforge.target"), str(attrs.get("Created", ""))
+        if img.tags and name and (name not in newest or created > newest[name][0]):
+            newest[name] = (created, labels, attrs)
+    return ImageDetails(rocm={n: v[1]["io.rocmforge.rocm"] for n, v in newest.items() if v[1].get("io.rocmforge.rocm")},
+                        env={n: _env_of(v[2]) for n, v in newest.items()})
+
+
+def image_details_from_plan(client: DockerClient, plan: BuildPlan, built) -> ImageDetails:
+    """The plan's built targets: ROCm from their labels, Env from their content-tagged images."""
+    env = {}
+    for name in built:
+        try:
+            env[name] = _env_of(client.images.get(plan.targets[name].content_tag).attrs)
+        except Exception:  # the image went away meanwhile: its Env is not known
+            continue
+    return ImageDetails(rocm={n: plan.targets[n].labels.get("io.rocmforge.rocm", "") for n in built}, env=env)
 
 
 def connect_engine():
@@ -175,13 +216,15 @@ def _read_engine(client: DockerClient, built_targets: dict[str, tuple[str, ...]]
     except Exception:  # info is a nicety
         data_root = description = problem = None
         traits = EngineTraits()
+    images = None
     if built_targets is None:
         try:
             built_targets = built_targets_from_labels(client)
+            images = image_details_from_labels(client)
         except Exception:  # listing images failed: coverage is then skipped
             built_targets = None
     return EngineFacts(version=version, data_root=data_root, description=description, problem=problem,
-                       built_targets=built_targets, traits=traits)
+                       built_targets=built_targets, traits=traits, images=images)
 
 
 def _host_rocminfo(exe: str) -> tuple[str | None, str]:
@@ -223,7 +266,8 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
            docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
            rocminfo_runner: RocminfoRunner | None = None,
            rocminfo_file: str | None = None, host_rocminfo: bool = True,
-           kfd_topology: str | None = None, pruned_targets=frozenset()) -> HostFacts:
+           kfd_topology: str | None = None, pruned_targets=frozenset(),
+           images: ImageDetails | None = None) -> HostFacts:
     """Read this host. Never raises for what it finds (an unreachable engine, missing nodes, a
     failing rocminfo are facts); only a ``rocminfo_file`` that cannot be read or is not a whole
     rocminfo output raises UserError.
@@ -240,6 +284,7 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
     host_rocminfo: run the host's rocminfo when it is on PATH (first choice).
     kfd_topology: a saved KFD topology folder to read instead of this host's (sys_root's).
     pruned_targets: built targets whose images keep GPU files only for their archs.
+    images: the built images' ROCm and Env; None takes what the engine's labelled images say.
     rocminfo_runner: called when the host has no rocminfo but has /dev/kfd; returns
         (output, source), e.g. :func:`image_rocminfo_runner`.
     """
@@ -269,6 +314,7 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
         kfd_source = os.path.join(sys_root, "class", "kfd", "kfd", "topology")
         kfd_info = kfd_reader.read_topology(kfd_source)
     disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
+    images = images or engine.images or ImageDetails()
     return HostFacts(engine_version=engine.version, engine_error=engine.error,
                      engine_description=engine.description, engine_problem=engine.problem, kfd=kfd, render_nodes=renders,
                      amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
@@ -276,4 +322,5 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
                      built_targets=dict(engine.built_targets or {}), kfd_info=kfd_info, kfd_source=kfd_source,
                      pruned_targets=frozenset(pruned_targets), host_root=host.root, identity=known_who,
                      environ=host.environ(), engine_traits=engine.traits if host.live else _copied_traits(host),
-                     cdi_specs=cdi.read_specs(host))
+                     cdi_specs=cdi.read_specs(host), platform=platform.read(host),
+                     built_rocm=dict(images.rocm), image_env={k: dict(v) for k, v in images.env.items()})

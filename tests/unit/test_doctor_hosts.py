@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
-from rocmforge.doctor import cdi, container_checks, rootless
+from rocmforge.doctor import cdi, container_checks, driver, platform, rootless
 from rocmforge.doctor.diagnosis import Diagnosis
+from rocmforge.doctor.facts import ImageDetails
 from rocmforge.doctor.hostroot import HostRoot, Identity
 from rocmforge.doctor.rootless import EngineTraits
 from rocmforge.host.container import GpuAccess
@@ -23,12 +24,16 @@ from tests.unit.test_doctor import FakeClient
 HOSTS = FIXTURES / "hosts"
 
 
-def read_host(name: str) -> HostFacts:
-    return gather(client=FakeClient(), host_root=str(HOSTS / name), built_targets={}, docker_root=str(HOSTS))
+def read_host(name: str, built: dict[str, tuple[str, str]] | None = None,
+              env: dict[str, dict[str, str]] | None = None) -> HostFacts:
+    """built: target -> (its archs, comma-separated, its image's ROCm); env: target -> its image's Env."""
+    images = ImageDetails(rocm={t: rocm for t, (_, rocm) in (built or {}).items()}, env=env or {})
+    return gather(client=FakeClient(), host_root=str(HOSTS / name), docker_root=str(HOSTS), images=images,
+                  built_targets={t: tuple(archs.split(",")) for t, (archs, _) in (built or {}).items()})
 
 
-def check(name: str, check_name: str):
-    return diagnose(read_host(name)).check(check_name)
+def check(name: str, check_name: str, built=None, env=None):
+    return diagnose(read_host(name, built, env)).check(check_name)
 
 
 def verdict_is(v, status: str, *needles: str) -> None:
@@ -98,6 +103,58 @@ def test_the_listing_decides_read_write_for_the_copied_user():
     assert host.node("/dev/dri/card1", stranger).readable_writable
     assert not host.node("/dev/dri/renderD130", member).exists
     assert host.glob("/dev/dri/renderD*") == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+
+
+# --------------------------------------------------------------------------- driver against image
+
+ROCM64 = {"hip-runtime": ("gfx90a,gfx1100", "6.4.3")}
+ROCM57 = {"debian-hip": ("gfx1100", "5.7.1")}
+
+
+@pytest.mark.parametrize("host, built, status, needles", [
+    ("dkms-6.4-w7900", ROCM64, OK, ("amdgpu-dkms 6.12.12 (ROCm 6.4's driver)", "hip-runtime (ROCm 6.4.3)")),
+    ("dkms-6.4-w7900", {**ROCM64, **ROCM57}, FAIL, ("debian-hip (ROCm 5.7.1)", "5 releases", "±2")),
+    ("dkms-6.3-w7900", ROCM57, FAIL, ("amdgpu-dkms 6.10.5 (ROCm 6.3's driver)", "ROCm 5.7 user space is 4 releases")),
+    ("dkms-6.3-w7900", ROCM64, WARN, ("not in AMD's tested list for the 6.3 driver, though 1 release(s) apart",)),
+    ("dkms-6.3-w7900", {}, SKIPPED, ("no built target",)),
+])
+def test_driver_on_saved_hosts(host, built, status, needles):
+    verdict_is(check(host, "driver", built), status, *needles)
+
+
+def test_the_in_tree_driver_is_never_passed_on_a_guess(tmp_path):
+    (tmp_path / "sys" / "module" / "amdgpu").mkdir(parents=True)
+    (tmp_path / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (tmp_path / "proc" / "sys" / "kernel" / "osrelease").write_text("6.8.0-49-generic\n")
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
+    facts = gather(client=FakeClient(), host_root=str(tmp_path), docker_root=str(tmp_path),
+                   built_targets={"t": ("gfx1100",)}, images=ImageDetails(rocm={"t": "6.4.3"}))
+    verdict_is(diagnose(facts).check("driver"), SKIPPED, "in-tree driver of kernel 6.8.0-49-generic", "6.4.3")
+
+
+def test_the_kernel_release_falls_back_to_proc_version(tmp_path):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "version").write_text("Linux version 6.11.0-1-amd64 (debian-kernel@lists.debian.org) ...\n")
+    assert platform.read(HostRoot(str(tmp_path))).kernel_release == "6.11.0-1-amd64"
+
+
+def test_a_dkms_version_the_table_does_not_know_warns(tmp_path):
+    (tmp_path / "sys" / "module" / "amdgpu").mkdir(parents=True)
+    (tmp_path / "sys" / "module" / "amdgpu" / "version").write_text("9.9.9\n")
+    listing(tmp_path, "/dev/kfd")
+    facts = gather(client=FakeClient(), host_root=str(tmp_path), docker_root=str(tmp_path), built_targets={})
+    verdict_is(diagnose(facts).check("driver"), WARN, "amdgpu 9.9.9", "cannot tell")
+
+
+def test_the_table_names_its_sources_and_is_consistent():
+    text = (Path(driver.__file__).parents[1] / "data" / driver.TABLE).read_text()
+    assert "rocm.docs.amd.com" in text and "support matrix" in text
+    t = driver.table()
+    for kmd, users in t.tested.items():
+        assert kmd in t.releases and set(users) <= set(t.releases) and kmd in users, kmd
+    assert set(t.dkms.values()) <= set(t.releases)
+    assert driver.compatibility("6.1", "5.7.1") == (OK, "AMD lists ROCm 5.7 user space as tested on the 6.1 driver")
+    assert driver.compatibility("6.0", "6.4.3")[0] == FAIL
 
 
 # --------------------------------------------------------------------------- CDI specs
