@@ -181,7 +181,8 @@ def run(inv: Invocation) -> int:
         env = report.env_for(target) if gpu.present else {}
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
     argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
-                                     docker=docker, cdi_devices=access.cdi_devices, keep_groups=access.keep_groups)
+                                     docker=docker, cdi_devices=access.cdi_devices, keep_groups=access.keep_groups,
+                                     shm_size=access.shm_size)
     if not gpu.present:
         where = "the copied host" if host_root else "this host"
         print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rocmforge.doctor import container_checks, driver, gpu_checks, host_checks
+from rocmforge.doctor import container_checks, driver, gpu_checks, host_checks, platform_checks
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import HostFacts
 from rocmforge.doctor.findings import Report, RunAccess, Verdict
@@ -30,6 +30,7 @@ CHECKS: list[tuple[str, Callable[..., Verdict]]] = [
     ("gfx-override", gpu_checks.gfx_override),
     ("coverage:" + PER_TARGET, gpu_checks.target_coverage),
     ("coverage", gpu_checks.overall_coverage),
+    ("shm", platform_checks.shm),
     ("disk", host_checks.disk),
 ]
 
@@ -53,8 +54,10 @@ def run_access(d: Diagnosis) -> RunAccess:
     """What `run` passes for these facts (nothing for a saved rocminfo output: not this host)."""
     if d.from_file or not d.kfd.exists:
         return RunAccess()
+    shm = platform_checks.size_flag(platform_checks.shm_for_run(d))
     nodes = [d.kfd, *d.render_nodes]
     mode = container_checks.engine_mode(d)
     gids = tuple(sorted({n.gid for n in nodes if n.gid} - {0}))
     return RunAccess(devices=tuple(n.path for n in nodes), group_ids=gids, cdi_devices=container_checks.cdi_names(d),
-                     keep_groups=bool(mode.rootless) and mode.engine == container_checks.rootless.PODMAN)
+                     keep_groups=bool(mode.rootless) and mode.engine == container_checks.rootless.PODMAN,
+                     shm_size=shm)

@@ -48,6 +48,7 @@ class RunAccess:
     group_ids: tuple[int, ...] = ()
     cdi_devices: tuple[str, ...] = ()
     keep_groups: bool = False
+    shm_size: str | None = None  # --shm-size for this host's GPUs and memory; None: run's default
 
 
 @dataclass

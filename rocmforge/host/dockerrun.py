@@ -1,6 +1,11 @@
 """The `docker run` line ROCm containers need: the GPU device nodes, their owning groups by
 numeric GID (the container user is not in the host's render group by name), shared memory for
-PyTorch data loaders, and the environment the doctor recommends."""
+RCCL and PyTorch data loaders, and the environment the doctor recommends.
+
+Shared memory is ``--shm-size`` (the container's own tmpfs, sized by the doctor from the host's
+GPUs and memory: rocmforge.doctor.platform_checks), not ``--ipc=host``: with the host's IPC
+namespace, segments that crashed jobs leave in the host's /dev/shm outlive them and fill it until
+later jobs die (issue 40); a container's own tmpfs goes away with it."""
 
 from __future__ import annotations
 
@@ -8,14 +13,16 @@ import shlex
 
 from rocmforge.host.container import GpuAccess
 
+DEFAULT_SHM = "2g"  # without the doctor's sizing: Docker's 64 MB overflows a single data loader
+
 
 def docker_run_argv(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[str], *,
                     interactive: bool, docker: str = "docker", cdi_devices: tuple[str, ...] = (),
-                    keep_groups: bool = False) -> list[str]:
+                    keep_groups: bool = False, shm_size: str | None = None) -> list[str]:
     """cdi_devices: CDI names (amd.com/gpu=0, ...) that replace the raw nodes, given only when the
     host's spec fits it and the engine reads it (the doctor's cdi check). keep_groups: a rootless
     podman, whose user namespace does not map the nodes' GIDs: the user's own groups are kept
-    instead of --group-add GID."""
+    instead of --group-add GID. shm_size: the doctor's --shm-size for this host, else DEFAULT_SHM."""
     argv = [docker, "run", "--rm"]
     if interactive:
         argv.append("-it")
@@ -26,7 +33,7 @@ def docker_run_argv(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[s
             argv += ["--group-add", str(gid)]
         # ROCm's debugger/profiler interfaces and some HIP runtimes need syscalls the default profile blocks.
         argv += ["--security-opt", "seccomp=unconfined"]
-    argv.append("--ipc=host")
+    argv.append(f"--shm-size={shm_size or DEFAULT_SHM}")
     for key, value in sorted(env.items()):
         argv += ["-e", f"{key}={value}"]
     argv.append(image)

@@ -50,7 +50,7 @@ def test_run_dry_run_prints_the_docker_command(docker_client):
     proc = run_cli("run", "--target", "hip-devel", "--dry-run", "--", "rocminfo")
     assert proc.returncode == 0, proc.stderr
     line = proc.stdout.strip()
-    assert line.startswith("docker run --rm") and line.endswith("rocminfo") and "--ipc=host" in line
+    assert line.startswith("docker run --rm") and line.endswith("rocminfo") and "--shm-size=" in line and "--ipc=host" not in line
     assert "rocmforge/hip-devel:content-" in line
     if GPU.present:
         assert "--device /dev/kfd" in line and "--group-add" in line

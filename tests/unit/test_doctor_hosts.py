@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
-from rocmforge.doctor import cdi, container_checks, driver, platform, rootless
+from rocmforge.doctor import cdi, container_checks, driver, platform, platform_checks, rootless
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import ImageDetails
 from rocmforge.doctor.hostroot import HostRoot, Identity
@@ -155,6 +155,49 @@ def test_the_table_names_its_sources_and_is_consistent():
     assert set(t.dkms.values()) <= set(t.releases)
     assert driver.compatibility("6.1", "5.7.1") == (OK, "AMD lists ROCm 5.7 user space as tested on the 6.1 driver")
     assert driver.compatibility("6.0", "6.4.3")[0] == FAIL
+
+
+# --------------------------------------------------------------------------- shared memory
+
+@pytest.mark.parametrize("host, status, needles, shm_size", [
+    ("dkms-6.4-w7900", OK, ("1 GPU(s): run passes --shm-size=2g (the container's own tmpfs, not --ipc=host)",
+                            "the host's /dev/shm is 31.4 GiB", "size=32892768k"), "2g"),
+    ("rig-6gpu-8gb", FAIL, ("6 GPU(s) need 6.0 GiB", "half of the host's 7.7 GiB memory is 3.8 GiB",
+                            "Error while creating shared memory segment"), "3925m"),
+])
+def test_shm_on_saved_hosts(host, status, needles, shm_size):
+    report = diagnose(read_host(host))
+    verdict_is(report.check("shm"), status, *needles)
+    assert report.access.shm_size == shm_size
+
+
+def test_a_small_host_shm_warns_for_ipc_host_jobs(tmp_path):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129")
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "mounts").write_text("tmpfs /dev/shm tmpfs rw,nosuid,nodev,size=65536k 0 0\n")
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal:       65785536 kB\n")
+    facts = gather(client=FakeClient(), host_root=str(tmp_path), docker_root=str(tmp_path), built_targets={})
+    assert facts.platform.shm_bytes == 64 * 1024**2
+    v = diagnose(facts).check("shm")
+    verdict_is(v, WARN, "the host's /dev/shm is 0.1 GiB", "2 GPU(s)", "--ipc=host share it", "--shm-size=2g")
+
+
+@pytest.mark.parametrize("mounts, size", [
+    ("tmpfs /dev/shm tmpfs rw,size=4g 0 0\n", 4 * 1024**3),
+    ("tmpfs /dev/shm tmpfs rw,nosuid 0 0\n", None),
+    ("proc /proc proc rw 0 0\n", None),
+])
+def test_shm_size_from_mounts(tmp_path, mounts, size):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "mounts").write_text(mounts)
+    assert platform.shm_size(HostRoot(str(tmp_path)))[0] == size
+
+
+def test_run_passes_shm_size_never_ipc_host():
+    line = " ".join(docker_run_argv("img", GPU, {}, [], interactive=False, shm_size="8g"))
+    assert "--shm-size=8g" in line and "--ipc" not in line
+    assert "--shm-size=2g" in " ".join(docker_run_argv("img", GpuAccess(), {}, [], interactive=False))
+    assert platform_checks.size_flag(3 * 1024**3) == "3g" and platform_checks.size_flag(1536 * 1024**2) == "1536m"
 
 
 # --------------------------------------------------------------------------- CDI specs
@@ -401,3 +444,4 @@ def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, 
     line = out[-1]
     assert line.startswith("docker run --rm ") and line.endswith(" rocminfo")
     assert expected in line and absent not in line, line
+    assert "--shm-size=2g" in line and "--ipc=host" not in line
