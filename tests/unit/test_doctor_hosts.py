@@ -200,6 +200,62 @@ def test_run_passes_shm_size_never_ipc_host():
     assert platform_checks.size_flag(3 * 1024**3) == "3g" and platform_checks.size_flag(1536 * 1024**2) == "1536m"
 
 
+# --------------------------------------------------------------------------- HSA_OVERRIDE_GFX_VERSION set
+
+@pytest.mark.parametrize("host, built, env, status, needles", [
+    ("dkms-6.4-w7900", ROCM64, None, OK, ("no visible GPU needs HSA_OVERRIDE_GFX_VERSION",)),
+    ("override-9.0.0-w7900", ROCM64, None, FAIL, (
+        "the host's environment: HSA_OVERRIDE_GFX_VERSION=9.0.0 makes gfx1100", "a gfx1100 (11.0.0), pose as gfx900",
+        "across major versions", "runtime refuses")),
+    ("override-9.0.0-w7900", {}, None, FAIL, ("pose as gfx900", "no built target to compare with")),
+    ("dkms-6.4-w7900", ROCM64, {"hip-runtime": {"HSA_OVERRIDE_GFX_VERSION": "10.3.0", "PATH": "/usr/bin"}}, FAIL,
+     ("target hip-runtime's image (Env): HSA_OVERRIDE_GFX_VERSION=10.3.0", "pose as gfx1030")),
+    ("dkms-6.4-w7900", ROCM64, {"hip-runtime": {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}}, OK,
+     ("11.0.0 is gfx1100", "own version: no effect")),
+])
+def test_a_set_override_on_saved_hosts(host, built, env, status, needles):
+    verdict_is(check(host, "gfx-override", built, env), status, *needles)
+
+
+def test_an_override_within_the_family_warns_and_keeps_the_recommendation():
+    from tests.unit.doctor_hosts import gpu_host
+    facts = gpu_host(rocminfo_text(("gfx1101", "RX 7800 XT")), {"t": ("gfx1100",)},
+                     environ={"HSA_OVERRIDE_GFX_VERSION": "11.0.0"})
+    report = diagnose(facts)
+    verdict_is(report.check("gfx-override"), WARN, "the host's environment", "gfx1101", "pose as gfx1100",
+               "same family", "Set HSA_OVERRIDE_GFX_VERSION=11.0.0 in containers of those targets")
+    assert report.env_for("t") == {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}
+
+
+@pytest.mark.parametrize("value, status", [("9.0.10", WARN), ("9.4.2", WARN), ("11.0.0", FAIL), ("ten", WARN)])
+def test_judge_override_on_an_mi210(value, status):
+    from rocmforge.doctor.diagnosis import Gpu
+    from rocmforge.doctor.gpu_checks import judge_override
+    from rocmforge.verify.readers import rocminfo
+    mi210 = Gpu(0, rocminfo.parse(rocminfo_text(("gfx90a", "AMD Instinct MI210"))).agents[1])
+    got = judge_override(value, mi210)
+    assert got[0] == (OK if value == "9.0.10" else status), got
+
+
+def test_images_env_is_read_from_the_engine():
+    from rocmforge.doctor.facts import image_details_from_labels
+
+    class Img:
+        tags = ["rocmforge/hip-runtime:content-1"]
+        labels = {"io.rocmforge.target": "hip-runtime", "io.rocmforge.rocm": "6.4.3"}
+        attrs = {"Created": "2026-01-01", "Config": {"Env": ["PATH=/usr/bin", "HSA_OVERRIDE_GFX_VERSION=10.3.0"]}}
+
+    class Client:
+        class images:
+            @staticmethod
+            def list(filters):
+                return [Img()]
+
+    details = image_details_from_labels(Client())
+    assert details.rocm == {"hip-runtime": "6.4.3"}
+    assert details.env == {"hip-runtime": {"PATH": "/usr/bin", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"}}
+
+
 # --------------------------------------------------------------------------- CDI specs
 
 def spec_file(tmp_path: Path, folder: str, name: str, text: str) -> None:
