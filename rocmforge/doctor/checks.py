@@ -18,6 +18,7 @@ PER_TARGET = "{target}"
 
 CHECKS: list[tuple[str, Callable[..., Verdict]]] = [
     ("engine", host_checks.engine),
+    ("wsl", platform_checks.wsl),
     ("kfd", host_checks.kfd),
     ("render-nodes", host_checks.render_nodes),
     ("device-groups", host_checks.device_groups),

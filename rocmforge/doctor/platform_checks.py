@@ -106,7 +106,7 @@ def wsl(d: Diagnosis) -> Verdict:
     if d.from_file:
         return Verdict(SKIPPED, "not applicable: diagnosing a saved GPU list, not this host")
     p = d.facts.platform
-    kernel = p.kernel_release or "unknown kernel"
+    kernel = p.kernel_release or "unknown"
     if is_wsl(d):
         return Verdict(FAIL, f"WSL2 (kernel {kernel}): /dev/dxg but no /dev/kfd. {WSL_PATH}; a container needs "
                              f"--device /dev/dxg and /usr/lib/wsl mounted, and rocmforge's images carry the KFD "
@@ -115,4 +115,5 @@ def wsl(d: Diagnosis) -> Verdict:
         seen = "/dev/dxg" if p.dxg else "a WSL kernel"
         return Verdict(WARN, f"{seen} ({kernel}) next to {'/dev/kfd' if d.kfd.exists else 'no /dev/dxg'}: the KFD "
                              f"path is checked as on native Linux")
-    return Verdict(OK, f"native Linux (kernel {kernel}): no /dev/dxg, the GPU is reached through amdgpu's KFD")
+    via = ", the GPU is reached through amdgpu's KFD" if d.kfd.exists else ""
+    return Verdict(OK, f"native Linux (kernel {kernel}): no /dev/dxg{via}")

@@ -73,8 +73,9 @@ def test_json_shape_and_text_rendering():
         assert set(r) == {"env", "reason"}
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in r["env"].items())
     names = [c["name"] for c in data["checks"]]
-    assert names[:7] == ["engine", "kfd", "render-nodes", "device-groups", "rootless", "cdi", "amdgpu-module"]
-    assert {"gpus", "integrated-gpus", "gfx-override", "coverage:hip-runtime", "coverage", "disk"} <= set(names)
+    assert names[:8] == ["engine", "wsl", "kfd", "render-nodes", "device-groups", "rootless", "cdi", "amdgpu-module"]
+    assert {"driver", "gpus", "integrated-gpus", "gfx-override", "coverage:hip-runtime", "coverage", "shm",
+            "disk"} <= set(names)
     text = report.format_text()
     for c in report.checks:
         assert c.name in text

@@ -256,6 +256,37 @@ def test_images_env_is_read_from_the_engine():
     assert details.env == {"hip-runtime": {"PATH": "/usr/bin", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"}}
 
 
+# --------------------------------------------------------------------------- WSL2
+
+def test_wsl2_is_recognised_and_the_kfd_checks_are_skipped():
+    report = diagnose(read_host("wsl2-radeon", ROCM64))
+    verdict_is(report.check("wsl"), FAIL, "WSL2 (kernel 5.15.167.4-microsoft-standard-WSL2)", "/dev/dxg but no /dev/kfd",
+               "librocdxg", "HSA_ENABLE_DXG_DETECTION=1", "--device /dev/dxg", "/usr/lib/wsl")
+    for name in ("kfd", "render-nodes", "device-groups", "amdgpu-module"):
+        verdict_is(report.check(name), SKIPPED, "not applicable on WSL2", "/dev/dxg")
+    verdict_is(report.check("driver"), SKIPPED, "WSL2")
+    assert [c.name for c in report.checks if c.status == FAIL] == ["engine", "wsl"] or \
+        [c.name for c in report.checks if c.status == FAIL] == ["wsl"], report.format_text()
+
+
+@pytest.mark.parametrize("host, status, needles", [
+    ("dkms-6.4-w7900", OK, ("native Linux (kernel 6.8.0-49-generic)", "no /dev/dxg")),
+    ("rig-6gpu-8gb", OK, ("native Linux",)),
+])
+def test_native_hosts_pass_wsl(host, status, needles):
+    verdict_is(check(host, "wsl"), status, *needles)
+
+
+def test_dxg_beside_a_kfd_is_checked_as_native(tmp_path):
+    listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128", "/dev/dxg")
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "version").write_text("Linux version 6.6.36.6-microsoft-standard-WSL2 (root@x) #1 SMP\n")
+    facts = gather(client=FakeClient(), host_root=str(tmp_path), docker_root=str(tmp_path), built_targets={})
+    report = diagnose(facts)
+    verdict_is(report.check("wsl"), WARN, "/dev/dxg", "next to /dev/kfd")
+    assert report.check("kfd").status != SKIPPED
+
+
 # --------------------------------------------------------------------------- CDI specs
 
 def spec_file(tmp_path: Path, folder: str, name: str, text: str) -> None:
