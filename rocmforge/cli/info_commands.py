@@ -187,6 +187,7 @@ def run(inv: Invocation) -> int:
         where = "the copied host" if host_root else "this host"
         print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)
     if inv.args.dry_run:
-        print(dockerrun.shell_line(["docker"] + argv[1:]))
+        print(dockerrun.dry_run_text(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(), docker_cdi=access.docker_cdi_devices,
+                                     podman_cdi=access.podman_cdi_devices, shm_size=access.shm_size))
         return 0
     return subprocess.call(argv)

@@ -196,7 +196,7 @@ def _host_commands(sub) -> None:
 
     rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
     _target(rn)
-    rn.add_argument("--dry-run", action="store_true", help="print the docker command, run nothing")
+    rn.add_argument("--dry-run", action="store_true", help="print the command for Docker and for podman, run nothing")
     rn.add_argument("--rocminfo", help="judge the image against a saved rocminfo output instead of this host's GPUs")
     rn.add_argument("--kfd-topology", metavar="DIR",
                     help="judge the image against a saved copy of /sys/class/kfd/kfd/topology")

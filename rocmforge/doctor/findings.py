@@ -49,6 +49,10 @@ class RunAccess:
     cdi_devices: tuple[str, ...] = ()
     keep_groups: bool = False
     shm_size: str | None = None  # --shm-size for this host's GPUs and memory; None: run's default
+    # What each engine's own command line takes (run --dry-run prints both): Docker reads a spec
+    # only from the folders its daemon lists, podman always from /etc/cdi and /var/run/cdi.
+    docker_cdi_devices: tuple[str, ...] = ()
+    podman_cdi_devices: tuple[str, ...] = ()
 
 
 @dataclass

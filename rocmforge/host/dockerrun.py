@@ -42,3 +42,17 @@ def docker_run_argv(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[s
 
 def shell_line(argv: list[str]) -> str:
     return shlex.join(argv)
+
+
+def dry_run_text(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[str], *, interactive: bool,
+                 docker_cdi: tuple[str, ...] = (), podman_cdi: tuple[str, ...] = (),
+                 shm_size: str | None = None) -> str:
+    """`run --dry-run`: the whole command for Docker and for podman, each after a `# docker` /
+    `# podman` comment line, so the output is itself a shell script and each command one line.
+    podman keeps the user's groups (keep-groups) instead of numeric GIDs: a rootless podman's user
+    namespace does not map the host's render GID, and for a rootful one the groups are root's."""
+    docker = docker_run_argv(image, gpu, env, cmd, interactive=interactive, cdi_devices=docker_cdi,
+                             shm_size=shm_size)
+    podman = docker_run_argv(image, gpu, env, cmd, interactive=interactive, docker="podman",
+                             cdi_devices=podman_cdi, keep_groups=True, shm_size=shm_size)
+    return "\n".join(["# docker", shell_line(docker), "# podman", shell_line(podman)])

@@ -16,7 +16,7 @@ from rocmforge.doctor.facts import ImageDetails
 from rocmforge.doctor.hostroot import HostRoot, Identity
 from rocmforge.doctor.rootless import EngineTraits
 from rocmforge.host.container import GpuAccess
-from rocmforge.host.dockerrun import docker_run_argv
+from rocmforge.host.dockerrun import docker_run_argv, dry_run_text
 from tests.conftest import run_cli
 from tests.unit.doctor_hosts import FIXTURES, ROOTFUL, USER, gpu_host, rocminfo_text
 from tests.unit.test_doctor import FakeClient
@@ -512,12 +512,17 @@ class EngineWithCdi(FakeClient):
                 "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}
 
 
-@pytest.mark.parametrize("host, expected, absent", [
-    ("cdi-amd-ctk", "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add 110", "/dev/kfd"),
-    ("cdi-stale", "--device /dev/kfd --device /dev/dri --group-add 110", "amd.com/gpu"),
-    ("rootless-podman", "--device amd.com/gpu=0 --group-add keep-groups", "--group-add 110"),
+@pytest.mark.parametrize("host, expected, absent, podman_expected", [
+    ("cdi-amd-ctk", "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add 110", "/dev/kfd",
+     "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add keep-groups"),
+    ("cdi-stale", "--device /dev/kfd --device /dev/dri --group-add 110", "amd.com/gpu",
+     "--device /dev/kfd --device /dev/dri --group-add keep-groups"),
+    # podman's own info: Docker's command line reads no CDI folder of its, podman's does
+    ("rootless-podman", "--device /dev/kfd --device /dev/dri --group-add 110", "amd.com/gpu",
+     "--device amd.com/gpu=0 --group-add keep-groups"),
+    ("wsl2-radeon", "docker run --rm --shm-size=2g", "--device", "podman run --rm --shm-size=2g"),
 ])
-def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, expected, absent):
+def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, expected, absent, podman_expected):
     import rocmforge.cli as cli
     from rocmforge.cli import info_commands
 
@@ -527,8 +532,23 @@ def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, 
     rc = cli.main(["--matrix", str(matrix), "run", "--target", "hip-runtime", "--dry-run",
                    "--host-root", str(HOSTS / host), "--", "rocminfo"])
     out = capsys.readouterr().out.strip().splitlines()
-    assert rc == 0 and out, out
-    line = out[-1]
+    assert rc == 0 and out[0] == "# docker" and out[2] == "# podman" and len(out) == 4, out
+    line, podman = out[1], out[3]
     assert line.startswith("docker run --rm ") and line.endswith(" rocminfo")
+    assert podman.startswith("podman run --rm ") and podman.endswith(" rocminfo")
     assert expected in line and absent not in line, line
-    assert "--shm-size=2g" in line and "--ipc=host" not in line
+    assert podman_expected in podman and "--group-add 110" not in podman, podman
+    for each in (line, podman):
+        assert "--shm-size=2g" in each and "--ipc=host" not in each
+
+
+def test_dry_run_text_labels_each_engine():
+    text = dry_run_text("img", GPU, {"HIP_VISIBLE_DEVICES": "0"}, ["rocminfo"], interactive=False,
+                        podman_cdi=("amd.com/gpu=0",), shm_size="4g")
+    assert text.splitlines() == [
+        "# docker",
+        "docker run --rm --device /dev/kfd --device /dev/dri --group-add 44 --group-add 110 --security-opt "
+        "seccomp=unconfined --shm-size=4g -e HIP_VISIBLE_DEVICES=0 img rocminfo",
+        "# podman",
+        "podman run --rm --device amd.com/gpu=0 --group-add keep-groups --security-opt seccomp=unconfined "
+        "--shm-size=4g -e HIP_VISIBLE_DEVICES=0 img rocminfo"]
