@@ -3,7 +3,9 @@
 Two halves, so the rules can be tested without a GPU: :func:`gather` (:mod:`.facts`) reads the
 host into :class:`HostFacts`; :func:`diagnose` (:mod:`.checks`) runs the table of checks over them
 (:mod:`.host_checks`: engine, device nodes, module, disk; :mod:`.gpu_checks`: the GPUs against
-the built targets, with :mod:`.gfx`'s coverage rules) into a :class:`Report` (:mod:`.report`).
+the built targets, with :mod:`.gfx`'s coverage rules; :mod:`.container_checks`: rootless engines
+and CDI; :mod:`.driver`: the amdgpu driver against the images' ROCm; :mod:`.platform_checks`:
+/dev/shm and WSL2, from :mod:`.platform`'s facts) into a :class:`Report` (:mod:`.findings`).
 
 Statuses. ``fail`` means containers built here will not get a usable GPU on this host (or nothing
 can be built or run at all); ``warn`` means they can, but something needs the user's attention
