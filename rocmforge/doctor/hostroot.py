@@ -5,7 +5,8 @@ host, is read exactly as the live one is.
 Under the folder, every absolute path is read relative to it: ``DIR/proc/self/status`` (who the
 user is: Uid, Gid, Groups), ``DIR/proc/self/environ`` (the environment, NUL-separated as the
 kernel writes it; the live host's is ``os.environ``), ``DIR/proc/mounts``, ``DIR/proc/meminfo``,
-``DIR/sys/module/amdgpu/``, ``DIR/sys/class/kfd/``, ``DIR/etc/passwd``, ``DIR/etc/subgid``,
+``DIR/proc/version`` and ``DIR/proc/sys/kernel/osrelease`` (the kernel, WSL's included),
+``DIR/sys/module/amdgpu/`` (its ``version`` file: AMD's amdgpu-dkms only), ``DIR/sys/class/kfd/``, ``DIR/etc/passwd``, ``DIR/etc/subgid``,
 ``DIR/etc/cdi/``, ``DIR/var/run/cdi/``. Device nodes cannot be kept in a folder (git and tar
 users cannot make them, and their owning group needs root to set), so ``DIR/dev-stat.txt``, the
 output of ``stat -c '%A %u %g %n' /dev/kfd /dev/dri/* /dev/dxg``, lists them instead; without it
