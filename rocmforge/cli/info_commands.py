@@ -17,7 +17,7 @@ from rocmforge.cli.invocation import Invocation
 from rocmforge.define.schema import GFX_RE
 from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
-from rocmforge.host.container import host_gpu_access
+from rocmforge.host.container import GpuAccess, host_gpu_access
 from rocmforge.release import matrix_report as reports, publication, report_page
 from rocmforge.render import tree as rendered_tree
 from rocmforge.shared.errors import BuildError, UserError
@@ -137,8 +137,21 @@ def report(inv: Invocation) -> int:
     return 0
 
 
+def _host_root(inv: Invocation) -> str | None:
+    """--host-root DIR, refused before anything is read when it is not a folder."""
+    root = inv.args.host_root
+    if root is None:
+        return None
+    if not Path(root).is_dir():
+        why = "not a folder" if Path(root).exists() else "no such folder"
+        raise UserError(f"{why}: {root} (a copied host: DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc)",
+                        field="--host-root")
+    return str(Path(root).resolve())
+
+
 def doctor(inv: Invocation) -> int:
-    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology)
+    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology,
+                             host_root=_host_root(inv))
     print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
     return report.exit_code
 
@@ -160,6 +173,9 @@ def run(inv: Invocation) -> int:
     inv.project.target(target)
     if inv.args.arch is not None and not GFX_RE.match(inv.args.arch):
         raise UserError(f"{inv.args.arch!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)", field="--arch")
+    host_root = _host_root(inv)
+    if host_root is not None and not inv.args.dry_run:
+        raise UserError("a copied host's command can only be printed: add --dry-run", field="--host-root")
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     client = engine.connect()
@@ -169,18 +185,22 @@ def run(inv: Invocation) -> int:
                         f"{target}` or `python build.py pull --target {target}`", field="--target")
     gpu = host_gpu_access()
     env: dict[str, str] = {}
+    access = host_doctor.RunAccess()
     saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
     gpus, why = (), "no /dev/kfd on this host"
-    if gpu.present or saved:
+    if gpu.present or saved or host_root is not None:
         report = host_doctor.run(plan=inv.plan, client=client, rocminfo_file=inv.args.rocminfo,
-                                 kfd_topology=inv.args.kfd_topology)
+                                 kfd_topology=inv.args.kfd_topology, host_root=host_root)
         # A pruned image on GPUs it has no code for: stop here, not with hipErrorNoBinaryForGpu in the job.
         refusal = report.failed(f"coverage:{target}")
         if refusal:
             raise UserError(refusal, field="--target")
+        access = report.access
+        if host_root is not None:   # the copied host's nodes and groups, not this machine's
+            gpu = GpuAccess(devices=access.devices, group_ids=access.group_ids)
         env = report.env_for(target) if gpu.present else {}
         # The user's own choice of GPUs goes to the job, and decides which GPUs the image must cover.
-        chosen = os.environ.get("HIP_VISIBLE_DEVICES")
+        chosen = os.environ.get("HIP_VISIBLE_DEVICES") if host_root is None else None
         if chosen is not None and gpu.present:
             env["HIP_VISIBLE_DEVICES"] = chosen
         gpus, why = pick.job_gpus(report.diagnosis, chosen)
@@ -193,10 +213,14 @@ def run(inv: Invocation) -> int:
           file=sys.stderr)
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
     argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
-                                     docker=docker)
+                                     docker=docker, cdi_devices=access.cdi_devices, keep_groups=access.keep_groups,
+                                     shm_size=access.shm_size)
     if not gpu.present:
-        print("note: no /dev/kfd on this host: the container runs WITHOUT a GPU", file=sys.stderr)
+        where = "the copied host" if host_root else "this host"
+        print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)
     if inv.args.dry_run:
-        print(dockerrun.shell_line(["docker"] + argv[1:]))
+        print(dockerrun.dry_run_text(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
+                                     docker_cdi=access.docker_cdi_devices, podman_cdi=access.podman_cdi_devices,
+                                     shm_size=access.shm_size))
         return 0
     return subprocess.call(argv)

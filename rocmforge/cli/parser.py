@@ -189,16 +189,21 @@ def _host_commands(sub) -> None:
     dr.add_argument("--rocminfo", help="diagnose a saved rocminfo output instead of this host's GPUs")
     dr.add_argument("--kfd-topology", metavar="DIR",
                     help="diagnose a saved copy of /sys/class/kfd/kfd/topology instead of this host's GPUs")
+    dr.add_argument("--host-root", metavar="DIR",
+                    help="diagnose a host copied under DIR (DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc/cdi, ...) "
+                         "instead of this one: every absolute path is read relative to DIR")
     dr.set_defaults(run=info("doctor"))
 
     rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
     _target(rn)
-    rn.add_argument("--dry-run", action="store_true", help="print the docker command, run nothing")
+    rn.add_argument("--dry-run", action="store_true", help="print the command for Docker and for podman, run nothing")
     rn.add_argument("--rocminfo", help="judge the image against a saved rocminfo output instead of this host's GPUs")
     rn.add_argument("--kfd-topology", metavar="DIR",
                     help="judge the image against a saved copy of /sys/class/kfd/kfd/topology")
     rn.add_argument("--arch", default=None, metavar="GFX",
                     help="run the smallest of the target's images (main or variant) that carries GFX, whatever "
                          "the host's GPUs")
+    rn.add_argument("--host-root", metavar="DIR",
+                    help="with --dry-run: the command for a host copied under DIR (its nodes, groups, CDI spec)")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
     rn.set_defaults(run=info("run"))

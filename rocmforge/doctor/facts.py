@@ -11,7 +11,6 @@ the free space under Docker's data root.
 from __future__ import annotations
 
 import glob
-import grp
 import os
 import shutil
 import subprocess
@@ -19,7 +18,12 @@ from dataclasses import dataclass, field
 from typing import Callable, TYPE_CHECKING
 
 from rocmforge.build.engine import image_id
+from rocmforge.doctor import cdi
+from rocmforge.doctor import platform
+from rocmforge.doctor.hostroot import HostRoot, Identity, NodeFacts
+from rocmforge.doctor.rootless import EngineTraits, saved_traits
 from rocmforge.host import engineinfo
+from rocmforge.host.engineinfo import PODMAN
 from rocmforge.host.container import TrackedContainer, host_gpu_access
 from rocmforge.render.archprune import LABEL
 from rocmforge.verify.readers import kfd as kfd_reader, rocminfo
@@ -32,20 +36,6 @@ DEFAULT_DOCKER_ROOT = "/var/lib/docker"
 ROCMINFO_TIMEOUT_S = 60
 
 RocminfoRunner = Callable[[], tuple[str, str]]  # () -> (output, where it came from)
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    """One device node as this user sees it."""
-    path: str
-    exists: bool
-    readable_writable: bool = False  # os.access(R_OK | W_OK)
-    gid: int | None = None  # the owning group, what `--group-add` needs
-    group: str | None = None  # that group's name on this host, when it has one
-
-    def to_json(self) -> dict:
-        return {"path": self.path, "exists": self.exists, "readable_writable": self.readable_writable,
-                "gid": self.gid, "group": self.group}
 
 
 @dataclass(frozen=True)
@@ -68,6 +58,14 @@ class HostFacts:
     kfd_info: rocminfo.RocmInfo | None = None
     kfd_source: str = ""
     pruned_targets: frozenset[str] = frozenset()  # built targets whose images keep only their archs' GPU files
+    host_root: str = "/"  # where the host was read: "/" is this one, else a copy (--host-root DIR)
+    identity: Identity | None = None  # the user whose groups a rootless engine hands on; None: not known
+    environ: dict[str, str] = field(default_factory=dict)  # the user's environment (DOCKER_HOST, CONTAINER_HOST)
+    engine_traits: EngineTraits = EngineTraits()  # rootless or not, CDI folders; fields None when not known
+    cdi_specs: tuple[cdi.CdiSpec, ...] = ()  # the CDI specs for amd.com/gpu under /etc/cdi and /var/run/cdi
+    platform: platform.PlatformFacts = platform.PlatformFacts()  # driver version, kernel, /dev/shm, memory, WSL
+    built_rocm: dict[str, str] = field(default_factory=dict)  # built target -> its image's ROCm (io.rocmforge.rocm)
+    image_env: dict[str, dict[str, str]] = field(default_factory=dict)  # built target -> its image's Env
 
 
 @dataclass(frozen=True)
@@ -79,6 +77,44 @@ class EngineFacts:
     description: str | None = None
     problem: str | None = None
     built_targets: dict[str, tuple[str, ...]] | None = None  # None: not known
+    traits: EngineTraits = EngineTraits()
+    images: ImageDetails | None = None
+
+
+@dataclass(frozen=True)
+class ImageDetails:
+    """What the built images carry that the driver and override checks compare: each target's
+    ROCm (its io.rocmforge.rocm label) and its environment (the image config's Env)."""
+    rocm: dict[str, str] = field(default_factory=dict)
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def _env_of(attrs: dict | None) -> dict[str, str]:
+    items = ((attrs or {}).get("Config") or {}).get("Env") or []
+    return dict(str(e).partition("=")[::2] for e in items if "=" in str(e))
+
+
+def image_details_from_labels(client: DockerClient) -> ImageDetails:
+    """The newest tagged image per io.rocmforge.target: its ROCm label and its Env."""
+    newest: dict[str, tuple[str, dict, dict]] = {}
+    for img in client.images.list(filters={"label": "io.rocmforge.target"}):
+        labels, attrs = img.labels or {}, img.attrs or {}
+        name, created = labels.get("io.rocmforge.target"), str(attrs.get("Created", ""))
+        if img.tags and name and (name not in newest or created > newest[name][0]):
+            newest[name] = (created, labels, attrs)
+    return ImageDetails(rocm={n: v[1]["io.rocmforge.rocm"] for n, v in newest.items() if v[1].get("io.rocmforge.rocm")},
+                        env={n: _env_of(v[2]) for n, v in newest.items()})
+
+
+def image_details_from_plan(client: DockerClient, plan: BuildPlan, built) -> ImageDetails:
+    """The plan's built targets: ROCm from their labels, Env from their content-tagged images."""
+    env = {}
+    for name in built:
+        try:
+            env[name] = _env_of(client.images.get(plan.targets[name].content_tag).attrs)
+        except Exception:  # the image went away meanwhile: its Env is not known
+            continue
+    return ImageDetails(rocm={n: plan.targets[n].labels.get("io.rocmforge.rocm", "") for n in built}, env=env)
 
 
 def connect_engine():
@@ -91,20 +127,6 @@ def connect_engine():
 
 def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
-
-
-def _node(path: str) -> NodeFacts:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return NodeFacts(path=path, exists=False)
-    group = None
-    try:
-        group = grp.getgrgid(st.st_gid).gr_name
-    except (ImportError, KeyError):
-        pass
-    return NodeFacts(path=path, exists=True, readable_writable=os.access(path, os.R_OK | os.W_OK),
-                     gid=st.st_gid, group=group)
 
 
 def _amdgpu_loaded(sys_root: str, proc_root: str) -> bool | None:
@@ -189,18 +211,23 @@ def _read_engine(client: DockerClient, built_targets: dict[str, tuple[str, ...]]
     except Exception as exc:  # engine down or unreachable
         return EngineFacts(error=_error_text(exc), built_targets=built_targets)
     try:
-        data_root = client.info().get("DockerRootDir")
+        info = client.info() or {}
+        data_root = info.get("DockerRootDir")
         described = engineinfo.of(client)
         description, problem = described.describe(), engineinfo.problem(described)
+        traits = EngineTraits.of_info(info, podman=described.store == PODMAN)
     except Exception:  # info is a nicety
         data_root = description = problem = None
+        traits = EngineTraits()
+    images = None
     if built_targets is None:
         try:
             built_targets = built_targets_from_labels(client)
+            images = image_details_from_labels(client)
         except Exception:  # listing images failed: coverage is then skipped
             built_targets = None
     return EngineFacts(version=version, data_root=data_root, description=description, problem=problem,
-                       built_targets=built_targets)
+                       built_targets=built_targets, traits=traits, images=images)
 
 
 def _host_rocminfo(exe: str) -> tuple[str | None, str]:
@@ -231,41 +258,72 @@ def _read_rocminfo(*, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo
         return None, f"rocminfo in a built image failed: {exc}"
 
 
+def _copied_traits(host: HostRoot) -> EngineTraits:
+    """A copied host's engine is the one its saved info describes, never the engine this machine
+    talks to; without the file, not known."""
+    return saved_traits(host) or EngineTraits(source="no docker-info.json in the copied host")
+
+
 def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_root: str = "/sys",
-           proc_root: str = "/proc",
+           proc_root: str = "/proc", host_root: str | None = None,
            docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
            rocminfo_runner: RocminfoRunner | None = None,
            rocminfo_file: str | None = None, host_rocminfo: bool = True,
-           kfd_topology: str | None = None, pruned_targets=frozenset()) -> HostFacts:
+           kfd_topology: str | None = None, pruned_targets=frozenset(),
+           images: ImageDetails | None = None) -> HostFacts:
     """Read this host. Never raises for what it finds (an unreachable engine, missing nodes, a
     failing rocminfo are facts); only a ``rocminfo_file`` that cannot be read or is not a whole
     rocminfo output raises UserError.
 
     client: a docker client; None connects with docker.from_env.
+    host_root: a copy of a host laid out under a folder (:mod:`.hostroot`): its device nodes,
+        /sys, /proc, user, environment and CDI specs are read there instead of dev_root,
+        sys_root and proc_root, and neither this host's rocminfo nor the runner is run (they
+        would list this machine's GPUs); its saved engine info (DIR/docker-info.json) describes
+        its engine for the rootless and CDI checks, never the engine this machine talks to.
     docker_root: where images are stored; None asks the engine (DockerRootDir), else /var/lib/docker.
     built_targets: name -> archs; None reads the io.rocmforge.* labels of the engine's images.
     rocminfo_file: a saved rocminfo output to use instead of running rocminfo.
     host_rocminfo: run the host's rocminfo when it is on PATH (first choice).
     kfd_topology: a saved KFD topology folder to read instead of this host's (sys_root's).
     pruned_targets: built targets whose images keep GPU files only for their archs.
+    images: the built images' ROCm and Env; None takes what the engine's labelled images say.
     rocminfo_runner: called when the host has no rocminfo but has /dev/kfd; returns
         (output, source), e.g. :func:`image_rocminfo_runner`.
     """
     engine = _read_engine(client, built_targets)
-    kfd = _node(os.path.join(dev_root, "kfd"))
+    host = HostRoot(host_root or "/")
+    who = host.identity()
+    # A copy without proc/self/status is read as root (who opens every node), but whose groups a
+    # rootless engine hands on is then not known.
+    known_who = who if host.live or host.read("/proc/self/status") is not None else None
+    if host_root is not None:
+        sys_root, proc_root = host.path("/sys"), host.path("/proc")
+        kfd = host.node("/dev/kfd", who)
+        renders = tuple(host.node(p, who) for p in host.glob("/dev/dri/renderD*"))
+    else:
+        kfd = host.node(os.path.join(dev_root, "kfd"), who)
+        renders = tuple(host.node(p, who) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
     if kfd_topology is not None:    # the saved topology is what the user asked to diagnose
         text, source = None, "not run: --kfd-topology given"
         kfd_info, kfd_source = kfd_reader.read_saved_topology(kfd_topology), kfd_topology
+    elif host_root is not None and rocminfo_file is None:
+        text, source = None, "not run: a copied host (--host-root) has no rocminfo to run; its KFD topology is read"
+        kfd_source = host.path("/sys/class/kfd/kfd/topology")
+        kfd_info = kfd_reader.read_topology(kfd_source)
     else:
         text, source = _read_rocminfo(kfd_exists=kfd.exists, rocminfo_file=rocminfo_file,
                                       host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
         kfd_source = os.path.join(sys_root, "class", "kfd", "kfd", "topology")
         kfd_info = kfd_reader.read_topology(kfd_source)
-    renders = tuple(_node(p) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
     disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
+    images = images or engine.images or ImageDetails()
     return HostFacts(engine_version=engine.version, engine_error=engine.error,
                      engine_description=engine.description, engine_problem=engine.problem, kfd=kfd, render_nodes=renders,
                      amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
                      rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
                      built_targets=dict(engine.built_targets or {}), kfd_info=kfd_info, kfd_source=kfd_source,
-                     pruned_targets=frozenset(pruned_targets))
+                     pruned_targets=frozenset(pruned_targets), host_root=host.root, identity=known_who,
+                     environ=host.environ(), engine_traits=engine.traits if host.live else _copied_traits(host),
+                     cdi_specs=cdi.read_specs(host), platform=platform.read(host),
+                     built_rocm=dict(images.rocm), image_env={k: dict(v) for k, v in images.env.items()})

@@ -40,12 +40,29 @@ class Verdict:
     recommendation: Recommendation | None = None
 
 
+@dataclass(frozen=True)
+class RunAccess:
+    """How `run` hands this host's GPU to a container, as the checks found it: the device nodes
+    and their owning GIDs, the CDI names that replace the nodes when a fitting spec is read by the
+    engine, and whether a rootless podman must keep the user's groups."""
+    devices: tuple[str, ...] = ()
+    group_ids: tuple[int, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
+    keep_groups: bool = False
+    shm_size: str | None = None  # --shm-size for this host's GPUs and memory; None: run's default
+    # What each engine's own command line takes (run --dry-run prints both): Docker reads a spec
+    # only from the folders its daemon lists, podman always from /etc/cdi and /var/run/cdi.
+    docker_cdi_devices: tuple[str, ...] = ()
+    podman_cdi_devices: tuple[str, ...] = ()
+
+
 @dataclass
 class Report:
     checks: list[Check] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
     # What the checks read (the GPUs, which stay visible): `run` and `pull` pick an image from it.
     diagnosis: Any = field(default=None, compare=False, repr=False)
+    access: RunAccess = field(default_factory=RunAccess)
 
     @property
     def ok(self) -> bool:

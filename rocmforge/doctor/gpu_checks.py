@@ -82,12 +82,72 @@ def override_needs(d: Diagnosis) -> list[OverrideNeed]:
     return needs
 
 
+OVERRIDE_VAR = "HSA_OVERRIDE_GFX_VERSION"
+_WORST = {OK: 0, SKIPPED: 0, WARN: 1, FAIL: 2}
+
+
+def set_overrides(d: Diagnosis) -> list[tuple[str, str]]:
+    """(where, value) for each HSA_OVERRIDE_GFX_VERSION already set: in the host's environment
+    (the user's, or root's for a copied host's proc/self/environ) and in built images' Env."""
+    found = []
+    if d.facts.environ.get(OVERRIDE_VAR):
+        found.append(("the host's environment", d.facts.environ[OVERRIDE_VAR]))
+    for target in sorted(d.built):
+        value = d.facts.image_env.get(target, {}).get(OVERRIDE_VAR)
+        if value:
+            found.append((f"target {target}'s image (Env)", value))
+    return found
+
+
+def judge_override(value: str, g: Gpu) -> tuple[str, str]:
+    """(status, why) for an override value on one GPU: across major versions fails (the runtime
+    refuses it; before it did, such overrides ran code of another ISA into page faults and hangs),
+    within the family warns (unofficial), the GPU's own version is a no-op."""
+    parts = value.strip().split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return WARN, f"{OVERRIDE_VAR}={value} is not a major.minor.stepping version: the runtime ignores it"
+    major, minor, step = (int(p) for p in parts)
+    pose = f"gfx{major}{minor:x}{step:x}"
+    own = hsa_override_version(g.gfx)
+    if value.strip() == own:
+        return OK, f"{OVERRIDE_VAR}={value} is {g.describe()}'s own version: no effect, it can go"
+    if major != int(own.split(".")[0]):
+        return FAIL, (f"{OVERRIDE_VAR}={value} makes {g.describe()}, a {g.gfx} ({own}), pose as {pose}: across major "
+                      f"versions the ISA differs, the runtime refuses such an override and code built for {pose} "
+                      f"cannot run; unset it")
+    return WARN, (f"{OVERRIDE_VAR}={value} makes {g.describe()}, a {g.gfx} ({own}), pose as {pose} (same family: an "
+                  f"unofficial workaround, not supported by AMD)")
+
+
+def _with_set_overrides(d: Diagnosis, verdict: Verdict) -> Verdict:
+    """The override check's verdict, preceded by what each override already set does to the
+    visible GPUs; the worst status wins."""
+    found = [(where, judge_override(value, g)) for where, value in set_overrides(d) for g in d.visible]
+    if not found:
+        return verdict
+    status = max([s for _, (s, _) in found] + [verdict.status], key=lambda s: _WORST[s])
+    if status == SKIPPED:
+        status = OK
+    detail = "; ".join(f"{where}: {why}" for where, (_, why) in found)
+    return Verdict(status, f"{detail}. {verdict.detail}", verdict.recommendation)
+
+
 def gfx_override(d: Diagnosis) -> Verdict:
-    """warn: a visible GPU runs a built image only through ``HSA_OVERRIDE_GFX_VERSION``
+    """fail: an ``HSA_OVERRIDE_GFX_VERSION`` set in the host's environment or a built image's Env
+    names another major version than a visible GPU's (:func:`judge_override`). warn: one set
+    within the GPU's family; a visible GPU runs a built image only through the override
     (recommended for the targets that need it), or needs an override that would break another
     visible GPU (the variable renames every GPU of the process: then not recommended)."""
     if not d.visible:
+        set_here = set_overrides(d)
+        if set_here:
+            return Verdict(SKIPPED, "no GPU listed to compare " + ", ".join(f"{OVERRIDE_VAR}={v} ({w})"
+                                                                            for w, v in set_here) + " with")
         return NO_GPU
+    return _with_set_overrides(d, _needed_override(d))
+
+
+def _needed_override(d: Diagnosis) -> Verdict:
     if not d.built:
         known = [f"{g.gfx} usually runs {GFX_OVERRIDES[g.gfx]} code with HSA_OVERRIDE_GFX_VERSION="
                  f"{hsa_override_version(GFX_OVERRIDES[g.gfx])}" for g in d.visible if g.gfx in GFX_OVERRIDES]

@@ -1,6 +1,7 @@
 """Checks of the host itself: the Docker engine, the GPU device nodes and their groups, the amdgpu
 kernel module, and disk space. With ``--rocminfo FILE`` the GPUs diagnosed are someone else's, so
-the device-node and module checks are skipped (:func:`host_only`)."""
+the device-node and module checks are skipped (:func:`host_only`); on WSL2 there is no KFD to
+find, so they are skipped too (:func:`.platform_checks.wsl_skip`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Callable
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import NodeFacts
 from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Verdict
+from rocmforge.doctor.platform_checks import wsl_skip
 
 LOW_DISK_BYTES = 60 * 10**9  # ROCm images are 3-50 GB each; a build also keeps its builder image
 
@@ -47,6 +49,7 @@ def engine(d: Diagnosis) -> Verdict:
 
 
 @host_only
+@wsl_skip
 def kfd(d: Diagnosis) -> Verdict:
     """fail: no ``/dev/kfd``, so containers run without a GPU. warn: present but not read/write
     for this user: host tools such as rocminfo fail, containers still get it (``--device`` plus
@@ -63,6 +66,7 @@ def kfd(d: Diagnosis) -> Verdict:
 
 
 @host_only
+@wsl_skip
 def render_nodes(d: Diagnosis) -> Verdict:
     """fail: ``/dev/kfd`` but no ``/dev/dri/renderD*`` (HIP cannot open the GPU). warn: render
     nodes without ``/dev/kfd`` (another vendor's GPU), or not read/write for this user.
@@ -85,6 +89,7 @@ def render_nodes(d: Diagnosis) -> Verdict:
 
 
 @host_only
+@wsl_skip
 def device_groups(d: Diagnosis) -> Verdict:
     """ok: the ``docker run`` flags that pass the nodes and their owning groups (numeric GIDs)."""
     nodes = ([d.kfd] if d.kfd.exists else []) + list(d.render_nodes)
@@ -102,6 +107,7 @@ def device_groups(d: Diagnosis) -> Verdict:
 
 
 @host_only
+@wsl_skip
 def amdgpu_module(d: Diagnosis) -> Verdict:
     """fail: not loaded and no ``/dev/kfd`` (kept apart from the kfd check because it names the
     fix). warn: not loaded although ``/dev/kfd`` exists, or it could not be told."""

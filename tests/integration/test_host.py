@@ -49,8 +49,11 @@ def test_run_dry_run_prints_the_docker_command(docker_client):
     assert build.returncode == 0, build.stderr[-2000:]
     proc = run_cli("run", "--target", "hip-devel", "--dry-run", "--", "rocminfo")
     assert proc.returncode == 0, proc.stderr
-    line = proc.stdout.strip()
-    assert line.startswith("docker run --rm") and line.endswith("rocminfo") and "--ipc=host" in line
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "# docker" and lines[2] == "# podman", lines
+    line, podman = lines[1], lines[3]
+    assert podman.startswith("podman run --rm") and podman.endswith("rocminfo")
+    assert line.startswith("docker run --rm") and line.endswith("rocminfo") and "--shm-size=" in line and "--ipc=host" not in line
     assert "rocmforge/hip-devel:content-" in line
     if GPU.present:
         assert "--device /dev/kfd" in line and "--group-add" in line

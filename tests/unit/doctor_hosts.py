@@ -6,11 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocmforge.doctor import HostFacts, NodeFacts
+from rocmforge.doctor.hostroot import Identity
+from rocmforge.doctor.platform import PlatformFacts
+from rocmforge.doctor.rootless import EngineTraits
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 EXPECTED = FIXTURES / "doctor" / "expected"
 GB = 10**9
 HIP_RUNTIME = {"hip-runtime": ("gfx90a", "gfx1100")}
+# A rootful dockerd as `docker info` describes it, with CDI off, and a user in the nodes' groups.
+ROOTFUL = EngineTraits(podman=False, security_options=("name=apparmor", "name=seccomp,profile=builtin"),
+                       source="the engine")
+USER = Identity(uid=1000, gid=1000, groups=(44, 993, 1000), name="ana")
+GIB = 1024**3
+# AMD's ROCm 6.4 amdgpu-dkms on Ubuntu 24.04 with 64 GiB of memory and tmpfs's default /dev/shm.
+PLATFORM = PlatformFacts(driver_version="6.12.12", kernel_release="6.8.0-49-generic", shm_bytes=32 * GIB,
+                         shm_source="statvfs(/dev/shm)", mem_total_bytes=64 * GIB)
 
 
 def fixture_path(name: str) -> Path:
@@ -42,7 +53,8 @@ def gpu_host(text: str | None, built: dict | None = None, **kw) -> HostFacts:
         kfd=NodeFacts("/dev/kfd", True, True, 44, "video"),
         render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render"),),
         amdgpu_module=True, rocminfo_text=text, rocminfo_source="host rocminfo (/opt/rocm/bin/rocminfo)",
-        free_disk_bytes=500 * GB, disk_path="/var/lib/docker", built_targets=built or {})
+        free_disk_bytes=500 * GB, disk_path="/var/lib/docker", built_targets=built or {},
+        engine_traits=ROOTFUL, identity=USER, platform=PLATFORM, built_rocm={t: "6.4.3" for t in built or {}})
     base.update(kw)
     return HostFacts(**base)
 

@@ -43,16 +43,17 @@ def verdict_is(v: Verdict, status: str, *needles: str) -> None:
 
 def test_the_table_names_each_check_once_in_report_order():
     names = [name for name, _ in checks.CHECKS]
-    assert names == ["engine", "kfd", "render-nodes", "device-groups", "amdgpu-module", "gpus", "integrated-gpus",
-                     "gfx-override", "coverage:{target}", "coverage", "disk"]
+    assert names == ["engine", "wsl", "kfd", "render-nodes", "device-groups", "rootless", "cdi", "amdgpu-module", "driver", "gpus",
+                     "integrated-gpus",
+                     "gfx-override", "coverage:{target}", "coverage", "shm", "disk"]
     assert len({fn for _, fn in checks.CHECKS}) == len(names)
 
 
 def test_diagnose_runs_the_table_with_per_target_checks_sorted():
     report = checks.diagnose(gpu_host(fixture("mi210.txt"), {"zeta": ("gfx90a",), "alpha": ("gfx1100",)}))
     assert [c.name for c in report.checks] == [
-        "engine", "kfd", "render-nodes", "device-groups", "amdgpu-module", "gpus", "integrated-gpus",
-        "gfx-override", "coverage:alpha", "coverage:zeta", "coverage", "disk"]
+        "engine", "wsl", "kfd", "render-nodes", "device-groups", "rootless", "cdi", "amdgpu-module", "driver", "gpus", "integrated-gpus",
+        "gfx-override", "coverage:alpha", "coverage:zeta", "coverage", "shm", "disk"]
 
 
 def test_report_add_keeps_the_recommendation_of_a_verdict():
