@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from rocmforge import doctor as host_doctor
 from rocmforge.build import engine
 from rocmforge.build.buildable import buildability
-from rocmforge.cli import show
+from rocmforge.cli import show, signals
 from rocmforge.cli.invocation import Invocation
 from rocmforge.host import dockerrun
 from rocmforge.host.container import host_gpu_access
@@ -169,4 +168,4 @@ def run(inv: Invocation) -> int:
     if inv.args.dry_run:
         print(dockerrun.shell_line(["docker"] + argv[1:]))
         return 0
-    return subprocess.call(argv)
+    return signals.run_passing_on(argv)
