@@ -138,3 +138,23 @@ def test_run_passes_term_on_to_the_docker_cli(tmp_path):
             timer.wait()
     assert got.read_text() == "TERM"
     assert signal.getsignal(signal.SIGTERM) == before     # put back after the command
+
+
+def test_sources_unpack_without_a_shell_between(tmp_path):
+    """`git archive | tar` as two processes of ours (a killed shell would leave both running)."""
+    from rocmforge.host import fetch
+
+    repo = tmp_path / "repo"
+    run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
+    repo.mkdir()
+    run("init", "-q")
+    (repo / "a.txt").write_text("one\n")
+    run("add", "a.txt")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out = tmp_path / "out"
+    out.mkdir()
+    fetch._unpack(repo, commit, out)
+    assert (out / "a.txt").read_text() == "one\n"
+    with pytest.raises(subprocess.CalledProcessError):
+        fetch._unpack(repo, "0" * 40, tmp_path)
