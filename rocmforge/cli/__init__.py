@@ -25,7 +25,12 @@ def os_error_exit(exc: OSError) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     with signals.handled():
-        return _main(argv)
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as exc:      # Ctrl-C, and SIGTERM and SIGHUP as signals.py raises them
+            stop = signals.stopped(exc)
+            print(stop.message, file=sys.stderr)
+            return stop.exit_code
 
 
 def _main(argv: list[str] | None) -> int:
@@ -42,10 +47,6 @@ def _main(argv: list[str] | None) -> int:
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt as exc:      # Ctrl-C, and SIGTERM and SIGHUP as signals.py raises them
-        stop = signals.stopped(exc)
-        print(stop.message, file=sys.stderr)
-        return stop.exit_code
     except BrokenPipeError:        # `build.py list --json | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
