@@ -158,3 +158,37 @@ def test_sources_unpack_without_a_shell_between(tmp_path):
     assert (out / "a.txt").read_text() == "one\n"
     with pytest.raises(subprocess.CalledProcessError):
         fetch._unpack(repo, "0" * 40, tmp_path)
+
+
+def _ended(pid: int, grace: float = 5.0) -> bool:
+    """The process is gone, or a zombie its new parent has yet to reap."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_stopped_bootstrap_ends_what_debootstrap_started(tmp_path):
+    """debootstrap's own children (wget, dpkg-deb, tar) are killed with it, not only debootstrap."""
+    from rocmforge.cli import signals
+    from rocmforge.resolve import bootstrap
+
+    pidfile = tmp_path / "pid"
+
+    def stop(signum, frame):
+        raise signals.Stopped(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        with pytest.raises(signals.Stopped):
+            bootstrap._run_as_one(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _ended(int(pidfile.read_text()))
