@@ -1,8 +1,9 @@
 """Normalisation that costs what the target adds, and builds that leave nothing behind, on the real
 engine: the base's layers pass through (the image starts with exactly the base's diff IDs), and
 after a build, a verify-repro, a failed build and a build interrupted while building or while
-normalising, the engine holds no image or container it did not hold before, except the target's
-own normalised image."""
+normalising (by SIGINT, SIGTERM or SIGHUP), the engine holds no image or container of that build
+that it did not hold before, except the target's own normalised image. Each check looks only at its
+own build's objects, so that it holds while other builds use the same engine."""
 
 from __future__ import annotations
 
