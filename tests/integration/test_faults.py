@@ -379,6 +379,38 @@ def test_interrupted_push_leaves_no_record_or_temporary_tag(docker_client, regis
     assert registry_tags(docker_client, registry.address, name) == []
 
 
+def test_lock_stopped_by_sigterm_leaves_no_container_and_the_lock_as_it_was(docker_client, base, tmp_path):
+    """The stack copied under a name of its own, its base tagged for it, so the lock's apt
+    container (the base's, with fresh lists) is this test's own; stopped while it updates them."""
+    matrix, state, name = project(tmp_path, "RUN touch /opt/one")
+    stack = f"sig-{uuid.uuid4().hex[:8]}"
+    data = yaml.safe_load(matrix.read_text())
+    data["stacks"][stack] = data["stacks"][STACK]
+    data["targets"][name]["stack"] = stack
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    lock_path = matrix.parent / "matrix.lock"
+    lock = yaml.safe_load(lock_path.read_text())
+    lock["bases"][stack] = lock["bases"][STACK]
+    lock_path.write_text(yaml.safe_dump(lock))
+    locked = lock_path.read_bytes()
+    ref = base.replace(f"/base-{STACK}:", f"/base-{stack}:")
+    docker_client.api.tag(base, *ref.rsplit(":", 1))
+    try:
+        before = engine_state(docker_client, stack)
+
+        def apt_container() -> bool:
+            return any(c["Image"] == ref for c in docker_client.api.containers(filters={"label": TEST_LABEL}))
+
+        rc, out, err = interrupt_when(start(matrix, state, "lock", "--target", name), apt_container,
+                                      "the apt container started", signal.SIGTERM, group=False)
+        assert rc == 143, out + err
+        assert err.strip().splitlines()[-1] == "interrupted by SIGTERM" and "Traceback" not in err, err
+        assert lock_path.read_bytes() == locked
+        assert_nothing_left(docker_client, before)
+    finally:
+        docker_client.api.remove_image(ref)
+
+
 # -- 4. a full filesystem -----------------------------------------------------------------------
 @pytest.fixture
 def small_state(tmp_path):
