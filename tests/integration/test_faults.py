@@ -6,9 +6,9 @@
   once it is back, the same push completes;
 - Ctrl-C (SIGINT to the process group, as a terminal sends it) while bootstrapping, while running
   the suites and while pushing, and SIGTERM while running the suites (to the group, as `timeout`
-  sends it, or to the CLI alone, as `docker stop` does) and while pushing: exit 130 or 143, and no
-  tag, container, process, temporary directory or mount is left (a build and a normalisation
-  interrupted: tests/integration/test_build_leftovers.py);
+  sends it, or to the CLI alone, as `docker stop` does), while pushing and while locking: exit 130
+  or 143, and no tag, container, process, temporary directory or mount is left (a build and a
+  normalisation interrupted: tests/integration/test_build_leftovers.py);
 - a full filesystem under the state directory: one line naming the path, nothing half-written,
   and the next run with room works;
 - two builds of one target at once: both succeed with the same image ID, nothing left behind."""
