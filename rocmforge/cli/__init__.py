@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from rocmforge.cli import signals
 from rocmforge.cli.parser import MAIN_JOB, build_parser
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 
@@ -23,6 +24,16 @@ def os_error_exit(exc: OSError) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with signals.handled():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as exc:      # Ctrl-C, and SIGTERM and SIGHUP as signals.py raises them
+            stop = signals.stopped(exc)
+            print(stop.message, file=sys.stderr)
+            return stop.exit_code
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.run == MAIN_JOB and not args.target:   # a bare `build.py`: the usage
@@ -36,9 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:        # `build.py list --json | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0

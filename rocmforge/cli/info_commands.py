@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from rocmforge import doctor as host_doctor
 from rocmforge.build import engine
 from rocmforge.build.buildable import buildability
-from rocmforge.cli import show
+from rocmforge.cli import show, signals
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.schema import GFX_RE
 from rocmforge.doctor import pick
@@ -223,4 +222,4 @@ def run(inv: Invocation) -> int:
                                      docker_cdi=access.docker_cdi_devices, podman_cdi=access.podman_cdi_devices,
                                      shm_size=access.shm_size))
         return 0
-    return subprocess.call(argv)
+    return signals.run_passing_on(argv)

@@ -228,7 +228,22 @@ def source_tree(url: str, commit: str, work: Path) -> dict[str, bytes]:
     if git("cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
         raise FetchError(f"{_where(url)} has no commit {commit}")
     with tempfile.TemporaryDirectory(dir=_mk(work), prefix="src-") as tmp:
-        subprocess.run(f"git -C {repo} archive --format=tar {commit} | tar -x -C {tmp}", shell=True, check=True)
+        _unpack(repo, commit, Path(tmp))
         files = {p.relative_to(tmp).as_posix(): p.read_bytes() for p in sorted(Path(tmp).rglob("*")) if p.is_file()}
     files[".rocmforge-commit"] = (commit + "\n").encode()
     return files
+
+
+def _unpack(repo: Path, commit: str, dest: Path) -> None:
+    """`git archive | tar -x`, both processes our own: through a shell, a SIGTERM or Ctrl-C kills
+    only the shell, and git and tar would go on writing into a folder being removed."""
+    git = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", commit], stdout=subprocess.PIPE)
+    try:
+        subprocess.run(["tar", "-x", "-C", str(dest)], stdin=git.stdout, check=True)
+    finally:
+        git.stdout.close()       # tar is done or gone: git must not wait on a full pipe
+        if git.poll() is None and sys.exc_info()[0] is not None:
+            git.kill()
+        git.wait()
+    if git.returncode != 0:
+        raise subprocess.CalledProcessError(git.returncode, git.args)

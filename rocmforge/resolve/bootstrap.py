@@ -172,7 +172,7 @@ def _debootstrap(boot, rootfs: Path, ref: str, log: Callable[[str], None], pause
     cmd += [boot.suite, str(rootfs), aptmirror.effective()]
     for attempt in range(1, aptmirror.RETRIES + 1):
         log(f"base {ref}: {' '.join(cmd)}")
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = _run_as_one(cmd)
         log(proc.stdout)
         if proc.returncode == 0:
             return
@@ -187,6 +187,23 @@ def _debootstrap(boot, rootfs: Path, ref: str, log: Callable[[str], None], pause
         if attempt < aptmirror.RETRIES:
             time.sleep(pause * attempt)
     raise BuildError(f"debootstrap of {boot.suite}: " + aptmirror.unreachable_message(mirror))
+
+
+def _run_as_one(cmd: list[str]) -> subprocess.CompletedProcess:
+    """cmd and every process it starts (debootstrap's wget, dpkg-deb and tar work outside the
+    chroot) in a process group of their own, killed together when this command is stopped: a
+    SIGTERM to rocmforge alone (`docker stop`, a supervisor) would otherwise end debootstrap only,
+    and they would go on writing into a tree being removed."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, _ = proc.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out)
 
 
 def _mounts_under(root: Path) -> list[str]:

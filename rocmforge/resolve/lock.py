@@ -13,7 +13,7 @@ from rocmforge.define.kinds import LockEntry
 from rocmforge.define.lockschema import SECTIONS, BaseEntry, Lock
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources, imageid, registrybase
-from rocmforge.host.container import TrackedContainer
+from rocmforge.host.container import TrackedContainer, remove_session_leftovers
 from rocmforge.resolve import bases, bootstrap, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
 from rocmforge.shared.errors import BuildError
@@ -60,16 +60,15 @@ class AptSession:
     base first gets the stack's apt_sources applied, as every apt step of its build does."""
 
     def __init__(self, client: DockerClient, image: str, stack_name: str, stack) -> None:
-        self.tc = TrackedContainer(client, image).start()
-        self.lists: list[str] = []
-        if stack.base.bootstrap:
-            setup_env, self.env = aptmirror.container_env()
-            r = self.tc.exec(f"{aptmirror.SETUP} && {aptmirror.UPDATE} -qq", timeout=600, env=setup_env)
-        else:
-            self.env = {}
-            found = self.tc.exec(["sh", "-c", f"ls -1 {aptsources.LISTS_DIR} 2>/dev/null"])
-            self.lists = sorted(n for n in found.stdout.split() if n.endswith(".list"))
-            r = self.tc.exec(["sh", "-c", aptsources.checked_update(stack.apt_sources)], timeout=600)
+        tc = TrackedContainer(client, image)
+        try:
+            self.tc = tc.start()
+            r = self._update(stack)
+        except BaseException:
+            # Stopped (Ctrl-C, SIGTERM) before the caller holds the session, whose clean-up would
+            # close it: its container, created or started, goes here.
+            remove_session_leftovers(client, tc.session)
+            raise
         if r.rc != 0:
             self.close()
             why = aptsources.failure_message(stack_name, r.output, mirror=aptmirror.from_env()
@@ -79,6 +78,16 @@ class AptSession:
             if why:   # every entry of the stack would fail alike: stop with one message
                 raise BuildError(f"lock: {why}")
             raise RuntimeError(f"apt-get update failed in {image}: {r.output[-500:]}")
+
+    def _update(self, stack):
+        self.lists: list[str] = []
+        if stack.base.bootstrap:
+            setup_env, self.env = aptmirror.container_env()
+            return self.tc.exec(f"{aptmirror.SETUP} && {aptmirror.UPDATE} -qq", timeout=600, env=setup_env)
+        self.env = {}
+        found = self.tc.exec(["sh", "-c", f"ls -1 {aptsources.LISTS_DIR} 2>/dev/null"])
+        self.lists = sorted(n for n in found.stdout.split() if n.endswith(".list"))
+        return self.tc.exec(["sh", "-c", aptsources.checked_update(stack.apt_sources)], timeout=600)
 
     def simulate(self, pins: list[str]) -> dict[str, str]:
         """Packages (name → version) that `apt-get install --no-install-recommends PINS` would install."""
@@ -178,11 +187,8 @@ def _record_base_packages(client: DockerClient, m: Matrix, stack_name: str, lock
     except RuntimeError as exc:
         out.failed.append(f"base {stack_name}: packages: {exc}")
         return
-    tc = TrackedContainer(client, image).start()
-    try:
+    with TrackedContainer(client, image) as tc:    # stopped between create and start: swept there
         r = tc.exec(DPKG_STATUS, timeout=300)
-    finally:
-        tc.remove()
     if r.rc != 0:
         out.failed.append(f"base {stack_name}: packages: dpkg-query failed in {image}: {r.output.strip()[-300:]}")
         return

@@ -82,7 +82,7 @@ def test_dead_mirror_during_an_apt_step(docker_client, session_images, tmp_path)
     assert _cli(matrix, state, "build", "--target", "mirror-probe").returncode == 0
     tag = _content_tag(matrix, "mirror-probe")
     before = docker_client.images.get(tag).id
-    engine_before = engine_state(docker_client)
+    engine_before = engine_state(docker_client, "mirror-probe", DEAD)
     proc = _cli(matrix, state, "verify-repro", "--target", "mirror-probe", mirror=DEAD)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert f"the Debian mirror {DEAD} ($ROCMFORGE_DEBIAN_MIRROR) did not answer" in proc.stderr
@@ -108,7 +108,7 @@ def test_dead_mirror_during_lock(docker_client, session_images, tmp_path):
     state = tmp_path / "state"
     lock_bytes = (tmp_path / "matrix.lock").read_bytes()
     assert _cli(matrix, state, "build", "--target", "mirror-probe").returncode == 0   # the base is there
-    engine_before = engine_state(docker_client)
+    engine_before = engine_state(docker_client, "mirror-probe", DEAD)
     for args in (["lock", "--check"], ["lock"]):
         proc = _cli(matrix, state, *args, "--target", "mirror-probe", mirror=DEAD)
         assert proc.returncode == 1, proc.stderr[-2000:]

@@ -1,17 +1,22 @@
 """Normalisation that costs what the target adds, and builds that leave nothing behind, on the real
 engine: the base's layers pass through (the image starts with exactly the base's diff IDs), and
 after a build, a verify-repro, a failed build and a build interrupted while building or while
-normalising, the engine holds no image or container it did not hold before, except the target's
-own normalised image."""
+normalising (by SIGINT, SIGTERM or SIGHUP), the engine holds no image or container of that build
+that it did not hold before, except the target's own normalised image. Each check looks only at its
+own build's objects, so that it holds while other builds use the same engine."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,6 +29,7 @@ from tests.conftest import BUILD_PY, ROOT, copy_project, interruptible, run_cli
 pytestmark = pytest.mark.docker
 STACK = "debian13-rocm5.7"
 MARK = "COPY probes/ /opt/rocmforge/probes/"
+OWN_LABEL = "io.rocmforge.test.build"
 
 
 @pytest.fixture(scope="module")
@@ -42,26 +48,86 @@ def project(tmp_path, steps: str):
                              "archs": ["gfx90a"], "source_date_epoch": 1764547200}
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     tpl = tmp_path / "templates" / "Dockerfile.j2"
-    tpl.write_text(tpl.read_text().replace(MARK, MARK + f"\n{{% if name == '{name}' %}}{steps}\n{{% endif %}}"))
+    # The label first: every step image the target adds then names the target in its history.
+    tpl.write_text(tpl.read_text().replace(
+        MARK, MARK + f"\n{{% if name == '{name}' %}}LABEL {OWN_LABEL}={name}\n{steps}\n{{% endif %}}"))
     return matrix, tmp_path / "state", name
 
 
-def engine_state(client) -> tuple[set[str], set[str]]:
-    images = {img["Id"] for img in client.api.images(all=True)}
-    containers = {c["Id"] for c in client.api.containers(all=True)}
-    return images, containers
+@dataclass(frozen=True)
+class EngineState:
+    """The engine's images and containers at one moment, and the marks that name one build's own."""
+    images: frozenset[str]
+    containers: frozenset[str]
+    marks: tuple[str, ...]
 
 
-def assert_nothing_left(client, before, allowed: set[str] = frozenset(), grace: float = 30.0):
+def engine_state(client, *marks: str) -> EngineState:
+    """marks: strings only this test's objects carry (its scratch target's name, which project()
+    writes into a label of every step the target adds, so each step image's history carries it).
+    Other builds may run on the same engine meanwhile: only objects that carry a mark are judged."""
+    assert marks, "a leftover check needs the marks of its own build"
+    return EngineState(frozenset(img["Id"] for img in client.api.images(all=True)),
+                       frozenset(c["Id"] for c in client.api.containers(all=True)), marks)
+
+
+def _marked(text: str, marks: tuple[str, ...]) -> bool:
+    return any(m in text for m in marks)
+
+
+def image_is_ours(client, image_id: str, marks: tuple[str, ...]) -> bool:
+    """Its tags, labels or the history of every step under it name one of marks."""
+    import docker.errors
+
+    try:
+        found = json.dumps(client.api.inspect_image(image_id)) + json.dumps(client.api.history(image_id))
+    except docker.errors.NotFound:   # removed since it was listed
+        return False
+    return _marked(found, marks)
+
+
+def container_is_ours(client, container_id: str, marks: tuple[str, ...]) -> bool:
+    """Its command or labels name one of marks (a builder's container of our step), or its image is ours."""
+    import docker.errors
+
+    try:
+        found = client.api.inspect_container(container_id)
+    except docker.errors.NotFound:
+        return False
+    return _marked(json.dumps(found["Config"]), marks) or image_is_ours(client, found["Image"], marks)
+
+
+def deferred() -> set[str]:
+    """Short IDs of the step images builds left to the last build out: while another build runs on
+    the engine, a build may not remove them (rocmforge.build.steplock), and that one removes them."""
+    from rocmforge.build import steplock
+
+    try:
+        return set(json.loads(Path(str(steplock._base()) + ".pending").read_text()))
+    except (OSError, ValueError):
+        return set()
+
+
+def our_leftovers(client, before: EngineState, allowed: set[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """(images, containers) that appeared since `before` and carry its marks, less `allowed` and
+    less the step images handed to the last build out."""
+    images = {img["Id"] for img in client.api.images(all=True)} - before.images - set(allowed)
+    handed_over = deferred()
+    images = {i for i in images if i.split(":")[-1][:12] not in handed_over}
+    containers = {c["Id"] for c in client.api.containers(all=True)} - before.containers
+    return (sorted(i for i in images if image_is_ours(client, i, before.marks)),
+            sorted(c for c in containers if container_is_ours(client, c, before.marks)))
+
+
+def assert_nothing_left(client, before: EngineState, allowed: set[str] = frozenset(), grace: float = 30.0):
     """The engine may finish removing a cancelled build's container a moment after we hang up."""
     deadline = time.monotonic() + grace
     while True:
-        images, containers = engine_state(client)
-        extra_images, extra_containers = images - before[0] - set(allowed), containers - before[1]
-        if not extra_images and not extra_containers:
+        images, containers = our_leftovers(client, before, allowed)
+        if not images and not containers:
             return
         if time.monotonic() > deadline:
-            pytest.fail(f"left behind: images {sorted(extra_images)}, containers {sorted(extra_containers)}")
+            pytest.fail(f"left behind: images {images}, containers {containers}")
         time.sleep(1)
 
 
@@ -85,7 +151,7 @@ def cache_images(client, state, name) -> set[str]:
 def test_build_and_verify_repro_pass_the_base_through_and_leave_nothing(docker_client, base, tmp_path):
     matrix, state, name = project(tmp_path, "RUN head -c 1000000 /dev/zero > /opt/filler && ln /opt/filler /opt/hard "
                                             "&& rm /etc/issue")
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     tp = load_plan(matrix).targets[name]
@@ -110,7 +176,7 @@ def test_build_and_verify_repro_pass_the_base_through_and_leave_nothing(docker_c
         assert not list((state / "work").glob("repro-*"))
         listing = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name, "--dry-run")
         assert f"would remove build cache: rocmforge-cache/{name}:last" in listing.stdout, listing.stdout
-        assert engine_state(docker_client)[0] >= cache
+        assert all(docker_client.api.inspect_image(i) for i in cache)
     finally:
         run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name)
     assert_nothing_left(docker_client, before)
@@ -118,7 +184,7 @@ def test_build_and_verify_repro_pass_the_base_through_and_leave_nothing(docker_c
 
 def test_rebuild_reuses_the_cache_and_replaces_it(docker_client, base, tmp_path):
     matrix, state, name = project(tmp_path, "RUN touch /opt/one\nRUN echo {{ 'first' }} > /opt/two")
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     try:
         assert run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name).returncode == 0
         first = docker_client.api.inspect_image(load_plan(matrix).targets[name].content_tag)["Id"]
@@ -148,22 +214,30 @@ def test_rebuild_reuses_the_cache_and_replaces_it(docker_client, base, tmp_path)
 
 def test_failed_build_leaves_nothing(docker_client, base, tmp_path):
     matrix, state, name = project(tmp_path, "RUN touch /opt/one\nRUN touch /opt/two && false")
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "touch /opt/two && false" in proc.stderr
     assert_nothing_left(docker_client, before)
 
 
-@pytest.mark.parametrize("phase, steps, signal_when", [
-    ("build", "RUN touch /opt/one\nRUN echo {nonce} && sleep 120", "sleep 120"),
-    # 500 MB of random bytes: normalising it takes seconds, long enough to be interrupted in it
-    ("normalise", "RUN echo {nonce} && head -c 500000000 /dev/urandom > /opt/noise", "normalise sha256:"),
+BUILD_STEPS = "RUN touch /opt/one\nRUN echo {nonce} && sleep 120"
+# 500 MB of random bytes: normalising it takes seconds, long enough to be interrupted in it
+NORMALISE_STEPS = "RUN echo {nonce} && head -c 500000000 /dev/urandom > /opt/noise"
+
+
+@pytest.mark.parametrize("phase, steps, signal_when, sig", [
+    pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGINT, id="build-INT"),
+    # CI cancelling the job, `timeout`, `docker stop`; the terminal closed
+    pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGTERM, id="build-TERM"),
+    pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGHUP, id="build-HUP"),
+    pytest.param("normalise", NORMALISE_STEPS, "normalise sha256:", signal.SIGINT, id="normalise-INT"),
+    pytest.param("normalise", NORMALISE_STEPS, "normalise sha256:", signal.SIGTERM, id="normalise-TERM"),
 ])
-def test_interrupted_build_leaves_nothing(docker_client, base, tmp_path, phase, steps, signal_when):
+def test_interrupted_build_leaves_nothing(docker_client, base, tmp_path, phase, steps, signal_when, sig):
     # A step no earlier run has made, so no builder cache can finish it before the interrupt.
     matrix, state, name = project(tmp_path, steps.replace("{nonce}", uuid.uuid4().hex))
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     log = state / "logs" / f"{name}.log"
     proc = subprocess.Popen([sys.executable, str(BUILD_PY), "--matrix", str(matrix), "--state-dir", str(state),
                              "build", "--target", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -172,32 +246,61 @@ def test_interrupted_build_leaves_nothing(docker_client, base, tmp_path, phase, 
         while signal_when not in (log.read_text() if log.exists() else ""):
             assert proc.poll() is None, f"the build ended before the {phase} phase: {proc.communicate()}"
             time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, out + err
-    assert "interrupted" in err
+    assert proc.returncode == 128 + sig, out + err
+    assert "interrupted" in err and "Traceback" not in err, err
     tp = load_plan(matrix).targets[name]
     assert not docker_client.api.images(name=tp.content_tag.rsplit(":", 1)[0])
     assert_nothing_left(docker_client, before)
     assert not list((state / "work").glob("repro-*"))
 
 
+def test_the_leftover_check_sees_its_own_builds_objects_and_no_other(docker_client, base):
+    """Another build's image and container are not ours; our own step images and container are,
+    even untagged (the label names the build in each one's history)."""
+    ours, theirs = f"scratch-{uuid.uuid4().hex[:8]}", f"scratch-{uuid.uuid4().hex[:8]}"
+    before = engine_state(docker_client, ours)
+    made, containers = [], []
+    try:
+        for build in (theirs, ours):
+            dockerfile = f"FROM {base}\nLABEL {OWN_LABEL}={build}\nRUN echo {uuid.uuid4().hex} > /opt/step\n"
+            image_id = [c["aux"]["ID"] for c in docker_client.api.build(
+                fileobj=io.BytesIO(dockerfile.encode()), rm=True, decode=True) if "ID" in c.get("aux", {})][-1]
+            made.append(image_id)
+            containers.append(docker_client.api.create_container(image_id, ["true"])["Id"])
+        images, found = our_leftovers(docker_client, before)
+        assert found == [containers[1]]
+        assert made[1] in images and made[0] not in images
+        assert len(images) == 2            # the RUN step's image and the LABEL step's under it
+        with pytest.raises(pytest.fail.Exception, match="left behind"):
+            assert_nothing_left(docker_client, before, grace=0)
+        docker_client.api.remove_container(containers.pop(), force=True)
+        assert_nothing_left(docker_client, before, set(images), grace=0)   # theirs are still there
+    finally:
+        for c in containers:
+            docker_client.api.remove_container(c, force=True)
+        for i in made:
+            docker_client.api.remove_image(i, force=True)
+    assert_nothing_left(docker_client, before, grace=5)
+
+
 def test_clean_dry_run_names_leftovers_and_clean_removes_them(docker_client, base, tmp_path):
     matrix, state, name = project(tmp_path, "RUN touch /opt/one")
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     # What a killed build (SIGKILL: no clean-up runs) leaves: its raw tag and its step image.
-    raw = docker_client.api.build(fileobj=__import__("io").BytesIO(f"FROM {base}\nLABEL io.rocmforge.content-hash=x\n"
-                                                                   "RUN touch /opt/left\n".encode()),
+    raw = docker_client.api.build(fileobj=__import__("io").BytesIO(f"FROM {base}\nLABEL io.rocmforge.content-hash=x "
+                                                                   f"{OWN_LABEL}={name}\nRUN touch /opt/left\n".encode()),
                                   tag=f"rocmforge-raw/{name}:killed", rm=True, decode=True)
     for _ in raw:
         pass
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert f"would remove leftover tag: rocmforge-raw/{name}:killed" in proc.stdout
-    assert engine_state(docker_client)[0] - before[0]          # nothing removed yet
+    assert our_leftovers(docker_client, before)[0]          # nothing removed yet
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name)
     assert proc.returncode == 0, proc.stderr
     assert_nothing_left(docker_client, before)

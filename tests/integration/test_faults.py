@@ -5,8 +5,10 @@
 - the registry dying in the middle of a push: one error, no publish record, no temporary tag;
   once it is back, the same push completes;
 - Ctrl-C (SIGINT to the process group, as a terminal sends it) while bootstrapping, while running
-  the suites and while pushing: exit 130, and no tag, container, temporary directory or mount is
-  left (a build and a normalisation interrupted: tests/integration/test_build_leftovers.py);
+  the suites and while pushing, and SIGTERM while running the suites (to the group, as `timeout`
+  sends it, or to the CLI alone, as `docker stop` does), while pushing and while locking: exit 130
+  or 143, and no tag, container, process, temporary directory or mount is left (a build and a
+  normalisation interrupted: tests/integration/test_build_leftovers.py);
 - a full filesystem under the state directory: one line naming the path, nothing half-written,
   and the next run with room works;
 - two builds of one target at once: both succeed with the same image ID, nothing left behind."""
@@ -57,21 +59,43 @@ def start(matrix: Path, state: Path, *args: str, env: dict | None = None) -> sub
                             preexec_fn=interruptible)
 
 
-def interrupt_when(proc: subprocess.Popen, ready, what: str) -> tuple[int, str, str]:
-    """Ctrl-C once `ready()` holds; returns (exit code, stdout, stderr)."""
+def interrupt_when(proc: subprocess.Popen, ready, what: str, sig: int = signal.SIGINT,
+                   group: bool = True) -> tuple[int, str, str]:
+    """Ctrl-C (or `sig`) once `ready()` holds; returns (exit code, stdout, stderr). group: to the
+    process group, as a terminal, `timeout` and systemd send it; else to the CLI alone, as
+    `docker stop` does to a container's first process."""
     try:
         while not ready():
             if proc.poll() is not None:
                 out, err = proc.communicate()
                 pytest.fail(f"the command ended before {what}: exit {proc.returncode}\n{out}\n{err[-3000:]}")
             time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGINT)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out, err = proc.communicate()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return proc.returncode, out, err
+
+
+def group_gone(proc: subprocess.Popen, grace: float = 10.0) -> bool:
+    """No process of the CLI's group (its children: the suites' pytest processes) outlives it."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def stopped_message(sig: int) -> str:
+    return "interrupted" if sig == signal.SIGINT else f"interrupted by {signal.Signals(sig).name}"
 
 
 def assert_one_error_line(err: str, *needles: str) -> None:
@@ -181,7 +205,7 @@ def test_corrupt_cached_wheel_that_cannot_be_fetched_again_refuses_the_build(doc
     cached = fetch.cache_dir(state / "work") / digest
     cached.write_bytes(b"not the wheel\n")
     actual = hashlib.sha256(b"not the wheel\n").hexdigest()
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     # Nowhere to fetch it from again: a closed port on loopback, no retries.
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name,
                    env={"PIP_INDEX_URL": f"http://127.0.0.1:{local_registry.free_port()}/simple",
@@ -298,7 +322,7 @@ def test_interrupted_bootstrap_leaves_no_mount_directory_or_tag(docker_client, t
     base_ref = load_plan(matrix).targets[name].files["Dockerfile"].decode().split("\nFROM ", 1)[1].split()[0]
     if docker_client.api.images(name=base_ref):
         docker_client.api.remove_image(base_ref)     # left by an earlier run stopped short of its clean-up
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name, base_ref)
     work = state / "work"
     work.mkdir(parents=True)
     rc, out, err = interrupt_when(start(matrix, state, "build", "--target", name), lambda: mounts_under(work),
@@ -319,32 +343,72 @@ def scratch_built(docker_client, base, tmp_path):
     forget(docker_client, matrix, state, name)
 
 
-def test_interrupted_suites_leave_no_container_record_or_directory(docker_client, scratch_built, tmp_path):
+@pytest.mark.parametrize("sig, group", [
+    (signal.SIGINT, True),
+    (signal.SIGTERM, True),
+    (signal.SIGTERM, False),    # the CLI alone: it must end its suite processes itself
+], ids=["INT", "TERM-group", "TERM-cli-only"])
+def test_interrupted_suites_leave_no_container_record_or_directory(docker_client, scratch_built, tmp_path,
+                                                                   sig, group):
     matrix, state, name, image_id = scratch_built
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
 
     def suite_container() -> bool:
         return any(c["ImageID"] == image_id for c in docker_client.api.containers(filters={"label": TEST_LABEL}))
 
-    rc, out, err = interrupt_when(start(matrix, state, "test", "--target", name, env={"TMPDIR": str(tmp)}),
-                                  suite_container, "a suite started its container")
-    assert rc == 130, out + err
-    assert "interrupted" in err and "Traceback" not in err, err
+    proc = start(matrix, state, "test", "--target", name, env={"TMPDIR": str(tmp)})
+    rc, out, err = interrupt_when(proc, suite_container, "a suite started its container", sig, group)
+    assert rc == 128 + sig, out + err
+    assert err.strip().splitlines()[-1] == stopped_message(sig) and "Traceback" not in err, err
+    assert group_gone(proc), "a suite process outlived the command"
     assert suite_runs.recorded(state, image_id) is None
     assert list(tmp.iterdir()) == []
     assert_nothing_left(docker_client, before)
 
 
-def test_interrupted_push_leaves_no_record_or_temporary_tag(docker_client, registry, pushable):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_interrupted_push_leaves_no_record_or_temporary_tag(docker_client, registry, pushable, sig):
     matrix, state, name, _ = pushable
     rc, out, err = interrupt_when(start(matrix, state, "push", "--target", name, "--registry", registry.address),
-                                  registry.uploading, "a layer upload began")
-    assert rc == 130, out + err
-    assert "interrupted" in err and "Traceback" not in err, err
+                                  registry.uploading, "a layer upload began", sig)
+    assert rc == 128 + sig, out + err
+    assert err.strip().splitlines()[-1] == stopped_message(sig) and "Traceback" not in err, err
     assert not (matrix.parent / "published" / f"{name}.json").exists()
     assert registry_tags(docker_client, registry.address, name) == []
+
+
+def test_lock_stopped_by_sigterm_leaves_no_container_and_the_lock_as_it_was(docker_client, base, tmp_path):
+    """The stack copied under a name of its own, its base tagged for it, so the lock's apt
+    container (the base's, with fresh lists) is this test's own; stopped while it updates them."""
+    matrix, state, name = project(tmp_path, "RUN touch /opt/one")
+    stack = f"sig-{uuid.uuid4().hex[:8]}"
+    data = yaml.safe_load(matrix.read_text())
+    data["stacks"][stack] = data["stacks"][STACK]
+    data["targets"][name]["stack"] = stack
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    lock_path = matrix.parent / "matrix.lock"
+    lock = yaml.safe_load(lock_path.read_text())
+    lock["bases"][stack] = lock["bases"][STACK]
+    lock_path.write_text(yaml.safe_dump(lock))
+    locked = lock_path.read_bytes()
+    ref = base.replace(f"/base-{STACK}:", f"/base-{stack}:")
+    docker_client.api.tag(base, *ref.rsplit(":", 1))
+    try:
+        before = engine_state(docker_client, stack)
+
+        def apt_container() -> bool:
+            return any(c["Image"] == ref for c in docker_client.api.containers(filters={"label": TEST_LABEL}))
+
+        rc, out, err = interrupt_when(start(matrix, state, "lock", "--target", name), apt_container,
+                                      "the apt container started", signal.SIGTERM, group=False)
+        assert rc == 143, out + err
+        assert err.strip().splitlines()[-1] == "interrupted by SIGTERM" and "Traceback" not in err, err
+        assert lock_path.read_bytes() == locked
+        assert_nothing_left(docker_client, before)
+    finally:
+        docker_client.api.remove_image(ref)
 
 
 # -- 4. a full filesystem -----------------------------------------------------------------------
@@ -385,7 +449,7 @@ def json_files_parse(state: Path) -> None:
 def test_full_state_directory_fails_cleanly_and_a_healthy_one_works(docker_client, base, tmp_path, small_state):
     noise = f"RUN echo {uuid.uuid4().hex} && head -c 4000000 /dev/urandom > /opt/noise"   # more than the 2 MB
     matrix, healthy, name = project(tmp_path, noise)
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     content = load_plan(matrix).targets[name].content_tag
     try:
         proc = run_cli("--matrix", str(matrix), "--state-dir", str(small_state), "build", "--target", name)
@@ -419,7 +483,7 @@ def test_full_state_directory_fails_cleanly_and_a_healthy_one_works(docker_clien
 def test_two_builds_of_one_target_at_once_agree_and_leave_nothing(docker_client, base, tmp_path):
     matrix, state, name = project(tmp_path, f"RUN echo {uuid.uuid4().hex} && seq 300000 > /opt/numbers"
                                             "\nRUN touch /opt/two")
-    before = engine_state(docker_client)
+    before = engine_state(docker_client, name)
     try:
         procs = [start(matrix, state, "build", "--target", name) for _ in range(2)]
         outcomes = [(p.communicate(), p.returncode) for p in procs]

@@ -1,6 +1,6 @@
 """Signed pushes and verified pulls of the real hip-runtime when the registry fails at the worst
-moment: it goes down between the image push and the signature push, the user presses Ctrl-C while
-cosign attaches the statements, or its answers come back cut off or garbled. The registry is
+moment: it goes down between the image push and the signature push, the user presses Ctrl-C (or
+CI cancels the job with SIGTERM) while cosign attaches the statements, or its answers come back cut off or garbled. The registry is
 Debian's docker-registry behind a small proxy of the test's own (tests/registry_proxy.py), and each
 run is the command users type, so the real push, verify and pull code paths meet each fault."""
 
@@ -126,8 +126,9 @@ def test_registry_down_after_the_image_push_is_not_published_and_a_rerun_complet
 
 
 # -- 2. Ctrl-C while cosign attaches the statements --------------------------------------------
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_completes(tested, faults, keys,
-                                                                                      docker_client, tmp_path):
+                                                                                      docker_client, tmp_path, sig):
     matrix, state = tested
     key, pub, password = keys["ours"]
     before = bytes_of(record_path(matrix))
@@ -150,11 +151,12 @@ def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_complet
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     while not faults.held.wait(1):
         assert proc.poll() is None, proc.communicate()   # it ended before reaching the attach step
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate()
     print(cosign_puts, err[-2000:])
-    assert proc.returncode == 130, out[-2000:] + err[-3000:]
-    assert "Traceback" not in err and err.strip().splitlines()[-1] == "interrupted", err
+    assert proc.returncode == 128 + sig, out[-2000:] + err[-3000:]
+    message = "interrupted" if sig == signal.SIGINT else "interrupted by SIGTERM"
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == message, err
     assert bytes_of(record_path(matrix)) == before
     left = docker_client.containers.list(all=True, filters={"name": f"rocmforge-cosign-{proc.pid}-"})
     assert not left, [c.name for c in left]
