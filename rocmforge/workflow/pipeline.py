@@ -190,7 +190,7 @@ class Pipeline:
                     log_name: str | None = None, nocache: bool = False) -> BuiltImage:
         """One `docker build` of tp, normalised so the same inputs give the same image ID, tagged tags.
         On failure the raw image and the step images of this build are discarded."""
-        log_name = log_name or tp.name
+        log_name = log_name or tp.key
         raw_tag = raw_tag or engine.raw_tag(tp)
         made: list[str] = []
         started = time.monotonic()
