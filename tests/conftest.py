@@ -19,10 +19,12 @@ BUILD_PY = ROOT / "build.py"
 
 
 def interruptible() -> None:
-    """preexec_fn for a child a test will Ctrl-C: SIGINT back to its default action. A launcher that
-    ran the tests with SIGINT ignored (a background job of a non-interactive shell) passes that on,
-    and Python then never raises KeyboardInterrupt, so the test would judge the launcher, not us."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """preexec_fn for a child a test will stop with a signal: SIGINT, SIGTERM and SIGHUP back to
+    their default actions. A launcher that ran the tests with one of them ignored (a background job
+    of a non-interactive shell ignores SIGINT, `nohup` SIGHUP) passes that on, and rocmforge keeps an
+    inherited-ignored SIGHUP or SIGTERM ignored on purpose, so the test would judge the launcher."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 3600):
