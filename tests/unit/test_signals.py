@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, interruptible
 
 # The command `list` replaced by one that reports ready, waits, and marks its clean-up.
 PROGRAM = """
@@ -45,9 +45,16 @@ def ignore_sigint() -> None:
 
 
 def started(tmp_path: Path, mode: str = "plain", preexec=None) -> tuple[subprocess.Popen, Path, list[str]]:
+    """The command, started with the signals at their defaults (whatever the launcher of the tests
+    ignores, e.g. SIGHUP under nohup), then with what the test itself sets up."""
+    def setup() -> None:
+        interruptible()
+        if preexec is not None:
+            preexec()
+
     marker = tmp_path / "marker"
     proc = subprocess.Popen([sys.executable, "-c", PROGRAM, str(marker), mode, str(ROOT / "matrix.yaml")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=setup)
     lines = []
     while True:
         line = proc.stdout.readline()
