@@ -10,7 +10,7 @@ from rocmforge.build import engine, steplock
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.release import matrix_report as report
-from rocmforge.render.plan import variant_suffix
+from rocmforge.define.matrix import variant_suffix
 from rocmforge.resolve import lock as locking, lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write

@@ -144,6 +144,11 @@ def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
         raise src.error(("targets", tname, "components"), "components repeat")
 
 
+def variant_suffix(archs) -> str:
+    """What a variant adds to its target's name and readable tag: `-gfx1100`."""
+    return "".join(f"-{a}" for a in archs)
+
+
 def _check_variants(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
     t = m.targets[tname]
     for i, group in enumerate(t.variants):
@@ -157,7 +162,7 @@ def _check_variants(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
         if not m.prunes(tname):
             raise src.error(where, f"target {tname!r} keeps every arch's GPU files (prune_archs: false, or no package "
                             "step of its own or below it), so a variant would be the same image")
-        named = tname + "".join(f"-{a}" for a in group)
+        named = tname + variant_suffix(group)
         if named in m.targets:
             raise src.error(where, f"{shown} is named {named!r} (images/, tags, state files), which is another "
                             "target's name")

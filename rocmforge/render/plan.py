@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
 from rocmforge.define.lockschema import Lock
-from rocmforge.define.matrix import Matrix, load_matrix
+from rocmforge.define.matrix import Matrix, load_matrix, variant_suffix
 from rocmforge.render import archprune
 from rocmforge.render.contexts import BaseArg, Renderer, TargetInputs
 from rocmforge.resolve import bases, lockfile
@@ -53,10 +53,6 @@ class TargetPlan:
         """The target's name, or `name-gfx1100` for a variant: what the images/ tree, the state
         folder (logs, artifacts, build cache) and reports name it by."""
         return self.name + variant_suffix(self.variant)
-
-
-def variant_suffix(archs) -> str:
-    return "".join(f"-{a}" for a in archs)
 
 
 @dataclass

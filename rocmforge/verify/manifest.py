@@ -16,7 +16,8 @@ from rocmforge.define.lockschema import Lock
 from rocmforge.host import aptmirror
 from rocmforge.host.container import TrackedContainer
 from rocmforge.render import archprune
-from rocmforge.render.plan import TargetPlan, variant_suffix
+from rocmforge.define.matrix import variant_suffix
+from rocmforge.render.plan import TargetPlan
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rocmforge import __version__
 from rocmforge.build import engine
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
-from rocmforge.render.plan import variant_suffix
+from rocmforge.define.matrix import variant_suffix
 from rocmforge.shared import packagedata
 from rocmforge.verify import suiteprocs
 from rocmforge.shared.files import atomic_write
