@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,9 +10,8 @@ from pathlib import Path
 from rocmforge import doctor as host_doctor
 from rocmforge.build import engine
 from rocmforge.build.buildable import buildability
-from rocmforge.cli import show, signals
+from rocmforge.cli import host_gpus, show, signals
 from rocmforge.cli.invocation import Invocation
-from rocmforge.define.schema import GFX_RE
 from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
 from rocmforge.host.container import GpuAccess, host_gpu_access
@@ -136,21 +134,9 @@ def report(inv: Invocation) -> int:
     return 0
 
 
-def _host_root(inv: Invocation) -> str | None:
-    """--host-root DIR, refused before anything is read when it is not a folder."""
-    root = inv.args.host_root
-    if root is None:
-        return None
-    if not Path(root).is_dir():
-        why = "not a folder" if Path(root).exists() else "no such folder"
-        raise UserError(f"{why}: {root} (a copied host: DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc)",
-                        field="--host-root")
-    return str(Path(root).resolve())
-
-
 def doctor(inv: Invocation) -> int:
     report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology,
-                             host_root=_host_root(inv))
+                             host_root=host_gpus.host_root(inv))
     print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
     return report.exit_code
 
@@ -170,9 +156,8 @@ def local_images(client, plans) -> list[pick.Candidate]:
 def run(inv: Invocation) -> int:
     target, cmd = inv.target_name(), inv.args.cmd
     inv.project.target(target)
-    if inv.args.arch is not None and not GFX_RE.match(inv.args.arch):
-        raise UserError(f"{inv.args.arch!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)", field="--arch")
-    host_root = _host_root(inv)
+    host_gpus.check_arch(inv)
+    host_root = host_gpus.host_root(inv)
     if host_root is not None and not inv.args.dry_run:
         raise UserError("a copied host's command can only be printed: add --dry-run", field="--host-root")
     if cmd and cmd[0] == "--":
@@ -185,28 +170,20 @@ def run(inv: Invocation) -> int:
     gpu = host_gpu_access()
     env: dict[str, str] = {}
     access = host_doctor.RunAccess()
-    saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
-    gpus, why = (), "no /dev/kfd on this host"
-    if gpu.present or saved or host_root is not None:
-        report = host_doctor.run(plan=inv.plan, client=client, rocminfo_file=inv.args.rocminfo,
-                                 kfd_topology=inv.args.kfd_topology, host_root=host_root)
+    job = host_gpus.read(inv, client, inv.plan, kfd_present=gpu.present or gpu.wsl, root=host_root)
+    if job.report is not None:
         # A pruned image on GPUs it has no code for: stop here, not with hipErrorNoBinaryForGpu in the job.
-        refusal = report.failed(f"coverage:{target}")
+        refusal = job.report.failed(f"coverage:{target}")
         if refusal:
             raise UserError(refusal, field="--target")
-        access = report.access
+        access = job.report.access
         if host_root is not None:   # the copied host's nodes and groups, not this machine's
             gpu = GpuAccess(devices=access.devices, group_ids=access.group_ids)
-        env = report.env_for(target) if gpu.present else {}
+        env = job.report.env_for(target) if gpu.present else {}
         # The user's own choice of GPUs goes to the job, and decides which GPUs the image must cover.
-        chosen = os.environ.get("HIP_VISIBLE_DEVICES") if host_root is None else None
-        if chosen is not None and gpu.present:
-            env["HIP_VISIBLE_DEVICES"] = chosen
-        gpus, why = pick.job_gpus(report.diagnosis, chosen)
-    try:
-        choice = pick.choose(candidates, gpus, why, inv.args.arch)
-    except pick.NoImage as exc:
-        raise BuildError(f"{target}: {exc}") from None
+        if job.chosen is not None and gpu.present:
+            env["HIP_VISIBLE_DEVICES"] = job.chosen
+    choice = host_gpus.chooser(job, inv.args.arch, target)(candidates)
     image = choice.image.ref
     print(f"image: {choice.image.describe()}, {engine.image_id(client, image)[7:19]}: {choice.reason}",
           file=sys.stderr)
@@ -214,8 +191,12 @@ def run(inv: Invocation) -> int:
     argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
                                      docker=docker, cdi_devices=access.cdi_devices, keep_groups=access.keep_groups,
                                      shm_size=access.shm_size)
-    if not gpu.present:
-        where = "the copied host" if host_root else "this host"
+    where = "the copied host" if host_root else "this host"
+    if gpu.wsl:
+        print(f"note: WSL2 on {where}: the container gets /dev/dxg and {dockerrun.WSL_LIBS}, but this image's ROCm "
+              "reaches the GPU only through AMD's WSL runtime (librocdxg); see `python build.py doctor` (wsl)",
+              file=sys.stderr)
+    elif not gpu.present:
         print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)
     if inv.args.dry_run:
         print(dockerrun.dry_run_text(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),

@@ -156,6 +156,17 @@ def _signer_options(p: argparse.ArgumentParser) -> None:
                    help="keyless: the OIDC issuer of that identity, e.g. https://token.actions.githubusercontent.com")
 
 
+def _host_gpu_options(p, host_root_help: str) -> None:
+    """How `run` and `pull` learn the GPUs an image must cover: this host's, or saved ones."""
+    p.add_argument("--rocminfo", help="judge the images against a saved rocminfo output instead of this host's GPUs")
+    p.add_argument("--kfd-topology", metavar="DIR",
+                   help="judge the images against a saved copy of /sys/class/kfd/kfd/topology")
+    p.add_argument("--arch", default=None, metavar="GFX",
+                   help="take the smallest of the target's images (main or variant) that carries GFX, whatever "
+                        "the host's GPUs")
+    p.add_argument("--host-root", metavar="DIR", help=host_root_help)
+
+
 def _host_commands(sub) -> None:
     """Publishing, pulling and running on a GPU host."""
     pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
@@ -176,6 +187,8 @@ def _host_commands(sub) -> None:
     pl.add_argument("ref", nargs="?", metavar="REGISTRY/REPO:TAG|@DIGEST",
                     help="pull this signed image (no checkout needed; needs --key or the keyless identity)")
     _signer_options(pl)
+    _host_gpu_options(pl, "pick the image for the GPUs of a host copied under DIR (its rocminfo, KFD topology, "
+                          "environment) instead of this one's")
     pl.set_defaults(run=release("pull"))
 
     vf = sub.add_parser("verify", help="check a pushed image's signature and attestations (no layers are pulled)")
@@ -197,13 +210,6 @@ def _host_commands(sub) -> None:
     rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
     _target(rn)
     rn.add_argument("--dry-run", action="store_true", help="print the command for Docker and for podman, run nothing")
-    rn.add_argument("--rocminfo", help="judge the image against a saved rocminfo output instead of this host's GPUs")
-    rn.add_argument("--kfd-topology", metavar="DIR",
-                    help="judge the image against a saved copy of /sys/class/kfd/kfd/topology")
-    rn.add_argument("--arch", default=None, metavar="GFX",
-                    help="run the smallest of the target's images (main or variant) that carries GFX, whatever "
-                         "the host's GPUs")
-    rn.add_argument("--host-root", metavar="DIR",
-                    help="with --dry-run: the command for a host copied under DIR (its nodes, groups, CDI spec)")
+    _host_gpu_options(rn, "with --dry-run: the command for a host copied under DIR (its nodes, groups, CDI spec)")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
     rn.set_defaults(run=info("run"))

@@ -4,12 +4,17 @@ keyless), verify, pull."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 from rocmforge.build import engine
+from rocmforge.cli import host_gpus
 from rocmforge.cli.invocation import Invocation
-from rocmforge.release import cosign as cosigns, publish, trust
+from rocmforge.define.matrix import variant_suffix
+from rocmforge.doctor import pick
+from rocmforge.host.container import host_gpu_access
+from rocmforge.release import cosign as cosigns, imageindex, publish, trust
 from rocmforge.shared.errors import UserError
 from rocmforge.workflow.project import writable_dir
 
@@ -75,6 +80,8 @@ NEEDS_SIGNER = ("--key PUB, or --certificate-identity ID with --certificate-oidc
 
 
 def verify(inv: Invocation) -> int:
+    """One image, or every image of a rocmforge index (each verified, each against what the index
+    says of it)."""
     ref = trust.parse_ref(inv.args.ref)
     signer = signer_of(inv.args)
     if signer is None:
@@ -82,25 +89,44 @@ def verify(inv: Invocation) -> int:
     client = engine.connect()
     cosign = cosigns.find(client, inv.progress.line)
     with inv.progress.status(f"verifying {ref}"):
-        found = trust.verify(client, cosign, ref, signer)
-    print(json.dumps(found.to_json(), indent=2, sort_keys=True) if inv.args.json else trust.format_text(found))
+        index = imageindex.read(client, ref.repository, ref.digest or ref.tag)
+        if index is None:
+            found = trust.verify(client, cosign, ref, signer)
+            print(json.dumps(found.to_json(), indent=2, sort_keys=True) if inv.args.json else trust.format_text(found))
+            return 0
+        digest, entries = index
+        every = [trust.verify_entry(client, cosign, ref.repository, e, i, signer) for i, e in enumerate(entries)]
+    if inv.args.json:
+        print(json.dumps({"ref": str(ref), "index": digest, "images": [
+            {**f.to_json(), "archs": list(e.archs), "variant": i > 0}
+            for i, (e, f) in enumerate(zip(entries, every))]}, indent=2, sort_keys=True))
+    else:
+        print(f"index {ref} ({digest}): {len(entries)} images, each verified")
+        for i, (e, f) in enumerate(zip(entries, every)):
+            print(f"\n[{i}] {'variant' if i else 'main image'} for {','.join(e.archs)}")
+            print(trust.format_text(f))
     return 0
 
 
 def pull(inv: Invocation) -> int:
     """`pull --target X [--key PUB]` (the checkout's publish record) or `pull REF --key PUB` (no
-    checkout: everything comes from the signed statements); keyless identities in place of --key."""
+    checkout: everything comes from the signed statements); keyless identities in place of --key.
+    A target published as an index gives this host the smallest of its images that covers the
+    GPUs the job will use (--rocminfo, --kfd-topology or --host-root: another host's; --arch: that
+    arch)."""
     args = inv.args
     target, ref_text = inv.target_name(), getattr(args, "ref", None)
     if bool(target) == bool(ref_text):
         raise UserError("give either --target TARGET (with its publish record) or REGISTRY/REPOSITORY:TAG|@DIGEST",
                         field="pull")
     signer = signer_of(args)
+    host_gpus.check_arch(inv)
+    root = host_gpus.host_root(inv)
     if ref_text:
         if signer is None:
             raise UserError(f"pulling by reference needs {NEEDS_SIGNER}: without a publish record the signature "
                             "is the only thing to check the image against", field="--key")
-        return _pull_ref(inv, trust.parse_ref(ref_text), signer)
+        return _pull_ref(inv, trust.parse_ref(ref_text), signer, root)
     record_dir = inv.project.record_dir
     publish.read_record(record_dir / f"{target}.json", target)   # a missing record needs no engine
     client = engine.connect()
@@ -108,10 +134,23 @@ def pull(inv: Invocation) -> int:
     if signer is not None:
         cosign = cosigns.find(client, inv.progress.line)
         check = lambda pinned: _check_target(client, cosign, pinned, signer, target)   # noqa: E731
+    picker = _picker(inv, client, root, target, lambda e: f"{target}@{e.digest[:19]}")
     with inv.progress.status(f"pulling {target}"):
-        rec = publish.pull(client, target, record_dir=record_dir, check=check)
+        rec = publish.pull(client, target, record_dir=record_dir, check=check, pick=picker)
     print(json.dumps(rec, indent=2, sort_keys=True))
     return 0
+
+
+def _picker(inv: Invocation, client, root: str | None, label: str, name_of) -> publish.Pick:
+    """Which entry of an index this host takes: the host's GPUs are read only when there is a choice."""
+    def pick_entry(entries: list[imageindex.Entry]) -> tuple[int, str]:
+        job = host_gpus.read(inv, client, None, kfd_present=host_gpu_access().present, root=root)
+        candidates = [pick.Candidate(e.archs, name_of(e), e.size, variant=i > 0) for i, e in enumerate(entries)]
+        choice = host_gpus.chooser(job, inv.args.arch, label)(candidates)
+        chosen = candidates.index(choice.image)
+        print(f"image: {choice.image.describe()}: {choice.reason}", file=sys.stderr)
+        return chosen, choice.reason
+    return pick_entry
 
 
 def _check_target(client, cosign, pinned: str, signer: cosigns.Identity, target: str) -> None:
@@ -120,14 +159,27 @@ def _check_target(client, cosign, pinned: str, signer: cosigns.Identity, target:
         raise trust.Refused(f"{pinned} is attested as target {found.target!r}, not {target!r}")
 
 
-def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity) -> int:
+def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity, root: str | None) -> int:
     client = engine.connect()
     cosign = cosigns.find(client, inv.progress.line)
+    picked = None
     with inv.progress.status(f"verifying {ref}"):
-        found = trust.verify(client, cosign, ref, signer)
+        index = imageindex.read(client, ref.repository, ref.digest or ref.tag)
+        if index is None:
+            found = trust.verify(client, cosign, ref, signer)
+            suffix = ""
+        else:
+            entries = index[1]
+            chosen, why = _picker(inv, client, root, str(ref), lambda e: f"{ref.repository}@{e.digest[:19]}")(entries)
+            found = trust.verify_entry(client, cosign, ref.repository, entries[chosen], chosen, signer)
+            suffix = variant_suffix(entries[chosen].archs) if chosen else ""
+            picked = {"archs": list(entries[chosen].archs), "digest": entries[chosen].digest, "index": index[0],
+                      "variant": chosen > 0, "why": why}
+    stack = found.labels.get("io.rocmforge.stack", "")
     with inv.progress.status(f"pulling {ref.repository}@{found.digest}"):
         local = publish.pull_verified(client, ref.repository, found.digest, target=found.target,
-                                      content_hash=found.content_hash, stack=found.labels.get("io.rocmforge.stack", ""),
+                                      content_hash=found.content_hash, stack=stack + suffix if stack else "",
                                       config_digest=found.config_digest, tag=ref.tag)
-    print(json.dumps({**found.to_json(), "local_tags": local}, indent=2, sort_keys=True))
+    print(json.dumps({**found.to_json(), "local_tags": local, **({"picked": picked} if picked else {})},
+                     indent=2, sort_keys=True))
     return 0

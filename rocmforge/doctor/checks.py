@@ -53,7 +53,12 @@ def diagnose(facts: HostFacts, *, from_file: bool = False) -> Report:
 
 def run_access(d: Diagnosis) -> RunAccess:
     """What `run` passes for these facts (nothing for a saved rocminfo output: not this host)."""
-    if d.from_file or not d.kfd.exists:
+    if d.from_file:
+        return RunAccess()
+    if platform_checks.is_wsl(d):
+        shm = platform_checks.size_flag(platform_checks.shm_for_run(d))
+        return RunAccess(devices=("/dev/dxg",), wsl=True, shm_size=shm)
+    if not d.kfd.exists:
         return RunAccess()
     shm = platform_checks.size_flag(platform_checks.shm_for_run(d))
     nodes = [d.kfd, *d.render_nodes]

@@ -54,6 +54,7 @@ class RunAccess:
     # only from the folders its daemon lists, podman always from /etc/cdi and /var/run/cdi.
     docker_cdi_devices: tuple[str, ...] = ()
     podman_cdi_devices: tuple[str, ...] = ()
+    wsl: bool = False            # WSL2: /dev/dxg (in devices) instead of the KFD nodes
 
 
 @dataclass

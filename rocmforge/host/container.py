@@ -28,6 +28,11 @@ class GpuAccess:
     def present(self) -> bool:
         return "/dev/kfd" in self.devices
 
+    @property
+    def wsl(self) -> bool:
+        """WSL2's GPU: /dev/dxg (DirectX paravirtualisation) and no KFD."""
+        return "/dev/dxg" in self.devices and not self.present
+
     def reason_absent(self) -> str:
         return "no /dev/kfd on this host (no AMD GPU or amdgpu driver not loaded)"
 
@@ -35,7 +40,8 @@ class GpuAccess:
 def host_gpu_access(dev_root: str = "/dev") -> GpuAccess:
     kfd = os.path.join(dev_root, "kfd")
     if not os.path.exists(kfd):
-        return GpuAccess()
+        dxg = os.path.join(dev_root, "dxg")
+        return GpuAccess(devices=(dxg,)) if os.path.exists(dxg) else GpuAccess()
     nodes = [kfd] + sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*")) +
                            glob.glob(os.path.join(dev_root, "dri", "card*")))
     gids = sorted({os.stat(n).st_gid for n in nodes if os.path.exists(n)} - {0})

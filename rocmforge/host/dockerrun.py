@@ -14,6 +14,10 @@ import shlex
 from rocmforge.host.container import GpuAccess
 
 DEFAULT_SHM = "2g"  # without the doctor's sizing: Docker's 64 MB overflows a single data loader
+# WSL2: the GPU is /dev/dxg, reached through the WSL libraries (libdxcore, the driver's store) that
+# Windows mounts under /usr/lib/wsl, by AMD's WSL runtime once it is told to look for it.
+WSL_LIBS = "/usr/lib/wsl"
+WSL_ENV = {"HSA_ENABLE_DXG_DETECTION": "1"}
 
 
 def docker_run_argv(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[str], *,
@@ -33,6 +37,9 @@ def docker_run_argv(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[s
             argv += ["--group-add", str(gid)]
         # ROCm's debugger/profiler interfaces and some HIP runtimes need syscalls the default profile blocks.
         argv += ["--security-opt", "seccomp=unconfined"]
+    elif gpu.wsl:
+        argv += ["--device", "/dev/dxg", "-v", f"{WSL_LIBS}:{WSL_LIBS}:ro"]
+        env = {**WSL_ENV, **env}
     argv.append(f"--shm-size={shm_size or DEFAULT_SHM}")
     for key, value in sorted(env.items()):
         argv += ["-e", f"{key}={value}"]

@@ -150,3 +150,26 @@ def _not_http(host: str, url: str, exc: http.client.HTTPException) -> BuildError
     what = " ".join(str(exc).split())[:200] or type(exc).__name__
     return BuildError(f"registry {host}: {url} answered something that is not a well-formed HTTP response "
                       f"({type(exc).__name__}: {what}); it is not trusted")
+
+
+def put_manifest(client: DockerClient, repository: str, tag: str, media_type: str, body: bytes,
+                 timeout: float = 30) -> str:
+    """PUT a manifest the engine cannot push itself (an image index) under tag; returns its digest,
+    refused unless the registry stored exactly these bytes."""
+    host, name = split_repository(repository)
+    url = f"{scheme(client, host)}://{host}/v2/{name}/manifests/{tag}"
+    req = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": media_type})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            named = resp.headers.get("Docker-Content-Digest")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(2000).decode("utf-8", "replace").strip()
+        raise BuildError(f"registry {host}: PUT {url} answered {exc.code} {exc.reason}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise BuildError(f"registry {host} is not reachable at {url}: {getattr(exc, 'reason', exc)}") from None
+    except http.client.HTTPException as exc:
+        raise _not_http(host, url, exc) from None
+    actual = "sha256:" + hashlib.sha256(body).hexdigest()
+    if named is not None and named != actual:
+        raise BuildError(f"registry {host}: stored {url} as {named}, not as the {actual} that was sent")
+    return actual

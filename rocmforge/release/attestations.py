@@ -87,10 +87,12 @@ def resolved_dependencies(plan: BuildPlan, lock: Lock, name: str) -> list[dict]:
     return deps
 
 
-def provenance(plan: BuildPlan, lock: Lock, name: str, *, matrix_bytes: bytes, lock_bytes: bytes,
+def provenance(plan: BuildPlan, lock: Lock, key: str, *, matrix_bytes: bytes, lock_bytes: bytes,
                version: str, commit: str, repro: dict | None = None) -> dict:
-    """SLSA provenance v1 of the target's image (whose digest is the statement's subject)."""
-    tp = plan.targets[name]
+    """SLSA provenance v1 of one image (whose digest is the statement's subject): a target's main
+    image by its name, or a variant by its key (hip-runtime-gfx1100)."""
+    tp = plan.by_key(key)
+    name = tp.name
     run: dict = {"builder": {"id": BUILDER_ID, "version": {"rocmforge": version, "commit": commit or "unknown"}},
                  "metadata": {}}
     if repro:
@@ -103,10 +105,10 @@ def provenance(plan: BuildPlan, lock: Lock, name: str, *, matrix_bytes: bytes, l
                 "target": name,
                 "matrix": {"name": "matrix.yaml", "digest": sha256(matrix_bytes)},
                 "lock": {"name": "matrix.lock", "digest": sha256(lock_bytes)},
-                "dockerfile": {"name": f"images/{name}/Dockerfile", "digest": sha256(tp.files["Dockerfile"])},
+                "dockerfile": {"name": f"images/{key}/Dockerfile", "digest": sha256(tp.files["Dockerfile"])},
             },
             "internalParameters": {"content_hash": tp.content_hash, "stack": tp.stack, "archs": list(tp.archs),
-                                   "source_commit": commit or "unknown"},
+                                   "variant": bool(tp.variant), "source_commit": commit or "unknown"},
             "resolvedDependencies": resolved_dependencies(plan, lock, name),
         },
         "runDetails": run,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
-from rocmforge.release import cosign as cosigns
+from rocmforge.release import cosign as cosigns, imageindex
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
@@ -37,44 +38,77 @@ RECORD_KEYS = ("content_hash", "digest", "image_id", "registry", "repository", "
 def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str, *, state_dir: Path,
          record_dir: Path, matrix_path: Path, signer: Signer | None = None) -> dict:
     """Push the target's content-tag image under its content and readable tags; returns the record.
-    matrix_path: the matrix the plan was made from (matrix.lock beside it): the image's suite results
-    must have been judged against exactly these files. With a signer, the key and the statements are
-    checked before any layer is pushed, and the pushed digest is signed and attested before the
-    record is written."""
+    A target with per-arch variants is pushed with each of them (each under its own content tag and
+    arch-suffixed readable tag), and its readable tag becomes one image index of them all, the main
+    image first. matrix_path: the matrix the plan was made from (matrix.lock beside it): every
+    image's suite results must have been judged against exactly these files. With a signer, the key
+    and every image's statements are checked before any layer is pushed, and each pushed digest is
+    signed and attested before the record is written."""
     if target_name not in plan.targets:
         raise UserError(f"unknown target {target_name!r}; known: {', '.join(sorted(plan.targets))}",
                         field="--target")
-    tp = plan.targets[target_name]
     where = reg.parse(registry)
+    images = [_publishable(client, tp, Path(state_dir), Path(matrix_path)) for tp in plan.images_of(target_name)]
+    signers: list[Signer | None] = [None] * len(images)
+    if signer is not None:
+        signer.check_key()
+        signers = [dataclasses.replace(signer, files={}) for _ in images]
+    try:
+        for s, (tp, image_id, result) in zip(signers, images):
+            if s is not None:
+                s.prepare(tp.key, image_id, result)
+        return _push_all(client, images, where, registry, Path(record_dir), signers)
+    finally:
+        for s in signers:
+            if s is not None:
+                s.close()      # its statements' folder, also when the push failed
+
+
+def _publishable(client: DockerClient, tp: TargetPlan, state: Path,
+                 matrix_path: Path) -> tuple[TargetPlan, str, suites.SuitesReport]:
+    """The image of tp (a main image or a variant) with the suite results that allow its publication."""
     test_cmd = f"`python build.py test --target {tp.name}`"
+    what = f"target {tp.name!r}" + (f" (its {','.join(tp.variant)} variant)" if tp.variant else "")
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
-        raise UserError(f"target {tp.name!r} is not built ({tp.content_tag} not found); run "
+        raise UserError(f"{what} is not built ({tp.content_tag} not found); run "
                         f"`python build.py build --target {tp.name}`, then {test_cmd}", field="--target")
-    result = _require_passed(Path(state_dir), tp, image_id, test_cmd, Path(matrix_path))
+    result = _require_passed(state, tp, image_id, test_cmd, matrix_path)
     # The pull side trusts these labels, so refuse an image that was tagged by hand with other content.
     labels = client.images.get(tp.content_tag).labels or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
         raise UserError(f"image {image_id} under {tp.content_tag} has labels {LABEL_TARGET}="
-                        f"{labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}, not this target's "
+                        f"{labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}, not {what}'s "
                         f"{tp.name!r}, {tp.content_hash!r}; rebuild with `python build.py build --target {tp.name}`",
                         field="--target")
-    if signer is not None:
-        signer.check_key()
-        signer.prepare(tp.name, image_id, result)
-    try:
-        return _push_tags(client, tp, where, registry, image_id, result, record_dir, signer)
-    finally:
-        if signer is not None:
-            signer.close()      # its statements' folder, also when the push failed
+    return tp, image_id, result
 
 
-def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, registry: str, image_id: str,
-               result: suites.SuitesReport, record_dir: Path, signer: Signer | None) -> dict:
-    repository = where.repository(tp.name)
-    tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
+def _push_all(client: DockerClient, images: list, where: reg.Registry, registry: str, record_dir: Path,
+              signers: list) -> dict:
+    main = images[0][0]
+    repository = where.repository(main.name)
+    record_path = record_dir / f"{main.name}.json"
+    index_tag = main.readable_tag.rsplit(":", 1)[1]
+    entries = []
+    for (tp, image_id, result), s in zip(images, signers):
+        tags = [tp.content_tag.rsplit(":", 1)[1], tp.readable_tag.rsplit(":", 1)[1]]
+        # With variants the main image's readable tag is the index's, pushed once they all are.
+        pushed = tags[:1] if len(images) > 1 and tp is main else tags
+        entry = _push_tags(client, tp, where, repository, pushed, image_id, result, record_path, s)
+        entries.append({**entry, "tags": tags, "archs": list(tp.archs)})
+    record = {**entries[0], "registry": registry.strip(), "repository": repository, "target": main.name}
+    if len(entries) > 1:
+        digest = imageindex.push(client, repository, index_tag, [(e["digest"], tuple(e["archs"])) for e in entries])
+        record["index"] = {"digest": digest, "tag": index_tag}
+        record["variants"] = entries[1:]
+    _write_json(record_path, record)
+    return record
+
+
+def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, repository: str, tags: list[str],
+               image_id: str, result: suites.SuitesReport, record_path: Path, signer: Signer | None) -> dict:
     digests: dict[str, str] = {}
-    record_path = Path(record_dir) / f"{tp.name}.json"
     # The digest is known once the first tag is pushed: cosign signs and attests it while the other
     # tags follow (they add no layers), so signing costs less than its own time.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
@@ -94,19 +128,13 @@ def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, regist
             raise
     if len(set(digests.values())) != 1:
         raise BuildError(f"registry {where.host} gave one image different digests per tag: {digests}")
-    record = {
+    return {
         "content_hash": tp.content_hash,
         "digest": digests[tags[0]],
         "image_id": image_id,
-        "registry": registry.strip(),
-        "repository": repository,
         "suites": result.statuses(),
-        "tags": tags,
-        "target": tp.name,
         **({"signed": signed} if signed else {}),
     }
-    _write_json(record_path, record)
-    return record
 
 
 def _signed(signing: concurrent.futures.Future, repository: str, tags: list[str], record_path: Path) -> dict:
@@ -234,21 +262,39 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 # -- pull ---------------------------------------------------------------------------------------
+Pick = Callable[[list[imageindex.Entry]], tuple[int, str]]
+
+
 def pull(client: DockerClient, target_name: str, *, record_dir: Path,
-         check: Callable[[str], None] | None = None) -> dict:
+         check: Callable[[str], None] | None = None, pick: Pick | None = None) -> dict:
     """Pull the published image by digest, check it, then tag it rocmforge/<target>:<tag> for each
-    recorded tag. Returns the record plus 'local_tags'. check(repository@digest) runs before the
-    pull (signature and statements): it raises to refuse."""
+    of its recorded tags. A target published as an index: pick(entries, main image first) says
+    which of its images this host takes and why (without pick, the main image). Returns the record
+    plus 'local_tags' and, for an index, 'picked'. check(repository@digest) runs before the pull
+    (signature and statements): it raises to refuse."""
     path = Path(record_dir) / f"{target_name}.json"
     record = read_record(path, target_name)
-    repository, digest, tags = record["repository"], record["digest"], record["tags"]
+    repository = record["repository"]
+    images = [record] + list(record.get("variants") or [])
+    index = record.get("index")
     # A moved tag means someone else published under our name: refuse before touching the engine.
-    for tag in tags:
-        now = reg.manifest_digest(client, repository, tag)
-        if now != digest:
-            raise UserError(f"registry tag {repository}:{tag} now points to {now or 'nothing (it was deleted)'}, "
-                            f"but {path} published {digest} under it: it was overwritten or deleted behind rocmforge's back. "
-                            "Nothing was pulled or tagged", field="--target")
+    for image in images:
+        for tag in image["tags"]:
+            want = index["digest"] if index and tag == index["tag"] else image["digest"]
+            now = reg.manifest_digest(client, repository, tag)
+            if now != want:
+                raise UserError(f"registry tag {repository}:{tag} now points to {now or 'nothing (it was deleted)'}, "
+                                f"but {path} published {want} under it: it was overwritten or deleted behind "
+                                "rocmforge's back. Nothing was pulled or tagged", field="--target")
+    chosen, picked = 0, None
+    if index:
+        entries = _served_index(client, repository, index["digest"], images, path)
+        if pick is not None:
+            chosen, why = pick(entries)
+            picked = {"archs": list(entries[chosen].archs), "digest": entries[chosen].digest,
+                      "image_id": images[chosen]["image_id"], "variant": chosen > 0, "why": why}
+    image = images[chosen]
+    digest = image["digest"]
     ref = f"{repository}@{digest}"
     if check is not None:
         check(ref)
@@ -259,9 +305,9 @@ def pull(client: DockerClient, target_name: str, *, record_dir: Path,
     labels = pulled.labels or {}
     problems = []
     pulled_id = engine.image_id(client, ref)
-    if pulled_id != record["image_id"]:
-        problems.append(f"image ID {pulled_id}, recorded {record['image_id']}")
-    for label, want in ((LABEL_TARGET, record["target"]), (LABEL_HASH, record["content_hash"])):
+    if pulled_id != image["image_id"]:
+        problems.append(f"image ID {pulled_id}, recorded {image['image_id']}")
+    for label, want in ((LABEL_TARGET, record["target"]), (LABEL_HASH, image["content_hash"])):
         if labels.get(label) != want:
             problems.append(f"label {label}={labels.get(label)!r}, recorded {want!r}")
     if problems:
@@ -269,10 +315,22 @@ def pull(client: DockerClient, target_name: str, *, record_dir: Path,
         raise UserError(f"{ref} does not match {path}: {'; '.join(problems)}. Nothing was tagged{leftover}",
                         field="--target")
     local = []
-    for tag in tags:
+    for tag in image["tags"]:
         client.api.tag(pulled.id, f"{bases.IMAGE_NAMESPACE}/{target_name}", tag)
         local.append(f"{bases.IMAGE_NAMESPACE}/{target_name}:{tag}")
-    return {**record, "local_tags": local}
+    return {**record, "local_tags": local, **({"picked": picked} if picked else {})}
+
+
+def _served_index(client: DockerClient, repository: str, digest: str, images: list[dict],
+                  path: Path) -> list[imageindex.Entry]:
+    """The index the registry serves, refused unless it lists exactly the recorded images."""
+    served = imageindex.read(client, repository, digest)
+    listed = [(e.digest, e.archs) for e in served[1]] if served else []
+    recorded = [(i["digest"], tuple(i.get("archs") or ())) for i in images]
+    if listed != recorded:
+        raise UserError(f"the index {repository}@{digest} lists {listed or 'no images'}, but {path} published "
+                        f"{recorded}. Nothing was pulled or tagged", field="--target")
+    return served[1]
 
 
 def pull_verified(client: DockerClient, repository: str, digest: str, *, target: str, content_hash: str,
@@ -321,21 +379,48 @@ def read_record(path: Path, target_name: str) -> dict:
     for key in RECORD_KEYS:
         if key not in record:
             raise UserError("missing from the publish record", file=str(path), field=key)
-    for key in ("content_hash", "registry", "repository", "target"):
+    for key in ("registry", "repository", "target"):
         if not isinstance(record[key], str) or not record[key].strip():
             raise UserError(f"{record[key]!r} is not a non-empty string", file=str(path), field=key)
     if record["target"] != target_name:
         raise UserError(f"the record is for target {record['target']!r}, not {target_name!r}", file=str(path),
                         field="target")
-    for key in ("digest", "image_id"):
-        if not isinstance(record[key], str) or not DIGEST_RE.match(record[key]):
-            raise UserError(f"{record[key]!r} is not a sha256 digest", file=str(path), field=key)
-    if not isinstance(record["tags"], list) or not record["tags"] or not all(
-            isinstance(t, str) and _TAG_RE.match(t) for t in record["tags"]):
-        raise UserError("a non-empty list of image tags is expected", file=str(path), field="tags")
-    if not isinstance(record["suites"], dict):
-        raise UserError("a mapping of suite names to their status is expected", file=str(path), field="suites")
+    _check_image(record, path, "")
+    index, variants = record.get("index"), record.get("variants")
+    if (index is None) != (variants is None):
+        raise UserError("'index' and 'variants' come together (a target published with its per-arch variants)",
+                        file=str(path), field="index" if index is None else "variants")
+    if index is not None:
+        if not isinstance(index, dict) or not isinstance(index.get("digest"), str) \
+                or not DIGEST_RE.match(index["digest"]) or index.get("tag") not in record["tags"]:
+            raise UserError("an object with the index's sha256 'digest' and its 'tag' (one of the record's tags) "
+                            "is expected", file=str(path), field="index")
+        if not isinstance(variants, list) or not variants or not all(isinstance(v, dict) for v in variants):
+            raise UserError("a non-empty list of the variants' records is expected", file=str(path), field="variants")
+        for i, v in enumerate(variants):
+            _check_image(v, path, f"variants[{i}].")
+            if not isinstance(v.get("archs"), list) or not v["archs"] or not all(isinstance(a, str) for a in v["archs"]):
+                raise UserError("a non-empty list of gfx names is expected", file=str(path), field=f"variants[{i}].archs")
     return record
+
+
+def _check_image(image: dict, path: Path, where: str) -> None:
+    """One published image's fields: the record's own, or a variant's under variants[i]."""
+    for key in ("content_hash", "digest", "image_id", "suites", "tags"):
+        if key not in image:
+            raise UserError("missing from the publish record", file=str(path), field=where + key)
+    if not isinstance(image["content_hash"], str) or not image["content_hash"].strip():
+        raise UserError(f"{image['content_hash']!r} is not a non-empty string", file=str(path),
+                        field=where + "content_hash")
+    for key in ("digest", "image_id"):
+        if not isinstance(image[key], str) or not DIGEST_RE.match(image[key]):
+            raise UserError(f"{image[key]!r} is not a sha256 digest", file=str(path), field=where + key)
+    if not isinstance(image["tags"], list) or not image["tags"] or not all(
+            isinstance(t, str) and _TAG_RE.match(t) for t in image["tags"]):
+        raise UserError("a non-empty list of image tags is expected", file=str(path), field=where + "tags")
+    if not isinstance(image["suites"], dict):
+        raise UserError("a mapping of suite names to their status is expected", file=str(path),
+                        field=where + "suites")
 
 
 def pull_one(client: DockerClient, repository: str, digest: str) -> None:

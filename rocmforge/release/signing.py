@@ -55,19 +55,20 @@ class Signer:
             raise UserError("no such key file", file=str(self.key), field="--sign-key")
         self.public_key = self.cosign.public_key(self.key)
 
-    def prepare(self, target: str, image_id: str, report: SuitesReport) -> None:
-        """Writes the three predicates of this image into a private folder, refusing what they would
-        misstate: an SBOM of another image, or none."""
+    def prepare(self, key: str, image_id: str, report: SuitesReport) -> None:
+        """Writes the three predicates of this image (a target's main image by its name, a variant by
+        its key) into a private folder, refusing what they would misstate: an SBOM of another image,
+        or none."""
         inputs, plan = self.inputs, self.inputs.plan
         self._tmp = tempfile.TemporaryDirectory(prefix="rocmforge-attest-")
         folder = Path(self._tmp.name)
         self.files = {att.SBOM: folder / "sbom.cdx.json", att.PROVENANCE: folder / "provenance.json",
                       att.TEST_RESULT: folder / "test-result.json"}
-        self.files[att.SBOM].write_bytes(_sbom_of(inputs.state, target, image_id))
-        prov = att.provenance(plan, inputs.lock, target, matrix_bytes=inputs.matrix_bytes,
+        self.files[att.SBOM].write_bytes(_sbom_of(inputs.state, key, image_id, plan.by_key(key).name))
+        prov = att.provenance(plan, inputs.lock, key, matrix_bytes=inputs.matrix_bytes,
                               lock_bytes=inputs.lock_bytes, version=rocmforge.__version__, commit=inputs.commit,
-                              repro=_repro_record(inputs.state, target, image_id))
-        tp = plan.targets[target]
+                              repro=_repro_record(inputs.state, plan.by_key(key).name, image_id))
+        tp = plan.by_key(key)
         result = att.test_result(report, archs=list(tp.archs), host=att.host_kind(report, report.host),
                                  version=rocmforge.__version__, config_digest=image_id)
         for uri, data in ((att.PROVENANCE, prov), (att.TEST_RESULT, result)):
@@ -98,11 +99,12 @@ class Signer:
             self._tmp = None
 
 
-def _sbom_of(state: Path, target: str, image_id: str) -> bytes:
-    fix = f"run `python build.py manifest --target {target}`"
-    path, sbom = manifests.checked_artifacts(state, target)
+def _sbom_of(state: Path, key: str, image_id: str, target: str) -> bytes:
+    fix = (f"run `python build.py manifest --target {target}`" if key == target else
+           f"run `python build.py build --target {target}` (it writes each variant's)")
+    path, sbom = manifests.checked_artifacts(state, key)
     if path is None or sbom is None:
-        raise UserError(f"target {target!r} has no SBOM in {state / 'artifacts' / target}; {fix}",
+        raise UserError(f"{key!r} has no SBOM in {state / 'artifacts' / key}; {fix}",
                         field="--sign-key")
     recorded = json.loads(path.read_text(encoding="utf-8")).get("image_id")
     if recorded != image_id:
@@ -112,10 +114,14 @@ def _sbom_of(state: Path, target: str, image_id: str) -> bytes:
 
 
 def _repro_record(state: Path, target: str, image_id: str) -> dict | None:
-    """The last verify-repro of the target, when it built this very image (a byproduct, never
-    required: a record of another image, or an unreadable one, is left out)."""
+    """The last verify-repro of the target (or of the variant among its `variants`), when it built
+    this very image (a byproduct, never required: a record of another image, or an unreadable one,
+    is left out)."""
     try:
         data = json.loads((state / "checks" / f"repro-{target}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and image_id in (data.get("image_ids") or []) else None
+    if not isinstance(data, dict):
+        return None
+    reports = [data] + [v for v in data.get("variants") or [] if isinstance(v, dict)]
+    return next((r for r in reports if image_id in (r.get("image_ids") or [])), None)

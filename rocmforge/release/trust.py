@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rocmforge.host import registry as reg
-from rocmforge.release import attestations as att
+from rocmforge.release import attestations as att, imageindex
 from rocmforge.release.cosign import Cosign, CosignFailed, Identity
 from rocmforge.shared.errors import BuildError, UserError
 
@@ -256,3 +256,23 @@ def format_text(v: Verified) -> str:
     lines.append(f"provenance: rocmforge {pv['rocmforge']}, source commit {pv['source_commit']}, "
                  f"matrix.lock sha256 {pv['lock_sha256']}, {pv['resolved_dependencies']} resolved dependencies")
     return "\n".join(lines)
+
+
+def verify_entry(client: DockerClient, cosign: Cosign, repository: str, entry: imageindex.Entry, position: int,
+                 signer: Identity) -> Verified:
+    """One image of a rocmforge index, verified by its digest like any image, then held against what
+    the (unsigned) index says of it: the archs a host picked it by must be the signed image's own,
+    and only the first entry may be the main image."""
+    found = verify(client, cosign, Reference(repository, None, entry.digest), signer)
+    labelled = imageindex.archs_of(found.labels.get(imageindex.ARCHS, ""))
+    problems = []
+    if set(labelled) != set(entry.archs):
+        problems.append(f"the index names it for {','.join(entry.archs)}, but the signed image is labelled "
+                        f"{imageindex.ARCHS}={','.join(labelled) or 'nothing'}")
+    internal = (found.statements[att.PROVENANCE].get("buildDefinition") or {}).get("internalParameters") or {}
+    if "variant" in internal and bool(internal["variant"]) != (position > 0):
+        problems.append(f"entry {position} of the index is attested as {'a variant' if internal['variant'] else 'the main image'}"
+                        f"{'' if position else ', but the first entry is the main image'}")
+    if problems:
+        raise Refused(f"{repository}@{entry.digest}: " + "; ".join(problems))
+    return found

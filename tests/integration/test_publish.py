@@ -20,6 +20,7 @@ from rocmforge.host import registry as reg
 from rocmforge.verify import suites as suite_runs
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.render.plan import BuildPlan, TargetPlan, content_hash
+from rocmforge.release import imageindex
 from tests.local_registry import free_port
 
 pytestmark = pytest.mark.docker
@@ -46,11 +47,12 @@ class Forge:
         # clean engine without it still gets a meaningful (if smaller) image from scratch.
         self.base = sorted(bases)[0] if bases else "scratch"
 
-    def target(self, kind: str) -> TargetPlan:
+    def target(self, kind: str, archs: tuple[str, ...] = ("gfx1100",), variant: tuple[str, ...] = ()) -> TargetPlan:
         name = f"rfpub-{RUN}-{kind}"
-        files = {"Dockerfile": f"# {name}\n".encode()}
-        return TargetPlan(name=name, stack=STACK, archs=("gfx1100",), deps=(), files=files,
-                          content_hash=content_hash(files), labels={}, unresolved=(), bootstrap_stack=None)
+        files = {"Dockerfile": f"# {name} {variant}\n".encode()}
+        return TargetPlan(name=name, stack=STACK, archs=variant or archs, deps=(), files=files,
+                          content_hash=content_hash(files), labels={}, unresolved=(), bootstrap_stack=None,
+                          variant=variant)
 
     def build(self, tp: TargetPlan, nonce: str = "", tag: bool = True) -> str:
         """An image carrying tp's labels; tag=True tags it as tp's content and readable tags (a build)."""
@@ -63,7 +65,8 @@ class Forge:
                 tar.addfile(info, io.BytesIO(data))
         buf.seek(0)
         labels = {"io.rocmforge.target": tp.name, "io.rocmforge.content-hash": tp.content_hash,
-                  "io.rocmforge.stack": tp.stack, "org.opencontainers.image.title": tp.name}
+                  "io.rocmforge.stack": tp.stack, "org.opencontainers.image.title": tp.name,
+                  "io.rocmforge.archs": ",".join(tp.archs)}
         image_id = None
         for chunk in self.client.api.build(fileobj=buf, custom_context=True, labels=labels, rm=True,
                                            forcerm=True, pull=False, decode=True):
@@ -155,7 +158,7 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
     on_disk = json.loads(text)
     assert list(on_disk) == sorted(on_disk)
     assert on_disk == rec
-    assert rec == {"content_hash": tp.content_hash, "digest": rec["digest"], "image_id": image_id,
+    assert rec == {"archs": ["gfx1100"], "content_hash": tp.content_hash, "digest": rec["digest"], "image_id": image_id,
                    "registry": local_registry, "repository": repository,
                    "suites": {s: "passed" for s in suite_runs.SUITES}, "tags": tags, "target": tp.name}
     assert rec["digest"].startswith("sha256:") and len(rec["digest"]) == 71
@@ -177,6 +180,67 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
     assert pulled.id == image_id
     assert engine.image_id(docker_client, tp.content_tag) == image_id
     assert engine.image_id(docker_client, tp.readable_tag) == image_id
+
+
+def test_variants_are_pushed_as_one_index_and_pull_takes_the_picked_entry(docker_client, forge, local_registry,
+                                                                          dirs):
+    state, published = dirs
+    main = forge.target("idx", archs=("gfx90a", "gfx1100"))
+    variants = (forge.target("idx", variant=("gfx90a",)), forge.target("idx", variant=("gfx1100",)))
+    ids = {}
+    for tp in (main, *variants):
+        ids[tp.key] = forge.build(tp)
+        record_result(state, ids[tp.key], tp)
+    plan = BuildPlan(matrix=None, targets={main.name: main}, variants={main.name: variants})
+
+    rec = publish.push(docker_client, plan, main.name, local_registry, **where(dirs))
+
+    repository = f"{local_registry}/rocmforge/{main.name}"
+    assert [v["archs"] for v in rec["variants"]] == [["gfx90a"], ["gfx1100"]]
+    assert rec["index"]["tag"] == STACK and rec["tags"] == [f"content-{main.content_hash[:12]}", STACK]
+    assert [v["tags"][1] for v in rec["variants"]] == [f"{STACK}-gfx90a", f"{STACK}-gfx1100"]
+    # The readable tag is the index, as the registry serves it: the main image first, every entry annotated.
+    assert reg.manifest_digest(docker_client, repository, STACK) == rec["index"]["digest"]
+    _, raw = reg.get_document(docker_client, repository, STACK)
+    index = json.loads(raw)
+    print(json.dumps(index, indent=2))
+    assert index["mediaType"] == imageindex.OCI_INDEX
+    assert [m["digest"] for m in index["manifests"]] == [rec["digest"]] + [v["digest"] for v in rec["variants"]]
+    assert [m["annotations"][imageindex.ARCHS] for m in index["manifests"]] == ["gfx90a,gfx1100", "gfx90a", "gfx1100"]
+    assert all(m["platform"] == {"architecture": "amd64", "os": "linux"} for m in index["manifests"])
+    for v in rec["variants"]:
+        assert reg.manifest_digest(docker_client, repository, v["tags"][0]) == v["digest"]
+
+    # A plain `docker pull` of the readable tag gets the main image (the first entry for its platform).
+    for image_id in ids.values():
+        forget_locally(docker_client, image_id)
+    docker_client.api.pull(repository, tag=STACK)
+    assert engine.image_id(docker_client, f"{repository}:{STACK}") == ids[main.key]
+    forget_locally(docker_client, ids[main.key])
+
+    seen = []
+
+    def take_gfx1100(entries):
+        seen.extend((e.archs, e.size) for e in entries)
+        return 2, "a W7900"
+
+    got = publish.pull(docker_client, main.name, record_dir=published, pick=take_gfx1100)
+    assert [a for a, _ in seen] == [("gfx90a", "gfx1100"), ("gfx90a",), ("gfx1100",)]
+    assert all(size and size > 0 for _, size in seen)
+    assert got["picked"]["image_id"] == ids[variants[1].key] and got["picked"]["variant"]
+    assert got["local_tags"] == [variants[1].content_tag, variants[1].readable_tag]
+    assert engine.image_id(docker_client, variants[1].readable_tag) == ids[variants[1].key]
+    assert engine.image_id(docker_client, main.readable_tag) is None     # nothing else was tagged
+    # Without a picker (no GPU facts) the main image, under the main image's tags.
+    assert publish.pull(docker_client, main.name, record_dir=published)["local_tags"] == [main.content_tag,
+                                                                                          main.readable_tag]
+    assert engine.image_id(docker_client, main.readable_tag) == ids[main.key]
+
+    # An index moved behind the record's back is refused before anything is pulled.
+    moved = imageindex.push(docker_client, repository, STACK, [(rec["digest"], ("gfx90a", "gfx1100")),
+                                                              (rec["variants"][0]["digest"], ("gfx1100",))])
+    with pytest.raises(UserError, match=f"now points to {moved}"):
+        publish.pull(docker_client, main.name, record_dir=published, pick=take_gfx1100)
 
 
 def test_pull_refused_when_tag_overwritten_behind_our_back(docker_client, forge, local_registry, dirs):

@@ -151,7 +151,7 @@ def test_push_signs_and_cosign_verifies_signature_and_all_three_attestations(pus
 
 def test_verify_prints_what_is_attested_and_refuses_another_key(pushed, keys):
     record, _, _ = pushed
-    ref = f"{record['repository']}:{record['tags'][1]}"
+    ref = f"{record['repository']}:{record['tags'][0]}"
     proc = cli("verify", ref, "--key", str(keys["ours"][1]), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     shown = json.loads(proc.stdout)
@@ -174,6 +174,88 @@ def test_pull_by_reference_from_an_empty_folder_with_the_installed_command(pushe
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert engine.image_id(docker_client, ref) == record["image_id"]
     assert not any(empty.iterdir())
+
+
+# -- 1b. the variants: one index, every entry signed, the host picks ----------------------------
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_the_variants_are_published_as_one_index_of_signed_images(pushed, keys, cosign):
+    record, _, _ = pushed
+    assert [v["archs"] for v in record["variants"]] == [["gfx90a"], ["gfx1100"]]
+    index_ref = f"{record['repository']}:{record['index']['tag']}"
+    raw, media_type = fetch_manifest(f"http://{record['repository'].replace('/', '/v2/', 1)}/manifests/"
+                                     f"{record['index']['tag']}")
+    print(f"{index_ref} as the registry serves it ({media_type}):\n{raw.decode()}")
+    index = json.loads(raw)
+    assert media_type == "application/vnd.oci.image.index.v1+json"
+    images = [record] + record["variants"]
+    assert [m["digest"] for m in index["manifests"]] == [i["digest"] for i in images]
+    assert [m["annotations"]["io.rocmforge.archs"] for m in index["manifests"]] == ["gfx90a,gfx1100", "gfx90a",
+                                                                                   "gfx1100"]
+    for image in images:      # each entry is signed and carries its own three statements
+        assert sorted(image["signed"]["attestations"]) == sorted(att.COSIGN_TYPES)
+        pinned = f"{record['repository']}@{image['digest']}"
+        out = cosign.run(["verify", "--key", keys["ours"][1], "--insecure-ignore-tlog", "--allow-http-registry",
+                          pinned]).stdout
+        assert json.loads(out)[0]["critical"]["image"]["docker-manifest-digest"] == image["digest"]
+    proc = cli("verify", index_ref, "--key", str(keys["ours"][1]), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = json.loads(proc.stdout)
+    assert shown["index"] == record["index"]["digest"]
+    assert [(i["config_digest"], i["archs"], i["variant"]) for i in shown["images"]] == [
+        (i["image_id"], i["archs"], n > 0) for n, i in enumerate(images)]
+    assert [i["provenance"]["target"] for i in shown["images"]] == [TARGET] * 3
+
+
+@pytest.mark.parametrize("host, archs", [
+    (("--host-root", "hosts/dkms-6.4-w7900"), ["gfx1100"]),                     # a W7900
+    (("--rocminfo", "rocminfo/handwritten/mi210.txt"), ["gfx90a"]),             # an MI210
+    (("--rocminfo", "rocminfo/handwritten/w7900-with-igpu-first.txt"), ["gfx1100"]),   # dGPU beside an iGPU
+    (("--rocminfo", "rocminfo/handwritten/mi210.txt", "--arch", "gfx1100"), ["gfx1100"]),  # --arch wins
+    (("--rocminfo", "rocminfo/handwritten/mi300x-multi.txt"), None),            # no image has gfx942
+], ids=["w7900", "mi210", "w7900-and-igpu", "arch-override", "mi300x-refused"])
+def test_pull_by_reference_picks_the_image_for_the_hosts_gpus(pushed, keys, docker_client, tmp_path, monkeypatch,
+                                                              host, archs):
+    record, _, _ = pushed
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    images = [record] + record["variants"]
+    index_ref = f"{record['repository']}:{record['index']['tag']}"
+    for image in images:     # as on a host that never had them
+        for tag in ([record["index"]["tag"]] + image["tags"]):
+            ref = f"{record['repository']}:{tag}"
+            if engine.image_id(docker_client, ref):
+                docker_client.api.remove_image(ref)
+    saved = [str(FIXTURES / a) if "/" in a else a for a in host]
+    proc = run_cli("--state-dir", str(tmp_path / "state"), "pull", index_ref, "--key", str(keys["ours"][1]), *saved,
+                   cwd=tmp_path)
+    if archs is None:
+        error = assert_one_error(proc, 1, "no image has code for gfx942")
+        for image in images:
+            assert image["digest"][:19] in error         # the list of what exists
+        assert engine.image_id(docker_client, index_ref) is None
+        return
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    picked = next(i for i in images if i["archs"] == archs)
+    shown = json.loads(proc.stdout)
+    assert shown["picked"]["archs"] == archs and shown["picked"]["digest"] == picked["digest"]
+    assert shown["config_digest"] == picked["image_id"]
+    assert engine.image_id(docker_client, index_ref) == picked["image_id"]
+    assert f"rocmforge/{TARGET}:{record['index']['tag']}-{archs[0]}" in shown["local_tags"]
+    assert f"image: {record['repository']}@{picked['digest'][:19]} (variant: {archs[0]}" in proc.stderr
+
+
+def test_pull_by_target_takes_the_variant_of_the_saved_gpus(pushed, keys, docker_client, monkeypatch):
+    record, state, matrix = pushed
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "pull", "--target", TARGET, "--key",
+               str(keys["ours"][1]), "--rocminfo", str(FIXTURES / "rocminfo/handwritten/mi210.txt"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    gfx90a = record["variants"][0]
+    assert got["picked"]["image_id"] == gfx90a["image_id"] and got["picked"]["archs"] == ["gfx90a"]
+    assert got["local_tags"] == [f"rocmforge/{TARGET}:{t}" for t in gfx90a["tags"]]
+    assert engine.image_id(docker_client, got["local_tags"][1]) == gfx90a["image_id"]
 
 
 @pytest.fixture(scope="module")

@@ -528,7 +528,10 @@ class EngineWithCdi(FakeClient):
     # podman's own info: Docker's command line reads no CDI folder of its, podman's does
     ("rootless-podman", "--device /dev/kfd --device /dev/dri --group-add 110", "amd.com/gpu",
      "--device amd.com/gpu=0 --group-add keep-groups"),
-    ("wsl2-radeon", "docker run --rm --shm-size=2g", "--device", "podman run --rm --shm-size=2g"),
+    # WSL2: /dev/dxg and the WSL libraries, for AMD's WSL runtime; no KFD node, no group
+    ("wsl2-radeon", "docker run --rm --device /dev/dxg -v /usr/lib/wsl:/usr/lib/wsl:ro --shm-size=2g "
+     "-e HSA_ENABLE_DXG_DETECTION=1", "/dev/kfd",
+     "podman run --rm --device /dev/dxg -v /usr/lib/wsl:/usr/lib/wsl:ro --shm-size=2g -e HSA_ENABLE_DXG_DETECTION=1"),
 ])
 def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, expected, absent, podman_expected):
     import rocmforge.cli as cli
