@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rocmforge.build import engine
-from rocmforge.release import attestations as att, cosign as cosigns
+from rocmforge.release import attestations as att, cosign as cosigns, imageindex
 from rocmforge.verify import suites as suite_runs
 from tests.conftest import copy_project, run_cli
 from tests.integration.test_build_leftovers import base  # noqa: F401  (a fixture: the trixie base)
@@ -243,6 +243,23 @@ def test_pull_by_reference_picks_the_image_for_the_hosts_gpus(pushed, keys, dock
     assert engine.image_id(docker_client, index_ref) == picked["image_id"]
     assert f"rocmforge/{TARGET}:{record['index']['tag']}-{archs[0]}" in shown["local_tags"]
     assert f"image: {record['repository']}@{picked['digest'][:19]} (variant: {archs[0]}" in proc.stderr
+
+
+def test_an_index_that_misnames_an_entrys_archs_is_refused(pushed, keys, docker_client, tmp_path, monkeypatch):
+    """The annotation is not signed: someone with the registry's write access lists the gfx90a
+    variant as gfx1100. A W7900 picks it, and the signed image's own label refuses it."""
+    record, _, _ = pushed
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    client = docker_client
+    forged_tag = f"forged-{RUN}"
+    imageindex.push(client, record["repository"], forged_tag,
+                    [(record["digest"], ("gfx90a", "gfx1100")), (record["variants"][0]["digest"], ("gfx1100",))])
+    ref = f"{record['repository']}:{forged_tag}"
+    proc = run_cli("--state-dir", str(tmp_path / "state"), "pull", ref, "--key", str(keys["ours"][1]),
+                   "--rocminfo", str(FIXTURES / "rocminfo/handwritten/w7900-with-igpu-first.txt"), cwd=tmp_path)
+    assert_one_error(proc, 1, "the index names it for gfx1100, but the signed image is labelled "
+                              "io.rocmforge.archs=gfx90a")
+    assert engine.image_id(client, ref) is None
 
 
 def test_pull_by_target_takes_the_variant_of_the_saved_gpus(pushed, keys, docker_client, monkeypatch):
