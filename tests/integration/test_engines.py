@@ -3,7 +3,8 @@ the HIP runtime and rocminfo without rocBLAS, the probes) built and normalised t
 users type, on the host's engine and on each engine of tests/engine_host.py (Docker 28 with
 overlay2, Docker 28 with the containerd image store, podman 5), gives one image ID: the config
 digest. Under the containerd store rocmforge also reports the manifest digest that store shows.
-The suites run on each engine and judge the image the same way as on the host: it carries no GPU
+Its per-arch variant (gfx1100) is one image on every engine too. The suites run on each engine
+and judge the main image the same way as on the host: it carries no GPU
 code and no GEMM backend (that needs rocBLAS, gigabytes per engine), so those suites fail, on
 every engine alike, and every other check passes or skips alike."""
 
@@ -24,14 +25,14 @@ STACK = "debian13-rocm5.7"
 TARGET = "engine-probe"
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("engines")
+def _probe_project(root, variants: list | None = None):
     matrix = copy_project(root)
     data = yaml.safe_load(matrix.read_text())
     data["targets"][TARGET] = {"description": "hip-runtime without rocBLAS (a few hundred MB)", "stack": STACK,
-                               "apt": ["libamdhip64-5", "rocminfo"], "version": "1", "archs": ["gfx90a"],
+                               "apt": ["libamdhip64-5", "rocminfo"], "version": "1", "archs": ["gfx90a", "gfx1100"],
                                "source_date_epoch": 1764547200}
+    if variants:
+        data["targets"][TARGET]["variants"] = variants
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     lock = yaml.safe_load((root / "matrix.lock").read_text())
     # hip-runtime's locked closure is this one's plus rocBLAS, which nothing else here needs
@@ -40,9 +41,22 @@ def project(tmp_path_factory):
     return matrix
 
 
-def _content_tag(matrix) -> str:
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return _probe_project(tmp_path_factory.mktemp("engines"))
+
+
+@pytest.fixture(scope="module")
+def variant_project(tmp_path_factory):
+    """The same target declaring a gfx1100 variant: its main image is the one above (declaring
+    variants changes no file of it); a build makes the variant too. Only the identity test builds it."""
+    return _probe_project(tmp_path_factory.mktemp("engines-variant"), [["gfx1100"]])
+
+
+def _content_tag(matrix, variant: bool = False) -> str:
     rows = json.loads(run_cli("--matrix", str(matrix), "list", "--json").stdout)
-    return next(r["content_tag"] for r in rows if r["name"] == TARGET)
+    row = next(r for r in rows if r["name"] == TARGET)
+    return row["variants"][0]["content_tag"] if variant else row["content_tag"]
 
 
 def _build(matrix, state, env=None):
@@ -60,28 +74,37 @@ def _suites(matrix, state, env=None) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def host_identity(docker_client, project, tmp_path_factory):
-    """The small target built on the host's engine: (image ID, diff IDs), suite outcomes."""
+def host_identity(docker_client, project, variant_project, tmp_path_factory):
+    """The small target built on the host's engine: (image ID, diff IDs), suite outcomes, and its
+    gfx1100 variant's (image ID, diff IDs)."""
     state = tmp_path_factory.mktemp("host-state")
-    _build(project, state)
-    tag = _content_tag(project)
-    yield ((imageid.image_id(docker_client, tag), docker_client.api.inspect_image(tag)["RootFS"]["Layers"]),
-           _suites(project, state))
-    for ref in (tag, tag.rsplit(":", 1)[0] + ":debian13-rocm5.7"):
+    _build(variant_project, state)
+    tag, variant_tag = _content_tag(project), _content_tag(variant_project, variant=True)
+
+    def identity(ref):
+        return imageid.image_id(docker_client, ref), docker_client.api.inspect_image(ref)["RootFS"]["Layers"]
+
+    yield identity(tag), _suites(project, state), identity(variant_tag)
+    for ref in (tag, tag.rsplit(":", 1)[0] + ":debian13-rocm5.7", variant_tag,
+                tag.rsplit(":", 1)[0] + ":debian13-rocm5.7-gfx1100"):
         try:
             docker_client.api.remove_image(ref)
         except Exception:  # noqa: BLE001 - a readable tag another test made stays theirs
             pass
 
 
-def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine, project, tmp_path):
-    proc = _build(project, tmp_path / "state", env=other_engine.env())
+def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine, project, variant_project,
+                                                     tmp_path):
+    proc = _build(variant_project, tmp_path / "state", env=other_engine.env())
     client = other_engine.client()
-    tag = _content_tag(project)
+    tag, variant_tag = _content_tag(project), _content_tag(variant_project, variant=True)
     got = imageid.image_id(client, tag), client.api.inspect_image(tag)["RootFS"]["Layers"]
-    want, host_suites = host_identity
-    print(f"{other_engine.describe()}: {got[0]} (host: {want[0]})")
+    got_variant = imageid.image_id(client, variant_tag), client.api.inspect_image(variant_tag)["RootFS"]["Layers"]
+    want, host_suites, want_variant = host_identity
+    print(f"{other_engine.describe()}: {got[0]} (host: {want[0]}); gfx1100 variant {got_variant[0]} "
+          f"(host: {want_variant[0]})")
     assert got == want
+    assert got_variant == want_variant and got_variant[0] != got[0]
     shown = imageid.manifest_digest(client, tag)
     if other_engine.containerd_snapshotter:
         assert shown and shown != got[0]
