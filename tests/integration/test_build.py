@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, copy_project, dpkg_versions, run_cli, sh
+from tests.integration.test_build_leftovers import assert_nothing_left, engine_state
 from rocmforge.resolve import lockfile
 from rocmforge.define.matrix import load_matrix
 from rocmforge.shared.files import iso_utc
@@ -151,7 +152,7 @@ def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime,
     bad_plan = make_plan(load_matrix(matrix_path), tmp_path, lockfile.load(lock_path))
     readable = PLAN.targets["hip-runtime"].readable_tag
     readable_before = docker_client.images.get(readable).id
-    containers_before = {c.id for c in docker_client.containers.list(all=True)}
+    before = engine_state(docker_client, "0.0.0-does-not-exist")   # in the failing step's command
 
     proc = run_cli("--matrix", str(matrix_path), "build", "--target", "hip-runtime")
 
@@ -163,9 +164,9 @@ def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime,
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(bad_plan.targets["hip-runtime"].content_tag)
     assert docker_client.images.get(readable).id == readable_before
-    # No container left by this build (others on this engine may start and remove their own meanwhile).
-    left = {c.id for c in docker_client.containers.list(all=True)} - containers_before
-    assert not left, left
+    # No container left by this build: only objects that name its failing pin are judged, since
+    # other builds on this engine may start and remove their own meanwhile.
+    assert_nothing_left(docker_client, before)
 
 
 def test_build_refuses_unresolved_target_without_engine_work():
