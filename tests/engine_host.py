@@ -39,6 +39,7 @@ LABEL_PACKAGES = "io.rocmforge.enginetest.packages"
 LABEL_RECIPE = "io.rocmforge.enginetest.recipe"
 DIR_ENV = "ROCMFORGE_ENGINETEST_DIR"        # where data roots go (default: the temp directory)
 DATA_FILESYSTEMS = {"ext4", "xfs", "btrfs"}  # never overlay on overlay
+ENGINE_ROOT_ENV = "ROCMFORGE_ENGINE_ROOT"    # rocmforge.host.engineinfo.ROOT_ENV
 RUN_DIR = "/run/enginetest"                  # in the engine container: socket, log, start script
 SOCKET = "docker.sock"
 LOG = "daemon.log"
@@ -273,9 +274,15 @@ class RunningEngine:
 
         return docker.DockerClient(base_url=self.docker_host, timeout=timeout)
 
-    def env(self) -> dict[str, str]:
-        """Environment for a subprocess (e.g. `python build.py`) that should use this engine."""
-        return {"DOCKER_HOST": self.docker_host}
+    def env(self, store_visible: bool = True) -> dict[str, str]:
+        """Environment for a subprocess (e.g. `python build.py`) that should use this engine. With
+        store_visible, where this host sees the engine's data root (as a user of Docker-in-Docker
+        with a host volume would say), so rocmforge reads the layers a build added from its store;
+        without, the engine is as remote and `docker save` is taken."""
+        env = {"DOCKER_HOST": self.docker_host}
+        if store_visible and ENGINES[self.name].kind == "docker":
+            env[ENGINE_ROOT_ENV] = str(self.host_dir / "data")
+        return env
 
     def log_tail(self, lines: int = 30) -> str:
         return _tail(self.log_path, lines)

@@ -7,7 +7,9 @@ digest; `docker load` needs every layer in the archive)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.shared.errors import UserError
@@ -19,6 +21,9 @@ GRAPHDRIVER, CONTAINERD, PODMAN = "graphdriver", "containerd", "podman"
 MIN_API = (1, 41)          # Docker 20.10 and podman's compatible API; older lacks what normalise uses
 CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
 KNOWN_DRIVERS = {"overlay2", "overlay", "fuse-overlayfs", "vfs", "btrfs", "zfs", "devicemapper", "aufs"}
+# The engine's data root as this process sees it, where that is not the path the engine reports:
+# an engine in a container (Docker-in-Docker, a CI service) whose /var/lib/docker is a volume here.
+ROOT_ENV = "ROCMFORGE_ENGINE_ROOT"
 
 
 @dataclass(frozen=True)
@@ -87,3 +92,16 @@ def require(client: DockerClient) -> EngineInfo:
     if why:
         raise UserError(why)
     return engine
+
+
+def store_root(client: DockerClient) -> Path | None:
+    """Where this process reads the engine's data root (DockerRootDir): $ROCMFORGE_ENGINE_ROOT, else
+    the path the engine reports, which is this host's only for an engine on this host. None when
+    the engine does not say."""
+    if os.environ.get(ROOT_ENV):
+        return Path(os.environ[ROOT_ENV])
+    try:
+        root = (client.info() or {}).get("DockerRootDir")
+    except Exception:  # noqa: BLE001 - any failure means: no store to read, use docker save
+        return None
+    return Path(root) if root else None

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from rocmforge.host import engineinfo
 from rocmforge.host.ocilayout import blob_name, config_digest
+from rocmforge.shared.files import user_cache
 from rocmforge.shared.streams import ChunkStream
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rocmforge" / "manifests"
+    return user_cache("manifests")
 
 
 def digest_of(data: bytes) -> str:

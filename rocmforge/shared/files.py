@@ -34,3 +34,11 @@ def append_line(path: Path, text: str) -> None:
 
 def iso_utc(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def user_cache(name: str) -> Path:
+    """A folder of the user's cache ($XDG_CACHE_HOME, else ~/.cache) for content-addressed data
+    every checkout and state folder can share: each entry is named by, and checked against, what
+    it holds."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rocmforge" / name

@@ -161,3 +161,39 @@ def test_verify_repro_report_and_clean_on_the_containerd_store(host_identity, ot
     left = [t for img in client.api.images(all=True) for t in img.get("RepoTags") or []
             if "rocmforge/engine-probe" in t or "rocmforge-raw/" in t or "rocmforge-repro/" in t]
     assert left == []
+
+
+def _normalise_lines(state, name: str = TARGET) -> list[str]:
+    return [ln for ln in (state / "logs" / f"{name}.log").read_text().splitlines()
+            if ln.startswith("normalise ") and " MB from the " in ln or "reading the whole image" in ln]
+
+
+@pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
+def test_the_containerd_store_is_read_directly_and_docker_save_is_only_the_announced_fallback(
+        host_identity, other_engine, project, tmp_path):
+    """Where this host sees the engine's data root, the layers the build added are read from the
+    containerd content store (gzip blobs the builder committed, each checked against its diff ID);
+    where it does not (a remote engine), `docker save` is taken and the log says why. One image ID
+    either way, the host's."""
+    client = other_engine.client()
+    tag = _content_tag(project)
+    seen = {}
+    for visible in (True, False):
+        state = tmp_path / f"state-{visible}"
+        for ref in (tag, tag.rsplit(":", 1)[0] + ":" + STACK):     # so this build normalises again
+            if imageid.image_id(client, ref):
+                client.api.remove_image(ref)
+        args = ("--matrix", str(project), "--state-dir", str(state), "build", "--target", TARGET)
+        proc = run_cli(*args, env=other_engine.env(store_visible=visible))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        lines = _normalise_lines(state)
+        print(f"store visible={visible}:", *lines, sep="\n  ")
+        seen[visible] = imageid.image_id(client, tag)
+        if visible:
+            assert any("MB from the containerd content store" in ln for ln in lines), lines
+            assert not any("reading the whole image" in ln for ln in lines), lines
+        else:
+            assert any("reading the whole image with docker save" in ln and "ROCMFORGE_ENGINE_ROOT" in ln
+                       for ln in lines), lines
+            assert any("MB from the docker save" in ln for ln in lines), lines
+    assert seen[True] == seen[False] == host_identity[0][0]

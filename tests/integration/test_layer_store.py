@@ -63,3 +63,25 @@ def test_store_and_docker_save_normalise_alike(docker_client, image, tmp_path, m
         assert any("from the docker save" in line for line in lines)
     finally:
         docker_client.images.remove(via_save)
+
+
+def test_the_lower_index_is_kept_in_the_users_cache_for_every_state_folder(docker_client, image, tmp_path,
+                                                                          monkeypatch):
+    """The index of the base's files is keyed by the base's chain ID, so it lives in the user's cache:
+    a second checkout or --state-dir (another workdir) reads only what the build added."""
+    base, image_id = image
+    cache = tmp_path / "xdg-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    for folder in ("first-state", "second-state"):
+        lines: list[str] = []
+        made = normalise_image(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path / folder, base_ref=base,
+                               log=lines.append)
+        docker_client.images.remove(made)
+        # logged only when the base's layers were read to build the index
+        built_index = [ln for ln in lines if "lower index of" in ln]
+        if folder == "first-state":
+            assert built_index and str(cache / "rocmforge" / "lower-index") in built_index[0], lines
+        else:
+            assert built_index == [], lines
+        assert not (tmp_path / folder / "lower-index").exists()
+    assert list((cache / "rocmforge" / "lower-index").glob("*.sqlite"))

@@ -425,6 +425,7 @@ class FakeStore:
 
         class Layer:
             diff_id, size = diff_ids[i], len(data)
+            tar_size = size
 
             def chunks(self):
                 store.reads.append(i)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, TYPE_CHECKING
 
+from rocmforge.host import engineinfo
 from rocmforge.shared.streams import CHUNK_SIZE
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ class StoredLayer:
     size: int                        # bytes of the layer tar
     files: Path                      # the layer's directory
     tar_split: Path                  # its tar-split records (gzipped JSON lines)
+
+    @property
+    def tar_size(self) -> int:
+        return self.size
 
     def segments(self) -> Iterator[bytes | tuple[Path, int]]:
         """The layer's tar in order: raw bytes, or (file, size) for a file's content."""
@@ -87,9 +92,10 @@ class LayerStore:
             info = client.info()
         except Exception:  # noqa: BLE001 - any failure means: use docker save
             return None
-        if info.get("Driver") != "overlay2" or not info.get("DockerRootDir"):
+        root = engineinfo.store_root(client)
+        if info.get("Driver") != "overlay2" or root is None:
             return None
-        store = cls(Path(info["DockerRootDir"]))
+        store = cls(root)
         return store if os.access(store.layerdb, os.R_OK | os.X_OK) else None
 
     def config(self, image_id: str) -> bytes | None:

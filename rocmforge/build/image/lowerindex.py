@@ -29,7 +29,7 @@ from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.streams import ChunkStream, HashingWindow
 
 FORMAT = 1                      # bump when what a row holds changes: older cache files are rebuilt
-KEEP = 8                        # cached indexes kept (most recently used): one per base in use
+KEEP = 16                       # cached indexes kept (most recently used): one per base in use
 OPAQUE = b".wh..wh..opq"
 WHITEOUT = b".wh."
 
@@ -270,8 +270,12 @@ def open_lower(work: Path, diff_ids: list[str], layer: Callable[[int], LayerSour
             index.seal(chains[-1])
         if cache is not None and start < len(diff_ids):
             index.close()
-            _store(cache, work, chains[-1])
-            log(f"  lower index of {len(diff_ids)} layer(s) cached: {_cache_file(cache, chains[-1]).name[:12]}")
+            try:
+                _store(cache, work, chains[-1])
+                log(f"  lower index of {len(diff_ids)} layer(s) cached in {cache}: "
+                    f"{_cache_file(cache, chains[-1]).name[:12]}")
+            except OSError as exc:     # a cache that cannot be written costs a re-read next time, not the build
+                log(f"  lower index not cached ({exc.strerror or exc}: {exc.filename or cache})")
             index = LowerIndex(work)
     except BaseException:
         index.close()

@@ -16,12 +16,13 @@ from rocmforge.build.image import ociload
 from rocmforge.build.image.archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
 from rocmforge.build.image.config import normalise_config
 from rocmforge.build.image.layers import LayerResult, rewrite_layer
+from rocmforge.build.image.contentstore import ContentStore
 from rocmforge.build.image.layerstore import LayerStore
 from rocmforge.build.image.lowerrules import CanonicalResult, canonicalise
 from rocmforge.host import engineinfo, imageid
 from rocmforge.host.ocilayout import manifest_layers
 from rocmforge.shared.errors import ImageArchiveError
-from rocmforge.shared.files import iso_utc
+from rocmforge.shared.files import iso_utc, user_cache
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 
 if TYPE_CHECKING:
@@ -214,7 +215,7 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
     return rw
 
 
-def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch: int, inherited: int,
+def rewrite_from_store(store: LayerStore | ContentStore, image_id: str, workdir: Path, *, epoch: int, inherited: int,
                        log: Callable[[str], None], meter: ReadMeter | None = None,
                        index_dir: Path | None = None) -> RewrittenImage | None:
     """The same result as rewrite_archive, reading only the layers the image adds from the engine's
@@ -229,14 +230,14 @@ def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch
     if any(layer is None for layer in layers):
         return None
     if meter is not None:
-        meter.total = sum(layer.size for layer in layers)
+        meter.total = sum(layer.tar_size or layer.size for layer in layers)
     results, files = _passed_through(diff_ids[:inherited]), [(d, None, 0) for d in diff_ids[:inherited]]
     took: list[float] = []
     for i, layer in enumerate(layers):
         t = time.monotonic()
         path = workdir / f"layer-{i}.tar"
         chunks = layer.chunks() if meter is None else meter.wrap(layer.chunks())
-        res = rewrite_layer(HashingWindow(ChunkStream(chunks), layer.size), path, epoch, log)
+        res = rewrite_layer(HashingWindow(ChunkStream(chunks), layer.tar_size), path, epoch, log)
         if res.source_diff_id != layer.diff_id:
             log(f"  layer {layer.diff_id[7:19]} read from the engine's store hashes to {res.source_diff_id[7:19]}; "
                 "exporting the image instead")
@@ -256,7 +257,8 @@ def rewrite_from_store(store: LayerStore, image_id: str, workdir: Path, *, epoch
         return None
     for i, layer in enumerate(layers):
         log(_layer_note(results[inherited + i], layer.size, took[i] + seconds.get(inherited + i, 0.0)))
-    return _finish(config, results, files, epoch)
+    # The containerd store loads the image by a manifest naming the base's blobs as its own does.
+    return _finish(config, results, files, epoch, source_layers=getattr(store, "manifest", {}).get("layers"))
 
 
 # --- the engine ---------------------------------------------------------------------------------
@@ -296,11 +298,20 @@ def _rewrite(client: DockerClient, image_ref: str, info: dict, tmp: Path, *, epo
     process can read it, else `docker save`. podman loads only archives that hold every layer, so
     there the base's layers are kept from the export too."""
     kind = engineinfo.of(client).store
-    store = LayerStore.of(client) if kind == engineinfo.GRAPHDRIVER else None
+    root = engineinfo.store_root(client)
+    store: LayerStore | ContentStore | None = None
+    if kind == engineinfo.GRAPHDRIVER:
+        store, where = LayerStore.of(client), "engine store"
+    elif kind == engineinfo.CONTAINERD and root is not None:
+        store, where = ContentStore.of(root, info["Id"]), "containerd content store"
     rw = store and rewrite_from_store(store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter,
                                       index_dir=index_dir)
     if rw:
-        return rw, "engine store"
+        return rw, where
+    if store is None:
+        log(f"  the engine's {'podman storage' if kind == engineinfo.PODMAN else 'store'} is not readable here "
+            f"(data root {root or 'not reported'}; set ${engineinfo.ROOT_ENV} to where this host sees it): "
+            "reading the whole image with docker save")
     meter.total, meter.done = int(info.get("Size") or 0), 0
     rw = rewrite_archive(meter.wrap(client.api.get_image(image_ref)), tmp, epoch=epoch, log=log, inherited=inherited,
                          keep_inherited=kind == engineinfo.PODMAN, index_dir=index_dir,
@@ -334,15 +345,17 @@ def _load(client: DockerClient, rw: RewrittenImage, image_ref: str, tags: list[s
 
 def normalise_image(client: DockerClient, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
                     base_ref: str | None = None, log: Callable[[str], None] = print,
-                    progress: Callable[[str], None] | None = None, steps: list[str] | None = None) -> str:
+                    progress: Callable[[str], None] | None = None, steps: list[str] | None = None,
+                    index_dir: Path | None = None) -> str:
     """Rewrites image_ref into its canonical form (see the package doc), loads it tagged with tags
     and returns its image ID. Two builds that differ only in times and run-specific files
     (layers.RULES) give the same ID. The layers of base_ref, which image_ref starts with, pass
     through untouched (a registry base keeps its digest's layers, stored once); only the layers
     the build added are read, and each is then made canonical against the filesystem below it
     (lowerrules), so that every engine gives the same layers. workdir holds the rewritten layers,
-    removed before returning, and workdir/lower-index the index of each base's filesystem, kept
-    (the base is read once for it, on the first build on that base).
+    removed before returning; index_dir (default: the user's cache, shared by every checkout and
+    state folder: it is keyed by the base's chain ID) the index of each base's filesystem, kept
+    (the base is read once for it, on the first build on that base anywhere).
     steps: the image's own instructions as its Dockerfile words them (history.stage_steps), so
     that its history reads the same whichever builder ran them.
     image_ref itself is left as it is (its tags move when tags name them)."""
@@ -360,7 +373,7 @@ def normalise_image(client: DockerClient, image_ref: str, *, epoch: int, tags: l
             log(f"  {inherited} layer(s) of the base {base_ref} passed through")
         meter = ReadMeter(0, progress)
         rw, source = _rewrite(client, image_ref, info, tmp, epoch=epoch, inherited=inherited, log=log, meter=meter,
-                              index_dir=workdir / "lower-index")
+                              index_dir=index_dir or user_cache("lower-index"))
         if steps:
             rw = _finish(rw.source_config, rw.results, rw.layers, epoch, steps, rw.source_layers)
         rewritten = time.monotonic()
