@@ -109,8 +109,9 @@ class AptSession:
         return out
 
     def installed(self) -> dict[str, str]:
-        r = self.tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
-        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        """The packages dpkg holds installed, read as every other reader of an image's set reads it
+        (packages removed but for their conffiles are not installed)."""
+        return parse_dpkg_status(self.tc.exec(DPKG_STATUS).stdout)
 
     def close(self) -> None:
         self.tc.remove()
