@@ -135,6 +135,7 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
     suites = suites_present()
     lock_check = _lock_check(state)
     rows = []
+    records: dict[str, tuple[dict | None, str | None]] = {}     # read once per target, variants share it
     for tp in (each for name in plan.order() for each in plan.images_of(name)):
         # A variant is a row of its own, named as images/ names it (hip-runtime-gfx1100).
         name, key, t = tp.name, tp.key, plan.matrix.targets[tp.name]
@@ -153,7 +154,11 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
                 cells[s] = SuiteCell(SuiteStatus.NOT_RUN, f"python build.py test --target {name}")
             else:
                 cells[s] = SuiteCell(rec.suites[s].status, rec.suites[s].detail)
-        published, unusable = publication.record(record_dir, name) if not tp.variant else (None, None)
+        if name not in records:
+            records[name] = publication.record(record_dir, name)
+        published, unusable = records[name]
+        if tp.variant:     # published inside the target's index, with its own digest and signature
+            published = publication.variant_of(published, tp.variant)
         manifest_path, sbom_path = checked_artifacts(state, key)
 
         def rel(path: Path | None) -> str | None:

@@ -94,3 +94,13 @@ def signed(rec: dict | None, unusable: str | None = None) -> dict:
             "digest": rec["digest"], "cosign": s["cosign"], "key_sha256": s["public_key_sha256"],
             "attestations": [{"type": k, "name": STATEMENT_NAMES.get(k, k), "bytes": s["predicate_bytes"][k]}
                              for k in kinds]}
+
+
+def variant_of(rec: dict | None, archs) -> dict | None:
+    """A variant's own entry in its target's record (a target pushed as one index): its digest,
+    image ID and signature, with the target's registry and repository. None when the target was
+    published without it."""
+    for v in (rec or {}).get("variants") or []:
+        if isinstance(v, dict) and set(v.get("archs") or ()) == set(archs):
+            return {**v, "registry": rec.get("registry"), "repository": rec.get("repository")}
+    return None

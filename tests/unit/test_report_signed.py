@@ -202,9 +202,27 @@ def test_report_json_shows_the_same_signed_field_as_list(published_project, tmp_
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     reported = {r["name"]: r["signed"] for r in json.loads(proc.stdout)["targets"]}
     assert {n: s for n, s in reported.items() if n in listed} == listed
-    # The report has a row per variant too; a variant is not published on its own.
+    # The report has a row per variant too; a variant is published only inside its target's index.
     variants = set(reported) - set(listed)
-    assert variants == {"hip-runtime-gfx90a", "hip-runtime-gfx1100"}
+    assert variants == {f"{t}-{a}" for t in ("hip-runtime", "hip64-torch", "llama31-qlora-debian")
+                        for a in ("gfx90a", "gfx1100")}
     assert {reported[v]["state"] for v in variants} == {"not published"}
     html = (tmp_path / "out" / "index.html").read_text()
     assert f"signed + 3 attestations (key sha256 {KEY[:12]}…)" in html and 'data-signed="unreadable"' in html
+
+
+def test_a_variant_published_in_its_targets_index_shows_its_own_signature(tmp_path):
+    root = copy_project(tmp_path).parent
+    (root / "published").mkdir()
+    rec = publish_record("hip-runtime", signed=signed_block())
+    gfx1100 = {**publish_record("hip-runtime", signed=signed_block()), "archs": ["gfx1100"],
+               "digest": "sha256:" + "7" * 64}
+    rec.update(index={"digest": "sha256:" + "9" * 64, "tag": rec["tags"][-1]}, variants=[gfx1100])
+    (root / "published" / "hip-runtime.json").write_text(json.dumps(rec))
+    proc = cli(root, "report", "--json", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["targets"]}
+    assert rows["hip-runtime-gfx1100"]["signed"]["state"] == "signed"
+    assert rows["hip-runtime-gfx1100"]["signed"]["digest"] == "sha256:" + "7" * 64
+    assert rows["hip-runtime-gfx1100"]["published"]["repository"] == rec["repository"]
+    assert rows["hip-runtime-gfx90a"]["signed"]["state"] == "not published"    # not in the index
