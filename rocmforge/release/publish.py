@@ -73,7 +73,7 @@ def _publishable(client: DockerClient, tp: TargetPlan, state: Path,
     if image_id is None:
         raise UserError(f"{what} is not built ({tp.content_tag} not found); run "
                         f"`python build.py build --target {tp.name}`, then {test_cmd}", field="--target")
-    result = _require_passed(state, tp, image_id, test_cmd, matrix_path)
+    result = _require_passed(state, tp, image_id, test_cmd, matrix_path, what)
     # The pull side trusts these labels, so refuse an image that was tagged by hand with other content.
     labels = client.images.get(tp.content_tag).labels or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
@@ -153,29 +153,29 @@ def _signed(signing: concurrent.futures.Future, repository: str, tags: list[str]
 
 
 def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str,
-                    matrix_path: Path) -> "suites.SuitesReport":
+                    matrix_path: Path, what: str) -> "suites.SuitesReport":
     result = suites.recorded(state, image_id)
     if result is None:
-        earlier = _other_tested(state, tp.name, image_id)
+        earlier = _other_tested(state, tp.content_tag, image_id)
         if earlier:
-            raise UserError(f"target {tp.name!r}: {tp.content_tag} is now image {image_id}, which was never "
+            raise UserError(f"{what}: {tp.content_tag} is now image {image_id}, which was never "
                             f"tested; it was rebuilt after the tested image {earlier}. Run {test_cmd} first",
                             field="--target")
-        raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) has no recorded suite "
+        raise UserError(f"{what}: image {image_id} ({tp.content_tag}) has no recorded suite "
                         f"results in {state / 'results'}; run {test_cmd} first", field="--target")
     if result.judged is None:
-        raise UserError(f"target {tp.name!r}: the suite results of image {image_id} "
+        raise UserError(f"{what}: the suite results of image {image_id} "
                         f"({suites.results_path(state, image_id)}) do not say which target, content hash, matrix "
                         f"and lock they were judged against (recorded by an older rocmforge), so they count as not "
                         f"judged; run {test_cmd} again", field="--target")
     differ = _judged_elsewhere(result.judged, tp, matrix_path)
     if differ:
-        raise UserError(f"target {tp.name!r}: the suite results of image {image_id} were judged against "
+        raise UserError(f"{what}: the suite results of image {image_id} were judged against "
                         f"{'; '.join(differ)}; they say nothing about what would be published. Run {test_cmd} "
                         "again", field="--target")
     if not result.ok:
         failed = [n for n, status in result.statuses().items() if status == suites.SuiteStatus.FAILED]
-        raise UserError(f"target {tp.name!r}: image {image_id} ({tp.content_tag}) failed its suites "
+        raise UserError(f"{what}: image {image_id} ({tp.content_tag}) failed its suites "
                         f"({', '.join(failed) or 'see the recorded results'}); only images that passed are "
                         f"published. Fix, rebuild and run {test_cmd} again", field="--target")
     return result
@@ -202,15 +202,16 @@ def _judged_elsewhere(judged: "suites.Judged", tp: TargetPlan, matrix_path: Path
     return out
 
 
-def _other_tested(state: Path, target: str, image_id: str) -> str | None:
-    """The most recently tested other image of this target: tells 'rebuilt since' from 'never tested'."""
+def _other_tested(state: Path, content_tag: str, image_id: str) -> str | None:
+    """The most recently tested other image under this content tag: tells 'rebuilt since' from
+    'never tested' (a variant's tag is its own, so its main image's results do not count)."""
     found = []
     for path in (state / "results").glob("*.json"):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if data.get("target") == target and data.get("image_id") != image_id:
+        if data.get("image") == content_tag and data.get("image_id") != image_id:
             found.append((path.stat().st_mtime, data.get("image_id")))
     return max(found)[1] if found else None
 

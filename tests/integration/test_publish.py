@@ -307,6 +307,21 @@ def test_push_refused_for_untested_image(docker_client, forge, local_registry, d
     _assert_not_published(docker_client, local_registry, tp, published)
 
 
+def test_push_refused_when_a_variant_did_not_pass(docker_client, forge, local_registry, dirs):
+    """The index is published whole or not at all: a variant never tested (or failed) stops the
+    push before any layer of the target leaves."""
+    state, published = dirs
+    main = forge.target("halfidx", archs=("gfx90a", "gfx1100"))
+    variant = forge.target("halfidx", variant=("gfx1100",))
+    record_result(state, forge.build(main), main)
+    untested = forge.build(variant)
+    plan = BuildPlan(matrix=None, targets={main.name: main}, variants={main.name: (variant,)})
+    with pytest.raises(UserError) as err:
+        publish.push(docker_client, plan, main.name, local_registry, **where(dirs))
+    assert untested in str(err.value) and "gfx1100 variant" in str(err.value)
+    _assert_not_published(docker_client, local_registry, main, published)
+
+
 def test_push_refused_for_failed_image(docker_client, forge, local_registry, dirs):
     state, published = dirs
     tp = forge.target("failed")
