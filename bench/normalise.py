@@ -7,12 +7,21 @@
  (c) (a) and (b) for a target on a registry base: hip-devel pushed to a local registry under an
      upstream-style name, our `build` against `docker save` of that base and against a warm
      `docker build`.
-Needs the engine, hip-devel and hip-python built, and Debian's docker-registry for (c). Every run
-uses fresh scratch targets and removes what it made."""
+Needs the engine and Debian's docker-registry for (c); hip-devel, hip-runtime and hip-python are built
+first where missing. Every run uses fresh scratch targets and removes what it made.
+
+--engine NAME (repeatable; `all` = every one): `host` is the engine DOCKER_HOST names; the others
+are the engines of tests/engine_host.py, each started in a container on the host engine, the
+targets built on it, the cases and their baselines run against it, and it is removed afterwards.
+On the containerd store the cases run twice: with the store visible (read directly) and as a
+remote engine (the docker save fallback)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +41,7 @@ from rocmforge.resolve import lockfile
 from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
 from rocmforge.workflow.project import Project  # noqa: E402
-from tests import local_registry  # noqa: E402
+from tests import engine_host, local_registry  # noqa: E402
 from tests.conftest import copy_project  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
@@ -40,8 +49,6 @@ MARK = "COPY probes/ /opt/rocmforge/probes/"
 
 
 def timed(cmd: list[str], env: dict | None = None) -> float:
-    import os
-
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if proc.returncode:
@@ -127,9 +134,10 @@ def case_a(tmp: Path) -> tuple[float, float]:
     return ours, docker_save(load_plan(ROOT / "matrix.yaml").targets["hip-devel"].content_tag)
 
 
-def case_b(tmp: Path) -> tuple[float, float]:
+def case_b(tmp: Path, home: bool) -> tuple[float, float]:
     """Both sides have built hip-python once before the change: ours the previous edit (the build
-    cache a target keeps is the last build's), docker the unchanged context."""
+    cache a target keeps is the last build's), docker the unchanged context. home: the host's
+    engine, whose readable hip-python tag is put back (the other engines are thrown away)."""
     from rocmforge.build import buildcache
 
     matrix = scratch(tmp, lambda d: None)
@@ -143,22 +151,25 @@ def case_b(tmp: Path) -> tuple[float, float]:
         for tag in tags:
             subprocess.run([DOCKER, "rmi", tag], capture_output=True)
         buildcache.forget(engine.connect(), matrix.parent / "state", "hip-python")
-        timed([sys.executable, "build.py", "build", "--target", "hip-python"])   # its readable tag back home
+        if home:
+            timed([sys.executable, "build.py", "build", "--target", "hip-python"])   # its readable tag back home
     baseline_dir = tmp / "baseline"
     baseline_dir.mkdir()
     return ours, warm_docker_build(scratch(baseline_dir, lambda d: None), "hip-python", one_line_requirements_change)
 
 
-def case_c(tmp: Path) -> tuple[float, float, float, float]:
+def case_c(tmp: Path, where: dict) -> tuple[float, float, float, float]:
+    """where: serve()'s host and port, so the engine reaches the registry (an engine in a container
+    reaches the host at its bridge gateway)."""
+    from rocmforge.release import publish
+
     client = engine.connect()
     devel = load_plan(ROOT / "matrix.yaml").targets["hip-devel"].content_tag
     name, stack = f"small-{uuid.uuid4().hex[:8]}", f"registry-{uuid.uuid4().hex[:8]}"
-    with local_registry.serve() as host:
+    with local_registry.serve(**where) as host:
         repo, tag = f"{host}/bench/hip-devel", name
         client.images.get(devel).tag(repo, tag)
-        digest = None
-        for chunk in client.images.push(repo, tag, stream=True, decode=True):
-            digest = (chunk.get("aux") or {}).get("Digest", digest)
+        digest = publish.push_one(client, repo, tag)   # the containerd store's stream names no digest
         client.images.remove(f"{repo}:{tag}")
 
         def edit(d):
@@ -167,6 +178,7 @@ def case_c(tmp: Path) -> tuple[float, float, float, float]:
                                   "rocm": debian["rocm"], "python": debian["python"],
                                   "base": {"registry": {"image": f"{host}/bench/hip-devel", "tag": tag,
                                                         "digest": digest}},
+                                  "apt_sources": {"keep": True},   # our own image: its lists answer
                                   "gpu_libraries": debian["gpu_libraries"]}
             small_file_target(d, name, stack=stack)
 
@@ -189,42 +201,113 @@ def case_c(tmp: Path) -> tuple[float, float, float, float]:
     return ours, save, rebuilt, warm
 
 
+ENGINE_KEYS = ("DOCKER_HOST", engine_host.ENGINE_ROOT_ENV)
+
+
+@contextlib.contextmanager
+def pointed_at(env: dict | None):
+    """Everything this process and its children do (engine.connect, the docker CLI, build.py) goes
+    to the engine env names: the cases need no client or env passed around. None: as it was."""
+    saved = {k: os.environ.get(k) for k in ENGINE_KEYS}
+    if env is not None:
+        for k in ENGINE_KEYS:   # an absent ROCMFORGE_ENGINE_ROOT is what makes an engine remote
+            os.environ.pop(k, None)
+        os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def ensure_targets(cases: set[str], tmp: Path) -> str:
+    """Builds on the current engine what the cases start from (a no-op where it is there)."""
+    target = "hip-python" if "b" in cases else "hip-devel"   # hip-python's chain holds hip-devel
+    took = cli(copy_project(tmp), "build", "--target", target)
+    return f"{target} and its prerequisites present on this engine ({took:.0f} s to build or find)"
+
+
+def run_cases(cases: set[str], tmp: Path, registry: dict) -> None:
+    """The cases on the engine os.environ names; prints each row as soon as it is measured."""
+    tmp.mkdir(parents=True)
+    print(ensure_targets(cases, tmp / "targets"), flush=True)
+    print(f"{'case':58} {'ours':>8} {'baseline':>9} {'ratio':>6} {'goal':>6}", flush=True)
+
+    def row(text: str, ours: float, baseline: float, goal: str) -> None:
+        print(f"{text:58} {ours:7.1f}s {baseline:8.1f}s {ours / baseline:6.2f} {goal:>6}", flush=True)
+
+    if "a" in cases:
+        row("(a) one small file on hip-devel vs docker save hip-devel", *case_a(tmp / "a"), "<=0.5")
+    if "b" in cases:
+        row("(b) hip-python, one-line requirements change vs warm build", *case_b(tmp / "b", home=not registry),
+            "<=1.5")
+    if "c" in cases:
+        try:
+            c_ours, c_save, c_rebuilt, c_docker = case_c(tmp / "c", registry)
+            row("(c) one small file on a registry base vs docker save base", c_ours, c_save, "<=0.5")
+            row("(c) on a registry base, one step changed vs warm build", c_rebuilt, c_docker, "<=1.5")
+        except local_registry.RegistryUnavailable as exc:
+            print(f"(c) skipped: {exc}")
+        except (Exception, SystemExit) as exc:   # optional: a registry base on an engine in a container
+            if not registry:
+                raise
+            print(f"(c) skipped on this engine (optional here), it failed: {str(exc)[-1500:]}")
+    # where each build's normalise read the layers from (the fast path or the fallback)
+    for log in sorted(tmp.rglob("logs/*.log")):
+        for read in re.findall(r"read ([\d,]+ MB from the [\w ]+?);", log.read_text(errors="replace")):
+            print(f"  {log.relative_to(tmp).parts[0]}/{log.stem}: normalise read {read}")
+    sys.stdout.flush()
+
+
+def bench_engine(name: str, cases: set[str], tmp: Path) -> None:
+    if name == "host":
+        print(f"== engine host: {engineinfo.of(engine.connect()).describe()}", flush=True)
+        run_cases(cases, tmp / "host", {})
+        return
+    host_client = engine.connect()   # before pointed_at: the inner engine runs on the host's
+    with engine_host.running(host_client, name, workdir=tmp) as inner:
+        registry = {"host": inner.gateway, "port": inner.registry_port}
+        modes = [("store visible" if inner.env().get(engine_host.ENGINE_ROOT_ENV)
+                  else "podman storage, read through docker save", inner.env())]
+        if inner.containerd_snapshotter:   # the store read directly, then as a remote engine would be
+            modes.append(("store not visible: the docker save fallback", inner.env(store_visible=False)))
+        for i, (mode, env) in enumerate(modes):
+            with pointed_at(env):
+                print(f"== engine {name}: {engineinfo.of(engine.connect()).describe()}; {mode} "
+                      f"({', '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
+                run_cases(cases, tmp / f"mode{i}", registry)
+
+
 def main() -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("a", "b", "c"), action="append",
                         help="run only these cases (repeatable); (a) needs only hip-devel")
-    cases = set(parser.parse_args().only or ("a", "b", "c"))
-    print(f"engine: {engineinfo.of(engine.connect()).describe()}")
-    tmp = Path(tempfile.mkdtemp(prefix="bench-normalise-"))
-    a_ours = b_ours = c_ours = None
-    try:
-        if "a" in cases:
-            a_ours, a_save = case_a(tmp / "a")
-        if "b" in cases:
-            b_ours, b_docker = case_b(tmp / "b")
+    names = ("host", *engine_host.ENGINES)
+    parser.add_argument("--engine", choices=(*names, "all"), action="append",
+                        help="run on this engine (repeatable; default host; all: every one)")
+    args = parser.parse_args()
+    cases = set(args.only or ("a", "b", "c"))
+    chosen = names if "all" in (args.engine or ()) else tuple(dict.fromkeys(args.engine or ("host",)))
+    failed = []
+    for name in chosen:
+        tmp = Path(tempfile.mkdtemp(prefix=f"bench-normalise-{name}-"))
+        started = time.perf_counter()
         try:
-            if "c" in cases:
-                c_ours, c_save, c_rebuilt, c_docker = case_c(tmp / "c")
-        except local_registry.RegistryUnavailable as exc:
-            c_ours = None
-            print(f"(c) skipped: {exc}")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{'case':58} {'ours':>8} {'baseline':>9} {'ratio':>6} {'goal':>6}")
-    if a_ours is not None:
-        print(f"{'(a) one small file on hip-devel vs docker save hip-devel':58} {a_ours:7.1f}s {a_save:8.1f}s "
-              f"{a_ours / a_save:6.2f} {'<=0.5':>6}")
-    if b_ours is not None:
-        print(f"{'(b) hip-python, one-line requirements change vs warm build':58} {b_ours:7.1f}s {b_docker:8.1f}s "
-              f"{b_ours / b_docker:6.2f} {'<=1.5':>6}")
-    if c_ours is not None:
-        print(f"{'(c) one small file on a registry base vs docker save base':58} {c_ours:7.1f}s {c_save:8.1f}s "
-              f"{c_ours / c_save:6.2f} {'<=0.5':>6}")
-        print(f"{'(c) on a registry base, one step changed vs warm build':58} {c_rebuilt:7.1f}s {c_docker:8.1f}s "
-              f"{c_rebuilt / c_docker:6.2f} {'<=1.5':>6}")
-    return 0
+            bench_engine(name, cases, tmp)
+        except (Exception, SystemExit) as exc:   # the other engines still run
+            failed.append(name)
+            print(f"!! engine {name} failed: {type(exc).__name__}: {exc}", flush=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            print(f"-- engine {name}: {time.perf_counter() - started:.0f} s", flush=True)
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
