@@ -19,7 +19,6 @@ remote engine (the docker save fallback)."""
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import shutil
