@@ -68,12 +68,12 @@ def _publishable(client: DockerClient, tp: TargetPlan, state: Path,
                  matrix_path: Path) -> tuple[TargetPlan, str, suites.SuitesReport]:
     """The image of tp (a main image or a variant) with the suite results that allow its publication."""
     test_cmd = f"`python build.py test --target {tp.name}`"
-    what = f"target {tp.name!r}" + (f" (its {','.join(tp.variant)} variant)" if tp.variant else "")
+    what = _what(tp)
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
         raise UserError(f"{what} is not built ({tp.content_tag} not found); run "
                         f"`python build.py build --target {tp.name}`, then {test_cmd}", field="--target")
-    result = _require_passed(state, tp, image_id, test_cmd, matrix_path, what)
+    result = _require_passed(state, tp, image_id, test_cmd, matrix_path)
     # The pull side trusts these labels, so refuse an image that was tagged by hand with other content.
     labels = client.images.get(tp.content_tag).labels or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
@@ -152,8 +152,13 @@ def _signed(signing: concurrent.futures.Future, repository: str, tags: list[str]
                          f"the registry answers. {exc}") from None
 
 
+def _what(tp: TargetPlan) -> str:
+    return f"target {tp.name!r}" + (f" (its {','.join(tp.variant)} variant)" if tp.variant else "")
+
+
 def _require_passed(state: Path, tp: TargetPlan, image_id: str, test_cmd: str,
-                    matrix_path: Path, what: str) -> "suites.SuitesReport":
+                    matrix_path: Path) -> "suites.SuitesReport":
+    what = _what(tp)
     result = suites.recorded(state, image_id)
     if result is None:
         earlier = _other_tested(state, tp.content_tag, image_id)
