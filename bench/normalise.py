@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rocmforge.build import engine  # noqa: E402
-from rocmforge.host import engineinfo
 from rocmforge.resolve import lockfile
 from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
@@ -263,7 +262,7 @@ def run_cases(cases: set[str], tmp: Path, registry: dict) -> None:
 
 def bench_engine(name: str, cases: set[str], tmp: Path) -> None:
     if name == "host":
-        print(f"== engine host: {engineinfo.of(engine.connect()).describe()}", flush=True)
+        print(f"== engine host: {engine.connect().described.describe()}", flush=True)
         run_cases(cases, tmp / "host", {})
         return
     host_client = engine.connect()   # before pointed_at: the inner engine runs on the host's
@@ -275,7 +274,7 @@ def bench_engine(name: str, cases: set[str], tmp: Path) -> None:
             modes.append(("store not visible: the docker save fallback", inner.env(store_visible=False)))
         for i, (mode, env) in enumerate(modes):
             with pointed_at(env):
-                print(f"== engine {name}: {engineinfo.of(engine.connect()).describe()}; {mode} "
+                print(f"== engine {name}: {engine.connect().described.describe()}; {mode} "
                       f"({', '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
                 run_cases(cases, tmp / f"mode{i}", registry)
 

@@ -38,7 +38,7 @@ def main() -> int:
             sys.exit(f"build of {name} failed:\n{proc.stderr[-3000:]}")
         main_size = None
         for tp in plan.images_of(name):
-            info = client.api.inspect_image(tp.content_tag)
+            info = client.inspect(tp.content_tag)
             size = info["Size"]
             main_size = main_size or size
             print(f"{tp.key:<28} {','.join(tp.archs):<18} {size / 1e9:>8.3f} {size / main_size:>7.2f}  "

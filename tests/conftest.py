@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rocmforge.shared.packagedata import DATA
+from tests import observed
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_PY = ROOT / "build.py"
@@ -47,10 +48,7 @@ def copy_project(dst: Path) -> Path:
 @pytest.fixture(scope="session")
 def docker_client():
     try:
-        import docker
-
-        client = docker.from_env(timeout=600)
-        client.ping()
+        client = observed.connect()
     except Exception as exc:  # any failure to reach the engine
         message = f"Docker engine not reachable: {exc}"
         if os.environ.get("CI"):

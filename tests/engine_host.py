@@ -270,9 +270,9 @@ class RunningEngine:
         return self.host_dir / "run" / LOG
 
     def client(self, timeout: int = 600):
-        import docker
+        from tests import observed   # rocmforge's Engine, with docker-py behind it for the test's own looks
 
-        return docker.DockerClient(base_url=self.docker_host, timeout=timeout)
+        return observed.connect(timeout, base_url=self.docker_host)
 
     def env(self, store_visible: bool = True) -> dict[str, str]:
         """Environment for a subprocess (e.g. `python build.py`) that should use this engine. With

@@ -5,16 +5,15 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
+from rocmforge.host import engines
+
 if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
 
 
 def _local_images() -> set[str] | None:
     try:
-        import docker  # docker-py (0.17 s) loads at the first engine call
-
-        client = docker.from_env(timeout=5)
-        return {t for img in client.images.list() for t in img.tags}
+        return engines.connect(timeout=5, check=False).tags()
     except Exception:  # no engine: fall back to what the host alone tells
         return None
 

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
+from rocmforge.host.enginebase import EngineError
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 REPO = "rocmforge-cache"
 _IMAGE_ID = re.compile(r"^(?:sha256:)?[0-9a-f]{12,64}$")
@@ -66,25 +67,23 @@ def _record_problem(data) -> str | None:
     return None
 
 
-def added_bytes(client: DockerClient, made: list[str]) -> int:
+def added_bytes(client: Engine, made: list[str]) -> int:
     """Bytes the build's steps added on top of the images they started from."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
     total = 0
     for short in set(made):
         try:
-            img = client.api.inspect_image(short)
+            img = client.inspect(short)
             if img.get("RepoTags") and not any(t.startswith(f"{REPO}/") or t.startswith("rocmforge-raw/")
                                                for t in img["RepoTags"]):
                 continue               # a base or prerequisite, not a step of this build
             parent = img.get("Parent")
-            total += img.get("Size", 0) - (client.api.inspect_image(parent).get("Size", 0) if parent else 0)
-        except docker.errors.APIError:
+            total += img.get("Size", 0) - (client.inspect(parent).get("Size", 0) if parent else 0)
+        except EngineError:
             continue
     return total
 
 
-def settle(client: DockerClient, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
+def settle(client: Engine, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
     """After a successful build and normalisation: keep the build as the target's cache when it fits
     the budget, else discard it; the previous cache goes either way. True when kept."""
     with _settling(state, target):
@@ -102,13 +101,12 @@ def _settling(state: Path, target: str):
         yield
 
 
-def _settle(client: DockerClient, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
+def _settle(client: Engine, state: Path, target: str, raw_tag: str, made: list[str]) -> bool:
     old = recorded(state, target)
     keep = 0 < (limit := budget()) and added_bytes(client, made) <= limit
     path = _record(state, target)
     if keep:
-        repo = f"{REPO}/{target}"
-        client.api.tag(raw_tag, repo, "last")
+        client.tag(raw_tag, f"{REPO}/{target}:last")
         atomic_write(path, json.dumps({"images": made}).encode())
     _untag(client, raw_tag)
     if not keep:
@@ -119,15 +117,15 @@ def _settle(client: DockerClient, state: Path, target: str, raw_tag: str, made: 
     return keep
 
 
-def forget(client: DockerClient, state: Path, target: str) -> None:
+def forget(client: Engine, state: Path, target: str) -> None:
     """Removes the target's kept cache (what `clean` does)."""
     _untag(client, f"{REPO}/{target}:last")
     engine.discard(client, recorded(state, target))
     _record(state, target).unlink(missing_ok=True)
 
 
-def _untag(client: DockerClient, ref: str) -> None:
+def _untag(client: Engine, ref: str) -> None:
     try:
-        client.api.remove_image(ref, noprune=True)
-    except Exception:  # noqa: BLE001 - never made, or already gone
+        client.untag(ref)
+    except EngineError:   # never made, or already gone
         pass

@@ -4,49 +4,41 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import tarfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from rocmforge.build import steplock
 from rocmforge.build.image.history import stage_steps
-from rocmforge.host import aptmirror, aptsources, engineinfo, imageid, registrybase
+from rocmforge.host import aptmirror, aptsources, engines, registrybase
 from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
+from rocmforge.host.enginebase import EngineError
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")   # the image a finished step left
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def connect():
-    import docker  # docker-py (0.17 s) loads at the first engine call
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except (docker.errors.DockerException, OSError) as exc:
-        raise BuildError(f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST") from None
-    engineinfo.require(client)   # before anything is built or tagged
-    return client
+def connect() -> Engine:
+    """The engine a build uses, checked before anything is built or tagged."""
+    return engines.connect()
 
 
-def image_id(client: DockerClient, ref: str) -> str | None:
+def image_id(client: Engine, ref: str) -> str | None:
     """The image's identity (its config digest) on any store; None when ref names no image. Use
     ref, not this, to name the image to the engine: the containerd store knows it by manifest."""
-    return imageid.image_id(client, ref)
+    return client.identity(ref)
 
 
 def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
@@ -74,7 +66,7 @@ def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
     return buf
 
 
-def final_base(client: DockerClient, tp: TargetPlan, *, fetch: bool = True) -> str | None:
+def final_base(client: Engine, tp: TargetPlan, *, fetch: bool = True) -> str | None:
     """The image the target's last stage starts FROM, as the engine knows it: its layers are the
     ones normalisation passes through. With fetch=False: None when it is not on the engine."""
     froms = [line.split()[1] for line in tp.files["Dockerfile"].decode().splitlines()
@@ -87,20 +79,6 @@ def final_base(client: DockerClient, tp: TargetPlan, *, fetch: bool = True) -> s
     return froms[-1] if fetch or image_id(client, froms[-1]) else None
 
 
-class DiskSpace(NamedTuple):
-    path: str            # the engine's data root
-    free_bytes: int
-
-
-def free_disk(client: DockerClient) -> DiskSpace | None:
-    """The engine's data root and the bytes free there when the engine runs on this host, else None."""
-    root = (client.info() or {}).get("DockerRootDir")
-    try:
-        return DiskSpace(root, shutil.disk_usage(root).free) if root else None
-    except OSError:
-        return None
-
-
 # Two builds of one target at once each get their own raw tag: one's clean-up must not untag the
 # image the other is still normalising.
 _RUN = uuid.uuid4().hex[:8]
@@ -111,7 +89,7 @@ def raw_tag(tp: TargetPlan) -> str:
     return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}-{_RUN}"
 
 
-def build(client: DockerClient, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
+def build(client: Engine, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
           progress: Callable[[str], None], extra_files: dict[str, bytes] | None = None, tag: str | None = None,
           nocache: bool = False, made: list[str] | None = None) -> str:
     """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
@@ -163,7 +141,7 @@ class BuildTrace:
         return [m for m in self.made if m not in self.reused]
 
 
-def _build(client: DockerClient, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
+def _build(client: Engine, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
            progress: Callable[[str], None], extra_files: dict[str, bytes] | None, tag: str | None, nocache: bool,
            made: list[str]) -> str:
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -206,32 +184,25 @@ def _tail(path: Path, size: int = 8192) -> str:
         return f.read().decode(errors="replace")
 
 
-def _stop_step(client: DockerClient, trace: BuildTrace, wait: float = 5.0) -> None:
+def _stop_step(client: Engine, trace: BuildTrace, wait: float = 5.0) -> None:
     """Kills the container of the step in progress. The stream may not have named it yet (the
     interrupt can come between a step's announcement and its container), so containers made from
     the last step's image are looked for until one is found or `wait` runs out."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
     deadline = time.monotonic() + wait
     while True:
         ids = set(trace.running[-1:])
         if trace.made:
-            ids |= {c["Id"] for c in client.api.containers(all=True, filters={"ancestor": trace.made[-1]})}
+            ids |= {c["Id"] for c in client.list_containers(ancestor=trace.made[-1])}
         stopped = False
         for cid in ids:
-            try:
-                if client.api.inspect_container(cid)["State"]["Running"]:
-                    client.api.kill(cid)
-                    stopped = True
-            except docker.errors.APIError:   # gone already
-                pass
+            stopped = client.kill_if_running(cid) or stopped
         if stopped or time.monotonic() > deadline:
             break
         time.sleep(0.25)
     time.sleep(1)    # the builder fails the step and removes the container (forcerm)
 
 
-def _stream_build(client: DockerClient, req: BuildRequest, trace: BuildTrace, progress: Callable[[str], None]) -> None:
+def _stream_build(client: Engine, req: BuildRequest, trace: BuildTrace, progress: Callable[[str], None]) -> None:
     try:
         _stream_build_logged(client, req, trace, progress)
     except OSError as exc:      # a full disk under the log: a write names no path, so say which
@@ -240,15 +211,14 @@ def _stream_build(client: DockerClient, req: BuildRequest, trace: BuildTrace, pr
         raise
 
 
-def _stream_build_logged(client: DockerClient, req: BuildRequest, trace: BuildTrace,
+def _stream_build_logged(client: Engine, req: BuildRequest, trace: BuildTrace,
                          progress: Callable[[str], None]) -> None:
     cached = False
     started = time.monotonic()
     with open(req.log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
         log.write(f"# rocmforge build {req.name} -> {req.content_tag}\n")
-        stream = client.api.build(fileobj=context_tar(req.context, req.ca_bundle), custom_context=True,
-                                  tag=req.tag, labels=req.labels, buildargs=req.buildargs, rm=True, forcerm=True,
-                                  nocache=req.nocache, pull=False, decode=True)
+        stream = client.build(context_tar(req.context, req.ca_bundle), tag=req.tag, labels=req.labels,
+                              buildargs=req.buildargs, nocache=req.nocache)
         for chunk in stream:
             if "stream" in chunk:
                 text = ANSI_RE.sub("", chunk["stream"])
@@ -273,7 +243,7 @@ def _stream_build_logged(client: DockerClient, req: BuildRequest, trace: BuildTr
         log.write(f"# finished in {time.monotonic() - started:.1f}s\n")
 
 
-def discard(client: DockerClient, made: list[str]) -> None:
+def discard(client: Engine, made: list[str]) -> None:
     """Removes the step images a build made, newest first, with the untagged parents only they
     use. A tagged image (the base, a prerequisite) and one another image still uses are kept.
     While another build runs on the engine they are left to it (see steplock)."""
@@ -284,15 +254,13 @@ def discard(client: DockerClient, made: list[str]) -> None:
         remove_untagged(client, list(made) + steplock.take_pending())
 
 
-def remove_untagged(client: DockerClient, images: list[str]) -> None:
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
+def remove_untagged(client: Engine, images: list[str]) -> None:
     for short in reversed(images):
         try:
-            if client.api.inspect_image(short).get("RepoTags"):
+            if client.inspect(short).get("RepoTags"):
                 continue
-            client.api.remove_image(short, noprune=False)
-        except docker.errors.APIError:   # gone with a child removed before it, or still in use
+            client.remove_image(short)
+        except EngineError:   # gone with a child removed before it, or still in use
             pass
 
 
@@ -309,7 +277,7 @@ LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")   # a build or verify-repr
 CACHE_REPO = "rocmforge-cache"
 
 
-def leftovers(client: DockerClient, targets: list[str], stacks: list[str], cached: set[str] = frozenset(),
+def leftovers(client: Engine, targets: list[str], stacks: list[str], cached: set[str] = frozenset(),
               kept: set[str] = frozenset()) -> list[tuple[str, str, int]]:
     """(kind, reference, bytes) of what `clean` removes: the tags of the targets' images and of the
     stacks' bases, the targets' kept build cache (tags, and the step images in `cached`), tags and
@@ -321,7 +289,7 @@ def leftovers(client: DockerClient, targets: list[str], stacks: list[str], cache
     leftover = {f"{r}/{n}" for r in LEFTOVER_REPOS for n in targets}
     cache = {f"{CACHE_REPO}/{n}" for n in targets}
     out: list[tuple[str, str, int]] = []
-    images = client.api.images(all=False)
+    images = client.list_images()
     for img in images:
         for tag in img.get("RepoTags") or []:
             repo = short_name(tag.rsplit(":", 1)[0])
@@ -331,14 +299,14 @@ def leftovers(client: DockerClient, targets: list[str], stacks: list[str], cache
                 out.append(("build cache", tag, img.get("Size", 0)))
             elif repo in leftover:
                 out.append(("leftover tag", tag, img.get("Size", 0)))
-    for img in client.api.images(filters={"dangling": True, "label": "io.rocmforge.content-hash"}):
+    for img in client.list_images(dangling=True, label="io.rocmforge.content-hash"):
         if img["Id"][7:19] in kept and img["Id"][7:19] not in cached:
             continue   # another target's kept build cache
         kind = "build cache" if img["Id"][7:19] in cached else "leftover image"
         out.append((kind, img["Id"], img.get("Size", 0)))
     ours = {img["Id"] for img in images
             if any(short_name(t.rsplit(":", 1)[0]) in leftover for t in img.get("RepoTags") or [])}
-    for c in client.api.containers(all=True):
+    for c in client.list_containers():
         if c.get("ImageID") in ours:
             out.append(("container", c["Id"], 0))
     return out

@@ -16,7 +16,7 @@ from rocmforge.doctor.diagnosis import Gpu
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
     from rocmforge.cli.invocation import Invocation
     from rocmforge.render.plan import BuildPlan
@@ -47,7 +47,7 @@ class JobGpus:
     chosen: str | None = None            # the user's HIP_VISIBLE_DEVICES, passed on to the job
 
 
-def read(inv: Invocation, client: DockerClient, plan: BuildPlan | None, *, kfd_present: bool,
+def read(inv: Invocation, client: Engine, plan: BuildPlan | None, *, kfd_present: bool,
          root: str | None) -> JobGpus:
     saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
     if not (kfd_present or saved or root is not None):

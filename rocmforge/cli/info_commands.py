@@ -147,7 +147,7 @@ def local_images(client, plans) -> list[pick.Candidate]:
     for tp in plans:
         ref = next((r for r in (tp.content_tag, tp.readable_tag) if engine.image_id(client, r)), None)
         if ref is not None:
-            size = client.api.inspect_image(ref).get("Size")
+            size = client.inspect(ref).get("Size")
             out.append(pick.Candidate(tp.variant or tp.archs, ref, size if isinstance(size, int) else None,
                                       variant=bool(tp.variant)))
     return out

@@ -13,7 +13,7 @@ from rocmforge.verify.suites import SuiteStatus
 
 if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
@@ -35,15 +35,15 @@ def targets_table(out, title: str, rows: list[dict]) -> None:
             out.print(f"  {b if b.startswith(r['name'] + ':') else r['name'] + ': ' + b}", highlight=False, markup=False)
 
 
-def build_table(out, client: DockerClient, plan: BuildPlan, results) -> None:
+def build_table(out, client: Engine, plan: BuildPlan, results) -> None:
     table = Table(title="build")
     table.add_column("target", no_wrap=True)
     for col in ("status", "image", "size"):
         table.add_column(col, no_wrap=True)
     for r in results:
-        img = client.images.get(plan.by_key(r.target).content_tag)
-        shown = "" if img.id == r.image_id else f" (engine: {img.id[7:19]})"   # the containerd store's manifest digest
-        table.add_row(r.target, r.status, r.image_id[7:19] + shown, f"{img.attrs['Size'] / 1e9:.2f} GB")
+        img = client.inspect(plan.by_key(r.target).content_tag)
+        shown = "" if img["Id"] == r.image_id else f" (engine: {img['Id'][7:19]})"   # a store's manifest digest
+        table.add_row(r.target, r.status, r.image_id[7:19] + shown, f"{img['Size'] / 1e9:.2f} GB")
     out.print(table)
     for r in results:      # whole references, one per line, to copy
         tp = plan.by_key(r.target)

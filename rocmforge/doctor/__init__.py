@@ -30,7 +30,7 @@ from rocmforge.verify.readers import kfd, rocminfo
 
 if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 __all__ = [
     "CHECKS", "FAIL", "GFX_OVERRIDES", "LOW_DISK_BYTES", "OK", "SEED_ERROR", "SKIPPED", "WARN",
@@ -40,16 +40,14 @@ __all__ = [
 ]
 
 
-def _reachable_client():
+def _reachable_client() -> Engine | None:
     try:
-        client = connect_engine()
-        client.ping()
+        return connect_engine()
     except Exception:  # gather reports why
         return None
-    return client
 
 
-def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, client: DockerClient | None = None,
+def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, client: Engine | None = None,
         kfd_topology: str | None = None, host_root: str | None = None) -> Report:
     """`build.py doctor`: gather, then diagnose. With a plan, the built targets are the plan's
     targets whose content tag exists, and rocminfo (when the host has none) runs in the first of

@@ -23,14 +23,15 @@ from rocmforge.doctor import platform
 from rocmforge.doctor.hostroot import HostRoot, Identity, NodeFacts
 from rocmforge.doctor.rootless import EngineTraits, saved_traits
 from rocmforge.host import engineinfo
-from rocmforge.host.engineinfo import PODMAN
+from rocmforge.host import engines
+from rocmforge.host.enginebase import EngineError
 from rocmforge.host.container import TrackedContainer, host_gpu_access
 from rocmforge.render.archprune import LABEL
 from rocmforge.verify.readers import kfd as kfd_reader, rocminfo
 
 if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 DEFAULT_DOCKER_ROOT = "/var/lib/docker"
 ROCMINFO_TIMEOUT_S = 60
@@ -94,35 +95,43 @@ def _env_of(attrs: dict | None) -> dict[str, str]:
     return dict(str(e).partition("=")[::2] for e in items if "=" in str(e))
 
 
-def image_details_from_labels(client: DockerClient) -> ImageDetails:
+def tagged_images(client: Engine, label: str) -> list[dict]:
+    """The inspect documents of the engine's tagged images that carry label (name or name=value)."""
+    return [client.inspect(img["Id"]) for img in client.list_images(label=label)
+            if any(t != "<none>:<none>" for t in img.get("RepoTags") or ())]
+
+
+def _labels(attrs: dict) -> dict[str, str]:
+    return (attrs.get("Config") or {}).get("Labels") or {}
+
+
+def image_details_from_labels(client: Engine) -> ImageDetails:
     """The newest tagged image per io.rocmforge.target: its ROCm label and its Env."""
     newest: dict[str, tuple[str, dict, dict]] = {}
-    for img in client.images.list(filters={"label": "io.rocmforge.target"}):
-        labels, attrs = img.labels or {}, img.attrs or {}
+    for attrs in tagged_images(client, "io.rocmforge.target"):
+        labels = _labels(attrs)
         name, created = labels.get("io.rocmforge.target"), str(attrs.get("Created", ""))
-        if img.tags and name and (name not in newest or created > newest[name][0]):
+        if name and (name not in newest or created > newest[name][0]):
             newest[name] = (created, labels, attrs)
     return ImageDetails(rocm={n: v[1]["io.rocmforge.rocm"] for n, v in newest.items() if v[1].get("io.rocmforge.rocm")},
                         env={n: _env_of(v[2]) for n, v in newest.items()})
 
 
-def image_details_from_plan(client: DockerClient, plan: BuildPlan, built) -> ImageDetails:
+def image_details_from_plan(client: Engine, plan: BuildPlan, built) -> ImageDetails:
     """The plan's built targets: ROCm from their labels, Env from their content-tagged images."""
     env = {}
     for name in built:
         try:
-            env[name] = _env_of(client.images.get(plan.targets[name].content_tag).attrs)
-        except Exception:  # the image went away meanwhile: its Env is not known
+            env[name] = _env_of(client.inspect(plan.targets[name].content_tag))
+        except EngineError:  # the image went away meanwhile: its Env is not known
             continue
     return ImageDetails(rocm={n: plan.targets[n].labels.get("io.rocmforge.rocm", "") for n in built}, env=env)
 
 
-def connect_engine():
-    """A docker client from the environment. Raises what docker-py raises (no socket, bad
-    DOCKER_HOST) or ImportError without docker-py."""
-    import docker  # docker-py (0.17 s) loads at the first engine call
-
-    return docker.from_env(timeout=10)
+def connect_engine() -> Engine:
+    """The engine of the environment, whether or not rocmforge can build on it (the report says);
+    BuildError when it cannot be reached."""
+    return engines.connect(timeout=10, check=False)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -154,17 +163,15 @@ def _free_bytes(path: str) -> int | None:
         return None
 
 
-def built_targets_from_labels(client: DockerClient) -> dict[str, tuple[str, ...]]:
+def built_targets_from_labels(client: Engine) -> dict[str, tuple[str, ...]]:
     """Targets with a tagged image on the engine, by their io.rocmforge.target / .archs labels
     (the newest image per target)."""
     newest: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for img in client.images.list(filters={"label": "io.rocmforge.target"}):
-        if not img.tags:
-            continue
-        labels = img.labels or {}
+    for attrs in tagged_images(client, "io.rocmforge.target"):
+        labels = _labels(attrs)
         name = labels.get("io.rocmforge.target")
         archs = tuple(a for a in labels.get("io.rocmforge.archs", "").split(",") if a)
-        created = str((img.attrs or {}).get("Created", ""))
+        created = str(attrs.get("Created", ""))
         if name and (name not in newest or created > newest[name][0]):
             newest[name] = (created, archs)
         elif name and created == newest[name][0]:
@@ -173,19 +180,19 @@ def built_targets_from_labels(client: DockerClient) -> dict[str, tuple[str, ...]
     return {n: v[1] for n, v in sorted(newest.items())}
 
 
-def pruned_targets_from_labels(client: DockerClient) -> frozenset[str]:
+def pruned_targets_from_labels(client: Engine) -> frozenset[str]:
     """Targets with a tagged image whose label says its GPU files were pruned to its archs."""
-    return frozenset(img.labels["io.rocmforge.target"] for img in client.images.list(filters={"label": f"{LABEL}=true"})
-                     if img.tags and (img.labels or {}).get(LABEL) == "true" and "io.rocmforge.target" in img.labels)
+    return frozenset(_labels(a)["io.rocmforge.target"] for a in tagged_images(client, f"{LABEL}=true")
+                     if _labels(a).get(LABEL) == "true" and "io.rocmforge.target" in _labels(a))
 
 
-def built_targets_from_plan(client: DockerClient, plan: BuildPlan) -> dict[str, tuple[str, ...]]:
+def built_targets_from_plan(client: Engine, plan: BuildPlan) -> dict[str, tuple[str, ...]]:
     """The plan's targets whose current content tag exists on the engine (built from this matrix)."""
     return {name: tuple(tp.archs) for name, tp in plan.targets.items()
             if image_id(client, tp.content_tag) is not None}
 
 
-def image_rocminfo_runner(client: DockerClient, image: str, *, dev_root: str = "/dev",
+def image_rocminfo_runner(client: Engine, image: str, *, dev_root: str = "/dev",
                           timeout: int = 120) -> RocminfoRunner:
     """A rocminfo_runner for :func:`gather`: rocminfo in a throw-away container of image, with
     the host's GPU device nodes and their groups passed. Returns (output, source)."""
@@ -198,7 +205,7 @@ def image_rocminfo_runner(client: DockerClient, image: str, *, dev_root: str = "
     return run_it
 
 
-def _read_engine(client: DockerClient, built_targets: dict[str, tuple[str, ...]] | None) -> EngineFacts:
+def _read_engine(client: Engine, built_targets: dict[str, tuple[str, ...]] | None) -> EngineFacts:
     """Never raises: an engine that cannot be reached is a fact. built_targets: given ones are
     kept, None reads the labels of the engine's images."""
     if client is None:
@@ -211,11 +218,11 @@ def _read_engine(client: DockerClient, built_targets: dict[str, tuple[str, ...]]
     except Exception as exc:  # engine down or unreachable
         return EngineFacts(error=_error_text(exc), built_targets=built_targets)
     try:
-        info = client.info() or {}
+        info = client.system_info()
         data_root = info.get("DockerRootDir")
-        described = engineinfo.of(client)
+        described = client.described
         description, problem = described.describe(), engineinfo.problem(described)
-        traits = EngineTraits.of_info(info, podman=described.store == PODMAN)
+        traits = EngineTraits.of_info(info, podman=described.podman)
     except Exception:  # info is a nicety
         data_root = description = problem = None
         traits = EngineTraits()
@@ -264,7 +271,7 @@ def _copied_traits(host: HostRoot) -> EngineTraits:
     return saved_traits(host) or EngineTraits(source="no docker-info.json in the copied host")
 
 
-def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_root: str = "/sys",
+def gather(*, client: Engine | None = None, dev_root: str = "/dev", sys_root: str = "/sys",
            proc_root: str = "/proc", host_root: str | None = None,
            docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
            rocminfo_runner: RocminfoRunner | None = None,
@@ -275,7 +282,7 @@ def gather(*, client: DockerClient | None = None, dev_root: str = "/dev", sys_ro
     failing rocminfo are facts); only a ``rocminfo_file`` that cannot be read or is not a whole
     rocminfo output raises UserError.
 
-    client: a docker client; None connects with docker.from_env.
+    client: the engine; None connects to the one of the environment (DOCKER_HOST).
     host_root: a copy of a host laid out under a folder (:mod:`.hostroot`): its device nodes,
         /sys, /proc, user, environment and CDI specs are read there instead of dev_root,
         sys_root and proc_root, and neither this host's rocminfo nor the runner is run (they

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 TEST_LABEL = "io.rocmforge.test-session"
 
@@ -71,14 +71,14 @@ def _device_options(gpu: GpuAccess) -> dict:
 
 @dataclass
 class TrackedContainer:
-    client: object
+    client: Engine          # the engine the container runs on
     image: str
     gpu: GpuAccess = field(default_factory=GpuAccess)
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     container: object = None
 
     def start(self) -> "TrackedContainer":
-        self.container = self.client.containers.run(
+        self.container = self.client.docker.containers.run(
             self.image, ["infinity"], entrypoint=["sleep"], detach=True, labels={TEST_LABEL: self.session},
             **_device_options(self.gpu))
         return self
@@ -90,7 +90,7 @@ class TrackedContainer:
     def exec(self, cmd: list[str] | str, timeout: int = 300, env: dict | None = None) -> ExecResult:
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         argv = ["timeout", "--kill-after=5", str(timeout)] + argv
-        api = self.client.api
+        api = self.client.docker.api
         exec_id = api.exec_create(self.container.id, argv, environment=env, stdout=True, stderr=True)["Id"]
         out, err = api.exec_start(exec_id, demux=True)
         rc = api.exec_inspect(exec_id)["ExitCode"]
@@ -106,6 +106,24 @@ class TrackedContainer:
                 tar.addfile(info, io.BytesIO(data))
         self.exec(["mkdir", "-p", dest_dir])
         self.container.put_archive(dest_dir, buf.getvalue())
+
+    def read_file(self, path: str) -> bytes | None:
+        """The bytes of a regular file in the container, None when there is nothing at path; read
+        through the engine's archive API, so no program in the image stands between the file and
+        us. ValueError naming what is there when it is not a regular file."""
+        import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
+
+        try:
+            stream, _ = self.container.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                what = "nothing" if member is None else ("a symlink to " + member.linkname if member.issym()
+                                                         else "a folder" if member.isdir() else "not a regular file")
+                raise ValueError(f"{what} where a file was expected")
+            return tar.extractfile(member).read()
 
     def remove(self) -> None:
         if self.container is not None:
@@ -126,12 +144,12 @@ class TrackedContainer:
         self.remove()
 
 
-def remove_session_leftovers(client: DockerClient, session: str) -> int:
+def remove_session_leftovers(client: Engine, session: str) -> int:
     """Safety net after Ctrl-C or a crashed run: remove every container of the session."""
     import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
 
     n = 0
-    for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={session}"}):
+    for c in client.docker.containers.list(all=True, filters={"label": f"{TEST_LABEL}={session}"}):
         try:
             c.remove(force=True)
         except docker.errors.NotFound:
@@ -143,7 +161,7 @@ def remove_session_leftovers(client: DockerClient, session: str) -> int:
     return n
 
 
-def run_as_users_do(client: DockerClient, image: str, argv: list[str], *, session: str,
+def run_as_users_do(client: Engine, image: str, argv: list[str], *, session: str,
                     gpu: GpuAccess | None = None, timeout: int = 120) -> ExecResult:
     """`docker run --rm IMAGE ARGV...` as a user types it: the image's own Entrypoint, Env, User
     and WorkingDir, nothing added but the GPU devices (which a user passes too, and which change
@@ -154,7 +172,7 @@ def run_as_users_do(client: DockerClient, image: str, argv: list[str], *, sessio
     import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
     import requests.exceptions    # as docker-py's read timeout surfaces; loaded with it
 
-    c = client.containers.create(image, list(argv), labels={TEST_LABEL: session}, **_device_options(gpu or GpuAccess()))
+    c = client.docker.containers.create(image, list(argv), labels={TEST_LABEL: session}, **_device_options(gpu or GpuAccess()))
     try:
         try:
             c.start()

@@ -34,6 +34,11 @@ class EngineInfo:
     driver: str          # the storage driver (overlay2; overlayfs under the containerd store)
     store: str           # GRAPHDRIVER, CONTAINERD or PODMAN
 
+    @property
+    def podman(self) -> bool:
+        """podman, whose command lines differ from Docker's (doctor)."""
+        return self.store == PODMAN
+
     def describe(self) -> str:
         store = {CONTAINERD: f"containerd image store ({self.driver})", PODMAN: f"podman storage ({self.driver})"}
         return f"{self.name} {self.version} (API {self.api_version}), {store.get(self.store, self.driver)}"
@@ -76,18 +81,8 @@ def problem(engine: EngineInfo) -> str | None:
     return None
 
 
-def of(client: DockerClient) -> EngineInfo:
-    """The engine's description, read once per client."""
-    engine = getattr(client, "_rocmforge_engine", None)
-    if engine is None:
-        engine = read(client)
-        client._rocmforge_engine = engine
-    return engine
-
-
-def require(client: DockerClient) -> EngineInfo:
-    """The engine's description; a UserError (exit 2) naming what is missing when it cannot be used."""
-    engine = of(client)
+def require_usable(engine: EngineInfo) -> EngineInfo:
+    """engine itself; a UserError (exit 2) naming what is missing when rocmforge cannot use it."""
     why = problem(engine)
     if why:
         raise UserError(why)

@@ -12,15 +12,11 @@ import os
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Iterator
 
-from rocmforge.host import engineinfo
 from rocmforge.host.ocilayout import blob_name, config_digest
 from rocmforge.shared.files import user_cache
 from rocmforge.shared.streams import ChunkStream
-
-if TYPE_CHECKING:
-    from docker import DockerClient
 
 def cache_dir() -> Path:
     return user_cache("manifests")
@@ -46,7 +42,7 @@ def remember(blob: bytes) -> str:
     return digest
 
 
-def _from_cache(digest: str) -> str | None:
+def from_cache(digest: str) -> str | None:
     """The config digest a manifest rocmforge wrote names (its bytes checked against the digest)."""
     try:
         blob = (cache_dir() / digest[7:]).read_bytes()
@@ -55,11 +51,10 @@ def _from_cache(digest: str) -> str | None:
     return config_digest({blob_name(digest): blob}, digest) if digest_of(blob) == digest else None
 
 
-def _from_export(client: DockerClient, ref: str, digest: str) -> str | None:
-    """Reads the image's export only as far as its manifest, which names the config (the blobs
-    come in digest order, so on average half of the export is read)."""
+def from_export(chunks: Iterator[bytes], digest: str) -> str | None:
+    """The config digest that manifest `digest` names, read from the image's export only as far as
+    that manifest (the blobs come in digest order, so on average half of the export is read)."""
     small: dict[str, bytes] = {}
-    chunks = client.api.get_image(ref)
     try:
         stream = tarfile.open(fileobj=ChunkStream(chunks), mode="r|")
         for member in stream:
@@ -76,13 +71,12 @@ def _from_export(client: DockerClient, ref: str, digest: str) -> str | None:
             close()
 
 
-def config_from_export(client: DockerClient, ref: str, config_id: str) -> dict | None:
+def config_from_export(chunks: Iterator[bytes], config_id: str) -> dict | None:
     """The image's config document as stored, read from its export up to the config blob (an OCI
     layout's blobs/sha256/<hex>, or a docker-archive's <hex>.json, as podman writes), its bytes
     checked against the digest; None when the export holds no such blob. For a field an engine's
     inspect leaves out (podman's Docker-compatible API drops Shell), this is the stored truth."""
     hexdigest = config_id.removeprefix("sha256:")
-    chunks = client.api.get_image(ref)
     try:
         stream = tarfile.open(fileobj=ChunkStream(chunks), mode="r|")
         for member in stream:
@@ -95,28 +89,3 @@ def config_from_export(client: DockerClient, ref: str, config_id: str) -> dict |
         close = getattr(chunks, "close", None)
         if close:
             close()
-
-
-def image_id(client: DockerClient, ref: str) -> str | None:
-    """The image's config digest, whatever the store; None when ref names no image."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
-    try:
-        shown = client.api.inspect_image(ref)["Id"]
-    except docker.errors.ImageNotFound:
-        return None
-    if engineinfo.of(client).store != engineinfo.CONTAINERD:
-        return shown
-    return _from_cache(shown) or _from_export(client, ref, shown) or shown
-
-
-def manifest_digest(client: DockerClient, ref: str) -> str | None:
-    """What the containerd image store shows as the image ID (the manifest digest); None elsewhere."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
-    if engineinfo.of(client).store != engineinfo.CONTAINERD:
-        return None
-    try:
-        return client.api.inspect_image(ref)["Id"]
-    except docker.errors.ImageNotFound:
-        return None

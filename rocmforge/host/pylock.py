@@ -21,7 +21,7 @@ from rocmforge.host.container import TrackedContainer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 # The distributions that make up "the image's torch": never replaced by an environment.
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
@@ -97,7 +97,7 @@ def torch_version_problem(version, dist_version) -> str | None:
     return None
 
 
-def resolve(client: DockerClient, image: str, *, python_bin: str, requirements: dict[str, str], apt_pins: list[str],
+def resolve(client: Engine, image: str, *, python_bin: str, requirements: dict[str, str], apt_pins: list[str],
             ca_bundle: Path | None, log: Callable[[str], None], stack_name: str | None = None) -> Resolved:
     with TrackedContainer(client, image) as tc:
         if apt_pins:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 # Docker's reference grammar for one path component; the namespace may have several.
 REFERENCE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -65,9 +65,9 @@ def split_repository(repository: str) -> tuple[str, str]:
     return host, name
 
 
-def insecure(client: DockerClient, host: str) -> bool:
+def insecure(client: Engine, host: str) -> bool:
     """Plain HTTP exactly where the engine would use it: its insecure-registries setting."""
-    cfg = client.info().get("RegistryConfig") or {}
+    cfg = client.registry_config()
     index = (cfg.get("IndexConfigs") or {}).get(host)
     if index is not None:
         return not index.get("Secure", True)
@@ -82,7 +82,7 @@ def insecure(client: DockerClient, host: str) -> bool:
     return any(addr in ipaddress.ip_network(cidr) for cidr in cfg.get("InsecureRegistryCIDRs") or [])
 
 
-def manifest_digest(client: DockerClient, repository: str, tag: str, timeout: float = 30) -> str | None:
+def manifest_digest(client: Engine, repository: str, tag: str, timeout: float = 30) -> str | None:
     """The Docker-Content-Digest the registry gives for repository:tag, or None if the tag is gone."""
     host, name = split_repository(repository)
     scheme = "http" if insecure(client, host) else "https"
@@ -110,11 +110,11 @@ def manifest_digest(client: DockerClient, repository: str, tag: str, timeout: fl
 MAX_DOCUMENT = 4 << 20    # a manifest or an image config; anything bigger is not one
 
 
-def scheme(client: DockerClient, host: str) -> str:
+def scheme(client: Engine, host: str) -> str:
     return "http" if insecure(client, host) else "https"
 
 
-def get_document(client: DockerClient, repository: str, reference: str, *, blob: bool = False,
+def get_document(client: Engine, repository: str, reference: str, *, blob: bool = False,
                  timeout: float = 30) -> tuple[str, bytes]:
     """A manifest (by tag or digest) or a blob (by digest) of repository, as (digest, bytes). Whatever
     is asked for by digest is checked against it, and a manifest's bytes against the digest the
@@ -152,7 +152,7 @@ def _not_http(host: str, url: str, exc: http.client.HTTPException) -> BuildError
                       f"({type(exc).__name__}: {what}); it is not trusted")
 
 
-def put_manifest(client: DockerClient, repository: str, tag: str, media_type: str, body: bytes,
+def put_manifest(client: Engine, repository: str, tag: str, media_type: str, body: bytes,
                  timeout: float = 30) -> str:
     """PUT a manifest the engine cannot push itself (an image index) under tag; returns its digest,
     refused unless the registry stored exactly these bytes."""

@@ -20,11 +20,12 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Mapping, TYPE_CHECKING
 
+from rocmforge.host.enginebase import EngineError
 from rocmforge.host.registry import MANIFEST_TYPES, REFERENCE_COMPONENT, REGISTRY_RE, insecure
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 DOCKER_HUB = "registry-1.docker.io"           # where the engine really fetches "docker.io" names
 _HUB_ALIASES = {"docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}
@@ -282,14 +283,12 @@ def _familiar(host: str, repo: str) -> str:
     return f"{host}/{repo}"
 
 
-def pull(client: DockerClient, image: str, digest: str, *, mirror: Mirror | str | None = None,
+def pull(client: Engine, image: str, digest: str, *, mirror: Mirror | str | None = None,
          fetch: bool = True) -> str | None:
     """Make image@digest present on the engine (through the mirror for a Docker Hub name when one is
     set) and return the local reference a Dockerfile FROM can use with pull=False, e.g.
     '127.0.0.1:5000/rocm/pytorch@sha256:…' or 'rocm/pytorch@sha256:…'. Skips the pull when that
     reference is already present; checks the engine's RepoDigests record the digest."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
     mirror = _as_mirror(mirror)
     if not _DIGEST_RE.match(digest):
         raise UserError(f"{digest!r} is not a sha256 digest (of {image})")
@@ -299,11 +298,8 @@ def pull(client: DockerClient, image: str, digest: str, *, mirror: Mirror | str 
     ref = f"{name}@{digest}"
 
     def present() -> bool:
-        try:
-            img = client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            return False
-        return ref in (img.attrs.get("RepoDigests") or [])
+        img = client.find(ref)
+        return img is not None and ref in (img.get("RepoDigests") or [])
 
     if present():
         return ref
@@ -313,11 +309,11 @@ def pull(client: DockerClient, image: str, digest: str, *, mirror: Mirror | str 
         raise RegistryError(f"mirror {host} is plain http but the engine would use https for it: add "
                             f'"{host}" to "insecure-registries" in /etc/docker/daemon.json')
     try:
-        for chunk in client.api.pull(name, tag=digest, stream=True, decode=True):
+        for chunk in client.pull(name, digest):
             if "error" in chunk:
                 raise RegistryError(f"registry {host}: pulling {ref}: {chunk['error']}")
-    except docker.errors.APIError as exc:
-        raise RegistryError(f"registry {host}: pulling {ref}: {exc.explanation or exc}") from None
+    except EngineError as exc:
+        raise RegistryError(f"registry {host}: pulling {ref}: {exc}") from None
     if not present():
         raise RegistryError(f"pulled {ref}, but the engine does not record that digest for it")
     return ref

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 ENV = "ROCMFORGE_COSIGN"
 PASSWORD_ENV = "COSIGN_PASSWORD"
@@ -268,7 +268,7 @@ def docker_cli() -> str:
     return found
 
 
-def find(client: DockerClient | None = None, log=lambda msg: None) -> Cosign:
+def find(client: Engine | None = None, log=lambda msg: None) -> Cosign:
     """cosign as ROCMFORGE_COSIGN says, else from PATH, else the tools image (made when missing)."""
     choice = os.environ.get(ENV, "").strip()
     if choice and choice != "image":

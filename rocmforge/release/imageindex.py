@@ -14,7 +14,7 @@ from rocmforge.host import registry as reg
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 ARCHS = "io.rocmforge.archs"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -32,7 +32,7 @@ def archs_of(text: str) -> tuple[str, ...]:
     return tuple(a for a in (text or "").split(",") if a)
 
 
-def _manifest(client: DockerClient, repository: str, digest: str) -> tuple[bytes, dict]:
+def _manifest(client: Engine, repository: str, digest: str) -> tuple[bytes, dict]:
     _, raw = reg.get_document(client, repository, digest)
     try:
         doc = json.loads(raw)
@@ -49,7 +49,7 @@ def image_size(doc: dict) -> int:
     return sum(p.get("size", 0) for p in parts if isinstance(p, dict) and isinstance(p.get("size"), int))
 
 
-def build(client: DockerClient, repository: str, entries: list[tuple[str, tuple[str, ...]]]) -> bytes:
+def build(client: Engine, repository: str, entries: list[tuple[str, tuple[str, ...]]]) -> bytes:
     """The index's bytes for the pushed images (digest, archs), in the order given; each descriptor
     carries the manifest's own media type, size and the platform its config names."""
     manifests = []
@@ -70,12 +70,12 @@ def build(client: DockerClient, repository: str, entries: list[tuple[str, tuple[
     return (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
 
 
-def push(client: DockerClient, repository: str, tag: str, entries: list[tuple[str, tuple[str, ...]]]) -> str:
+def push(client: Engine, repository: str, tag: str, entries: list[tuple[str, tuple[str, ...]]]) -> str:
     """Publishes the index under tag; returns its digest."""
     return reg.put_manifest(client, repository, tag, OCI_INDEX, build(client, repository, entries))
 
 
-def read(client: DockerClient, repository: str, reference: str) -> tuple[str, list[Entry]] | None:
+def read(client: Engine, repository: str, reference: str) -> tuple[str, list[Entry]] | None:
     """The index repository:reference names, as (its digest, its entries with their sizes), or None
     when the reference is a single image. An index without rocmforge's annotations is refused: its
     images cannot be told apart by GPU."""

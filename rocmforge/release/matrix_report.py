@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rocmforge.define.lockschema import Lock
     from rocmforge.define.matrix import Matrix
     from rocmforge.render.plan import BuildPlan
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 CHECKS = "checks"          # <state>/checks/: what lock --check and verify-repro last found
 
@@ -129,7 +129,7 @@ def _drift(check: dict | None, matrix: Matrix, name: str) -> list[str] | None:
     return [p for p in check.get("problems", []) if any(w in p for w in words)]
 
 
-def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, record_dir: Path, out_dir: Path,
+def gather(plan: BuildPlan, client: Engine, state: Path, lock: Lock, record_dir: Path, out_dir: Path,
            matrix_label: str) -> Report:
     """Everything the report shows, for every target in build order."""
     suites = suites_present()
@@ -141,7 +141,7 @@ def gather(plan: BuildPlan, client: DockerClient, state: Path, lock: Lock, recor
         name, key, t = tp.name, tp.key, plan.matrix.targets[tp.name]
         stack = plan.matrix.stacks[t.stack]
         image = engine.image_id(client, tp.content_tag) if client is not None and not tp.unresolved else None
-        size = client.api.inspect_image(tp.content_tag).get("Size") if image else None
+        size = client.inspect(tp.content_tag).get("Size") if image else None
         state_name = "unresolved" if tp.unresolved else ("built" if image else "not built")
         rec = recorded(state, image) if image else None
         cells = {}

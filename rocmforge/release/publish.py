@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
+from rocmforge.host.enginebase import EngineError
 from rocmforge.release import cosign as cosigns, imageindex
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError, UserError
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
     from rocmforge.render.plan import TargetPlan
     from rocmforge.release.signing import Signer
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 LABEL_TARGET = "io.rocmforge.target"
 LABEL_HASH = "io.rocmforge.content-hash"
@@ -35,7 +36,7 @@ RECORD_KEYS = ("content_hash", "digest", "image_id", "registry", "repository", "
 
 
 # -- push ---------------------------------------------------------------------------------------
-def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str, *, state_dir: Path,
+def push(client: Engine, plan: BuildPlan, target_name: str, registry: str, *, state_dir: Path,
          record_dir: Path, matrix_path: Path, signer: Signer | None = None) -> dict:
     """Push the target's content-tag image under its content and readable tags; returns the record.
     A target with per-arch variants is pushed with each of them (each under its own content tag and
@@ -64,7 +65,7 @@ def push(client: DockerClient, plan: BuildPlan, target_name: str, registry: str,
                 s.close()      # its statements' folder, also when the push failed
 
 
-def _publishable(client: DockerClient, tp: TargetPlan, state: Path,
+def _publishable(client: Engine, tp: TargetPlan, state: Path,
                  matrix_path: Path) -> tuple[TargetPlan, str, suites.SuitesReport]:
     """The image of tp (a main image or a variant) with the suite results that allow its publication."""
     test_cmd = f"`python build.py test --target {tp.name}`"
@@ -75,7 +76,7 @@ def _publishable(client: DockerClient, tp: TargetPlan, state: Path,
                         f"`python build.py build --target {tp.name}`, then {test_cmd}", field="--target")
     result = _require_passed(state, tp, image_id, test_cmd, matrix_path)
     # The pull side trusts these labels, so refuse an image that was tagged by hand with other content.
-    labels = client.images.get(tp.content_tag).labels or {}
+    labels = client.labels(tp.content_tag)
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
         raise UserError(f"image {image_id} under {tp.content_tag} has labels {LABEL_TARGET}="
                         f"{labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}, not {what}'s "
@@ -84,7 +85,7 @@ def _publishable(client: DockerClient, tp: TargetPlan, state: Path,
     return tp, image_id, result
 
 
-def _push_all(client: DockerClient, images: list, where: reg.Registry, registry: str, record_dir: Path,
+def _push_all(client: Engine, images: list, where: reg.Registry, registry: str, record_dir: Path,
               signers: list) -> dict:
     main = images[0][0]
     repository = where.repository(main.name)
@@ -106,7 +107,7 @@ def _push_all(client: DockerClient, images: list, where: reg.Registry, registry:
     return record
 
 
-def _push_tags(client: DockerClient, tp: TargetPlan, where: reg.Registry, repository: str, tags: list[str],
+def _push_tags(client: Engine, tp: TargetPlan, where: reg.Registry, repository: str, tags: list[str],
                image_id: str, result: suites.SuitesReport, record_path: Path, signer: Signer | None) -> dict:
     digests: dict[str, str] = {}
     # The digest is known once the first tag is pushed: cosign signs and attests it while the other
@@ -222,38 +223,30 @@ def _other_tested(state: Path, content_tag: str, image_id: str) -> str | None:
 
 
 @contextlib.contextmanager
-def temporary_tag(client: DockerClient, source: str, repository: str, tag: str):
+def temporary_tag(client: Engine, source: str, repository: str, tag: str):
     """The engine pushes only by name, so the image (named by source) needs the registry's name for
     the push alone; whatever that name pointed to before is put back afterwards."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
     ref = f"{repository}:{tag}"
-    try:
-        previous = client.api.inspect_image(ref)["Id"]   # the engine's own ID: what it can tag again
-    except docker.errors.ImageNotFound:
-        previous = None
-    client.api.tag(source, repository, tag)
+    previous = client.shown_id(ref)   # the engine's own ID: what it can tag again
+    client.tag(source, ref)
     try:
         yield
     finally:
         if previous is None:
-            client.api.remove_image(ref)        # only untags: the image keeps its rocmforge/ tags
-        elif previous != client.api.inspect_image(source)["Id"]:
-            client.api.tag(previous, repository, tag)
+            client.untag(ref)        # the image keeps its rocmforge/ tags
+        elif previous != client.shown_id(source):
+            client.tag(previous, ref)
 
 
-def push_one(client: DockerClient, repository: str, tag: str) -> str:
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-    import requests.exceptions  # comes with docker-py, loaded with it on the first engine call
-
+def push_one(client: Engine, repository: str, tag: str) -> str:
     digest = None
     try:
-        for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
+        for chunk in client.push(repository, tag):
             if "error" in chunk:
                 message = (chunk.get("errorDetail") or {}).get("message") or chunk["error"]
                 raise BuildError(f"push of {repository}:{tag} failed: {message.strip()}")
             digest = (chunk.get("aux") or {}).get("Digest") or digest
-    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+    except EngineError as exc:
         raise BuildError(f"push of {repository}:{tag} failed: {exc}") from None
     # Older engines leave the digest out of the stream; the registry's answer is the same fact.
     digest = digest or reg.manifest_digest(client, repository, tag)
@@ -271,7 +264,7 @@ def _write_json(path: Path, data: dict) -> None:
 Pick = Callable[[list[imageindex.Entry]], tuple[int, str]]
 
 
-def pull(client: DockerClient, target_name: str, *, record_dir: Path,
+def pull(client: Engine, target_name: str, *, record_dir: Path,
          check: Callable[[str], None] | None = None, pick: Pick | None = None) -> dict:
     """Pull the published image by digest, check it, then tag it rocmforge/<target>:<tag> for each
     of its recorded tags. A target published as an index: pick(entries, main image first) says
@@ -304,11 +297,11 @@ def pull(client: DockerClient, target_name: str, *, record_dir: Path,
     ref = f"{repository}@{digest}"
     if check is not None:
         check(ref)
-    before = set(client.api.images(all=True, quiet=True))
+    before = client.image_ids()
     had_ref = engine.image_id(client, ref) is not None
     pull_one(client, repository, digest)
-    pulled = client.images.get(ref)
-    labels = pulled.labels or {}
+    pulled = client.inspect(ref)
+    labels = (pulled.get("Config") or {}).get("Labels") or {}
     problems = []
     pulled_id = engine.image_id(client, ref)
     if pulled_id != image["image_id"]:
@@ -317,17 +310,17 @@ def pull(client: DockerClient, target_name: str, *, record_dir: Path,
         if labels.get(label) != want:
             problems.append(f"label {label}={labels.get(label)!r}, recorded {want!r}")
     if problems:
-        leftover = "" if had_ref else undo_pull(client, ref, pulled, existed=pulled.id in before)
+        leftover = "" if had_ref else undo_pull(client, ref, existed=pulled["Id"] in before)
         raise UserError(f"{ref} does not match {path}: {'; '.join(problems)}. Nothing was tagged{leftover}",
                         field="--target")
     local = []
     for tag in image["tags"]:
-        client.api.tag(pulled.id, f"{bases.IMAGE_NAMESPACE}/{target_name}", tag)
+        client.tag(pulled["Id"], f"{bases.IMAGE_NAMESPACE}/{target_name}:{tag}")
         local.append(f"{bases.IMAGE_NAMESPACE}/{target_name}:{tag}")
     return {**record, "local_tags": local, **({"picked": picked} if picked else {})}
 
 
-def _served_index(client: DockerClient, repository: str, digest: str, images: list[dict],
+def _served_index(client: Engine, repository: str, digest: str, images: list[dict],
                   path: Path) -> list[imageindex.Entry]:
     """The index the registry serves, refused unless it lists exactly the recorded images."""
     served = imageindex.read(client, repository, digest)
@@ -339,19 +332,19 @@ def _served_index(client: DockerClient, repository: str, digest: str, images: li
     return served[1]
 
 
-def pull_verified(client: DockerClient, repository: str, digest: str, *, target: str, content_hash: str,
+def pull_verified(client: Engine, repository: str, digest: str, *, target: str, content_hash: str,
                   stack: str, config_digest: str, tag: str | None) -> list[str]:
     """Pull what `verify` accepted, by its digest, and tag it only when the engine holds exactly the
     attested image: as the reference named it (when by tag) and as rocmforge/<target>'s content and
     stack tags, so `run --target` finds it. Returns the tags made."""
     ref = f"{repository}@{digest}"
-    before = set(client.api.images(all=True, quiet=True))
+    before = client.image_ids()
     had_ref = engine.image_id(client, ref) is not None
     pull_one(client, repository, digest)
-    pulled = client.images.get(ref)
+    shown = client.shown_id(ref)
     got = engine.image_id(client, ref)
     if got != config_digest:
-        leftover = "" if had_ref else undo_pull(client, ref, pulled, existed=pulled.id in before)
+        leftover = "" if had_ref else undo_pull(client, ref, existed=shown in before)
         raise BuildError(f"{ref}: the engine holds image {got} after the pull, but the signed statements are "
                          f"for {config_digest}. Nothing was tagged{leftover}")
     local = []
@@ -361,7 +354,7 @@ def pull_verified(client: DockerClient, repository: str, digest: str, *, target:
     if tag:
         wanted.append((repository, tag))
     for repo, t in wanted:
-        client.api.tag(pulled.id, repo, t)
+        client.tag(shown, f"{repo}:{t}")
         local.append(f"{repo}:{t}")
     return local
 
@@ -429,30 +422,25 @@ def _check_image(image: dict, path: Path, where: str) -> None:
                         field=where + "suites")
 
 
-def pull_one(client: DockerClient, repository: str, digest: str) -> None:
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-    import requests.exceptions  # comes with docker-py, loaded with it on the first engine call
-
+def pull_one(client: Engine, repository: str, digest: str) -> None:
     try:
-        for chunk in client.api.pull(repository, tag=digest, stream=True, decode=True):
+        for chunk in client.pull(repository, digest):
             if "error" in chunk:
                 message = (chunk.get("errorDetail") or {}).get("message") or chunk["error"]
                 raise BuildError(f"pull of {repository}@{digest} failed: {message.strip()}")
-    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+    except EngineError as exc:
         raise BuildError(f"pull of {repository}@{digest} failed: {exc}") from None
 
 
-def undo_pull(client: DockerClient, ref: str, pulled, *, existed: bool) -> str:
+def undo_pull(client: Engine, ref: str, *, existed: bool) -> str:
     """Drop what the refused pull added. An image that was here before loses only the new digest
     reference, and only when other references keep it alive."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
-    pulled.reload()
-    others = [r for r in (pulled.attrs.get("RepoTags") or []) + (pulled.attrs.get("RepoDigests") or []) if r != ref]
+    pulled = client.inspect(ref)
+    others = [r for r in (pulled.get("RepoTags") or []) + (pulled.get("RepoDigests") or []) if r != ref]
     if existed and not others:
-        return f" ({ref} stays: removing it would delete the image {pulled.id}, which was here before)"
+        return f" ({ref} stays: removing it would delete the image {pulled['Id']}, which was here before)"
     try:
-        client.api.remove_image(ref)
-    except docker.errors.APIError as exc:
+        client.remove_image(ref)
+    except EngineError as exc:
         return f" (could not remove {ref}: {exc})"
     return ""

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 
 from rocmforge.build import engine
 from rocmforge.host import registry as reg
+from rocmforge.host.enginebase import EngineError
 from rocmforge.release import publish
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from rocmforge.render.plan import TargetPlan
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 ENV = "ROCMFORGE_CACHE_REGISTRY"
 READONLY_ENV = "ROCMFORGE_CACHE_READONLY"
@@ -57,7 +58,7 @@ def from_options(text: str | None, readonly: bool = False) -> Cache | None:
     return Cache(where, readonly or os.environ.get(READONLY_ENV, "") not in ("", "0", "false"))
 
 
-def fetch(client: DockerClient, cache: Cache, tp: TargetPlan, base_ref: str | None, epoch_iso: str,
+def fetch(client: Engine, cache: Cache, tp: TargetPlan, base_ref: str | None, epoch_iso: str,
           warn: Callable[[str], None]) -> str | None:
     """The target's image from the cache, tagged with its content and readable tags; None on a miss
     (or a refused or unreachable entry, after a warning)."""
@@ -76,24 +77,23 @@ def fetch(client: DockerClient, cache: Cache, tp: TargetPlan, base_ref: str | No
     except BuildError as exc:
         warn(f"cache entry {repository}:{tag} could not be pulled ({exc}); building {tp.name} here")
         return None
-    pulled = client.images.get(ref)
-    why = _refusal(client, pulled.attrs, tp, base_ref, epoch_iso)
+    pulled = client.inspect(ref)
+    why = _refusal(client, pulled, tp, base_ref, epoch_iso)
     if why:
-        note = publish.undo_pull(client, ref, pulled, existed=existed)
+        note = publish.undo_pull(client, ref, existed=existed)
         warn(f"cache entry {repository}:{tag} ({digest}) refused: {why}{note}; building {tp.name} here")
         return None
     for full in (tp.content_tag, tp.readable_tag):
-        name, t = full.rsplit(":", 1)
-        client.api.tag(pulled.id, name, t)
+        client.tag(pulled["Id"], full)
     if not existed:
         try:
-            client.api.remove_image(ref)    # only the digest reference: the image keeps our tags
-        except Exception:  # noqa: BLE001 - a reference left behind is harmless
+            client.untag(ref)    # only the digest reference: the image keeps our tags
+        except EngineError:   # a reference left behind is harmless
             pass
     return engine.image_id(client, tp.content_tag)
 
 
-def _refusal(client: DockerClient, attrs: dict, tp: TargetPlan, base_ref: str | None, epoch_iso: str) -> str | None:
+def _refusal(client: Engine, attrs: dict, tp: TargetPlan, base_ref: str | None, epoch_iso: str) -> str | None:
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
         return (f"it is labelled {LABEL_TARGET}={labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}; "
@@ -101,13 +101,13 @@ def _refusal(client: DockerClient, attrs: dict, tp: TargetPlan, base_ref: str | 
     if attrs.get("Created") != epoch_iso:
         return f"it was created {attrs.get('Created')}, not at the target's source_date_epoch ({epoch_iso}): not normalised"
     if base_ref:
-        base = client.api.inspect_image(base_ref)["RootFS"]["Layers"]
+        base = client.inspect(base_ref)["RootFS"]["Layers"]
         if (attrs.get("RootFS") or {}).get("Layers", [])[:len(base)] != base:
             return f"its layers do not start with those of its base {base_ref}"
     return None
 
 
-def store(client: DockerClient, cache: Cache, tp: TargetPlan, warn: Callable[[str], None]) -> str | None:
+def store(client: Engine, cache: Cache, tp: TargetPlan, warn: Callable[[str], None]) -> str | None:
     """Pushes the built image under its cache tag; returns the digest, or None (read-only, or a
     warning when the registry refused)."""
     if cache.readonly:

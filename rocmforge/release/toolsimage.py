@@ -29,7 +29,7 @@ from rocmforge.shared.errors import BuildError
 from rocmforge.shared.packagedata import DATA
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 PIN_FILE = DATA / "tools" / "cosign.json"
 # Bumped when the way the image is laid out changes, so an old image is never taken for a new one.
@@ -88,22 +88,17 @@ def load_pin(path: Path = PIN_FILE) -> Pin:
     return pin
 
 
-def ensure(client: DockerClient, pin: Pin | None = None, log=lambda msg: None) -> str:
+def ensure(client: Engine, pin: Pin | None = None, log=lambda msg: None) -> str:
     """The tools image's reference, made from the pinned .deb when the engine has no image under it."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
     pin = pin or load_pin()
-    try:
-        client.images.get(pin.ref)
+    if client.find(pin.ref) is not None:
         return pin.ref
-    except docker.errors.ImageNotFound:
-        pass
     with tempfile.TemporaryDirectory(prefix="rocmforge-tools-") as tmp:
         debs = [fetch_deb(d, Path(tmp) / f"{d.package}.deb", log) for d in pin.debs]
         archive = Path(tmp) / "image.tar"
         image_id = write_image(pin, debs, archive)
         with open(archive, "rb") as f:
-            client.api.load_image(f)
+            client.load(f)
     log(f"tools image {pin.ref}: loaded {image_id}")
     return pin.ref
 

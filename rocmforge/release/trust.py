@@ -17,7 +17,7 @@ from rocmforge.release.cosign import Cosign, CosignFailed, Identity
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 LABEL_TARGET = "io.rocmforge.target"
 LABEL_HASH = "io.rocmforge.content-hash"
@@ -89,7 +89,7 @@ class Verified:
                 "provenance": provenance_summary(prov), "test_result": result}
 
 
-def verify(client: DockerClient, cosign: Cosign, ref: Reference, signer: Identity) -> Verified:
+def verify(client: Engine, cosign: Cosign, ref: Reference, signer: Identity) -> Verified:
     """Raises Refused naming the first thing that does not hold."""
     if signer.key is not None and not signer.key.is_file():
         raise UserError("no such public key file", file=str(signer.key), field="--key")
@@ -129,7 +129,7 @@ def verify(client: DockerClient, cosign: Cosign, ref: Reference, signer: Identit
     return found
 
 
-def _config(client: DockerClient, repository: str, raw: bytes, digest: str) -> tuple[str, dict]:
+def _config(client: Engine, repository: str, raw: bytes, digest: str) -> tuple[str, dict]:
     try:
         manifest = json.loads(raw)
         config_digest = manifest["config"]["digest"]
@@ -258,7 +258,7 @@ def format_text(v: Verified) -> str:
     return "\n".join(lines)
 
 
-def verify_entry(client: DockerClient, cosign: Cosign, repository: str, entry: imageindex.Entry, position: int,
+def verify_entry(client: Engine, cosign: Cosign, repository: str, entry: imageindex.Entry, position: int,
                  signer: Identity) -> Verified:
     """One image of a rocmforge index, verified by its digest like any image, then held against what
     the (unsigned) index says of it: the archs a host picked it by must be the signed image's own,

@@ -25,7 +25,7 @@ from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 # Paths that differ between two debootstraps of the same packages (logs, caches, host identity).
 SCRUB = ["var/cache/ldconfig/aux-cache", "var/log/bootstrap.log", "var/log/dpkg.log",
@@ -250,17 +250,12 @@ def _scratch_dir(workdir: Path, log: Callable[[str], None]):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ensure_base(client: DockerClient, stack_name: str, stack: Stack, workdir: Path, log: Callable[[str], None]) -> str:
+def ensure_base(client: Engine, stack_name: str, stack: Stack, workdir: Path, log: Callable[[str], None]) -> str:
     """Return the base image ref, bootstrapping it when no image carries its recipe tag."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
     ref = bases.bootstrap_ref(stack_name, stack)
-    try:
-        client.images.get(ref)
+    if client.find(ref) is not None:
         log(f"base {ref}: present (recipe hash matches)")
         return ref
-    except docker.errors.ImageNotFound:
-        pass
     if shutil.which("debootstrap") is None:
         raise BuildError("debootstrap is not installed; install it (apt-get install debootstrap) to build the "
                          f"bootstrapped base of stack {stack_name!r}")
@@ -270,7 +265,7 @@ def ensure_base(client: DockerClient, stack_name: str, stack: Stack, workdir: Pa
     with _scratch_dir(workdir, log) as tmp:
         archive, image_id, diff_id = bootstrap_archive(stack_name, stack, Path(tmp), log)
         with open(archive, "rb") as f:
-            client.api.load_image(f)
+            client.load(f)
         log(f"base {ref}: loaded {image_id} (layer {diff_id})")
     return ref
 

@@ -12,14 +12,14 @@ from typing import Any, Callable, TYPE_CHECKING
 from rocmforge.define.kinds import LockEntry
 from rocmforge.define.lockschema import SECTIONS, BaseEntry, Lock
 from rocmforge.define.matrix import Matrix
-from rocmforge.host import aptmirror, aptsources, imageid, registrybase
+from rocmforge.host import aptmirror, aptsources, registrybase
 from rocmforge.host.container import TrackedContainer, remove_session_leftovers
 from rocmforge.resolve import bases, bootstrap, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
 
@@ -59,7 +59,7 @@ class AptSession:
     """One container of a stack's base with fresh apt lists, reused for every query. A registry
     base first gets the stack's apt_sources applied, as every apt step of its build does."""
 
-    def __init__(self, client: DockerClient, image: str, stack_name: str, stack) -> None:
+    def __init__(self, client: Engine, image: str, stack_name: str, stack) -> None:
         tc = TrackedContainer(client, image)
         try:
             self.tc = tc.start()
@@ -122,7 +122,7 @@ def _apt_error(output: str) -> str:
     return "; ".join(errs) or output.strip()[-300:]
 
 
-def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: Lock, work: Path,
+def base_image(client: Engine, m: Matrix, stack_name: str, lock: Lock, work: Path,
                log: Callable[[str], None]) -> str:
     """A local reference of the stack's base: bootstrapped here, or pulled by its locked digest
     (through the registry mirror when one is set). Raises RuntimeError saying why not."""
@@ -140,7 +140,7 @@ def base_image(client: DockerClient, m: Matrix, stack_name: str, lock: Lock, wor
         raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
 
 
-def _apt_session(client: DockerClient, m: Matrix, stack_name: str, sessions: dict, work: Path,
+def _apt_session(client: Engine, m: Matrix, stack_name: str, sessions: dict, work: Path,
                  log: Callable[[str], None], lock: Lock):
     """An apt session in the stack's base, or the reason there is none (a string)."""
     if stack_name not in sessions:
@@ -177,7 +177,7 @@ def _resolve_digest(stack_name: str, stack, lock: Lock, out: "Outcome") -> bool:
     return True
 
 
-def _record_base_packages(client: DockerClient, m: Matrix, stack_name: str, lock: Lock, out: "Outcome", work: Path,
+def _record_base_packages(client: Engine, m: Matrix, stack_name: str, lock: Lock, out: "Outcome", work: Path,
                           log: Callable[[str], None]) -> None:
     """The dpkg set of a registry base pulled by its digest, into bases.<stack>.packages: the suites
     expect exactly it plus the locked apt steps (rocmforge.resolve.image_packages). Read before any apt
@@ -201,7 +201,7 @@ def _session_failed(session) -> str | None:
     return session if isinstance(session, str) else None
 
 
-def resolve(client: DockerClient, m: Matrix, old: Lock, *, targets: list[str] | None, work: Path,
+def resolve(client: Engine, m: Matrix, old: Lock, *, targets: list[str] | None, work: Path,
             ca_bundle: Path | None = None, log: Callable[[str], None] = print) -> Outcome:
     lock = Lock(**{s: dict(getattr(old, s)) for s in SECTIONS})
     out = Outcome(lock)
@@ -219,7 +219,7 @@ def resolve(client: DockerClient, m: Matrix, old: Lock, *, targets: list[str] | 
             if _session_failed(session):
                 out.failed.append(f"base {sname}: {session}")
                 continue
-            image_id = imageid.image_id(client, bases.bootstrap_ref(sname, stack))
+            image_id = client.identity(bases.bootstrap_ref(sname, stack))
             lock.bases[sname] = BaseEntry(kind="bootstrap", recipe=bases.recipe_hash(stack), image_id=image_id,
                                           packages=dict(sorted(session.installed().items())))
             out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")
@@ -258,7 +258,7 @@ def _lock_entries(m: Matrix, names: list[str]) -> list[LockEntry]:
             if any(cname in m.targets[n].components for n in names) for entry in comp.lock_entries(cname)]
 
 
-def check(client: DockerClient, m: Matrix, lock: Lock, *, targets: list[str] | None, work: Path,
+def check(client: Engine, m: Matrix, lock: Lock, *, targets: list[str] | None, work: Path,
           log: Callable[[str], None] = print) -> Outcome:
     """Every stale or unresolvable pin at once; builds nothing."""
     out = Outcome(lock)

@@ -22,14 +22,14 @@ from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 PY_INVENTORY = ("import importlib.metadata as m, json; "
                 "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
                 "if d.metadata['Name']})))")
 
 
-def inventory(client: DockerClient, image: str) -> dict:
+def inventory(client: Engine, image: str) -> dict:
     """dpkg and Python packages installed in the image (one throw-away container)."""
     with TrackedContainer(client, image) as tc:
         r = tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rocmforge import __version__
 from rocmforge.build import engine
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
+from rocmforge.host.enginebase import EngineError
 from rocmforge.define.matrix import variant_suffix
 from rocmforge.shared import packagedata
 from rocmforge.verify import suiteprocs
@@ -24,7 +25,7 @@ from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 SUITES = ("contents", "linkage", "config", "rocminfo", "gemm", "versions", "archs", "workload")
 
@@ -158,7 +159,7 @@ def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
     return out
 
 
-def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix: Path,
+def run_suites(client: Engine, image_ref: str, target: str | None, matrix: Path,
                junit: Path | None = None, require_gpu: bool = False,
                content_hashes: dict[str, str] | None = None) -> SuitesReport:
     """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd).
@@ -206,12 +207,10 @@ def run_suites(client: DockerClient, image_ref: str, target: str | None, matrix:
                         ok=proc.exit_code == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
 
 
-def _labels(client: DockerClient, image_ref: str) -> dict[str, str]:
-    import docker.errors  # docker-py loads at the first engine call
-
+def _labels(client: Engine, image_ref: str) -> dict[str, str]:
     try:
-        return client.api.inspect_image(image_ref).get("Config", {}).get("Labels") or {}
-    except docker.errors.APIError:     # gone since the caller found it: the suites say so themselves
+        return client.labels(image_ref)
+    except EngineError:     # gone since the caller found it: the suites say so themselves
         return {}
 
 

@@ -11,7 +11,7 @@ from rocmforge.workflow.project import Project
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Found:
     waiting: int = 0      # untagged step images kept because another build may stand on them
 
 
-def find(client: DockerClient, project: Project, names: list[str], all_targets: bool, alone: bool,
+def find(client: Engine, project: Project, names: list[str], all_targets: bool, alone: bool,
          dry_run: bool) -> Found:
     plan = project.plan
     cached = {i[:12] for n in names for i in buildcache.recorded(project.state, n)}
@@ -43,17 +43,17 @@ def find(client: DockerClient, project: Project, names: list[str], all_targets: 
     return Found([f for f in items if f.kind != "leftover image"], len(waiting))
 
 
-def remove(client: DockerClient, project: Project, found: Found, names: list[str], alone: bool,
+def remove(client: Engine, project: Project, found: Found, names: list[str], alone: bool,
            warn: Callable[[str], None]) -> None:
     """Each item on its own: one that cannot be removed is reported and the rest still go."""
     for item in sorted(found.items, key=lambda f: f.kind != "container"):   # a container holds its image
         try:
             if item.kind == "container":
-                client.api.remove_container(item.ref, force=True)
+                client.remove_container(item.ref)
             elif item.ref.startswith("sha256:"):
                 engine.discard(client, [item.ref])
             else:
-                client.api.remove_image(item.ref)
+                client.remove_image(item.ref)
         except Exception as exc:  # noqa: BLE001 - reported, and the rest still removed
             warn(f"could not remove {item.ref}: {exc}")
     for n in names:

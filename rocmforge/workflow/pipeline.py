@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from rocmforge.build import buildcache, engine, image
-from rocmforge.host import fetch, imageid
+from rocmforge.host import fetch
+from rocmforge.host.engines import Engine, EngineError
 from rocmforge.release import regcache
 from rocmforge.resolve import bootstrap
 from rocmforge.shared.errors import BuildError, UserError
@@ -25,7 +26,6 @@ from rocmforge.workflow.project import Project, ca_bundle
 
 if TYPE_CHECKING:
     from rocmforge.render.plan import TargetPlan
-    from docker import DockerClient
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,7 @@ class Pipeline:
             if not existing and cache and dp is not tp:
                 existing = self.from_cache(client, cache, dp)
             if existing:
-                repo, tag = dp.readable_tag.rsplit(":", 1)
-                client.api.tag(dp.content_tag, repo, tag)   # by tag: the containerd store knows no config digest
+                client.tag(dp.content_tag, dp.readable_tag)   # by tag: the containerd store knows no config digest
                 self.progress.line(f"[green]up to date[/green] {dp.key}: {dp.content_tag} ({existing[7:19]})")
                 if dp.name == name and not manifest.describes(self.project.state, dp.key, existing):
                     # Built under another state dir (or before it was cleared): `build` leaves the
@@ -122,7 +121,7 @@ class Pipeline:
                 results.append(self.build_one(client, dp, cache))
         return results
 
-    def build_one(self, client: DockerClient, tp: TargetPlan, cache=None) -> BuiltTarget:
+    def build_one(self, client: Engine, tp: TargetPlan, cache=None) -> BuiltTarget:
         name = tp.key
         if self.options.check_disk:
             self.check_disk(client, tp.name)
@@ -139,14 +138,14 @@ class Pipeline:
                 kept = settled.result()
         if cache and regcache.store(client, cache, tp, self.progress.warn):
             self.progress.line(f"  stored {name} in the cache {cache.where.repository(tp.name)}")
-        shown = imageid.manifest_digest(client, tp.content_tag)
+        shown = client.manifest_digest(tp.content_tag)
         also = f" (the engine's containerd store shows it as {shown[7:19]}, its manifest digest)" if shown else ""
         self.progress.line(f"[green]built[/green] {name}: {built.image_id[7:19]}{also} tags {tp.content_tag}, "
                            f"{tp.readable_tag}; manifest and SBOM in {self.project.state / 'artifacts' / name}"
                            + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else ""))
         return BuiltTarget(name, "built", built.image_id)
 
-    def from_cache(self, client: DockerClient, cache, tp: TargetPlan) -> str | None:
+    def from_cache(self, client: Engine, cache, tp: TargetPlan) -> str | None:
         epoch = iso_utc(self.plan.matrix.targets[tp.name].source_date_epoch)
         with self.progress.status(f"{tp.key}: asking the cache {cache.where.host}"):
             image = regcache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch,
@@ -158,15 +157,15 @@ class Pipeline:
             self.write_manifest(client, tp)
         return image
 
-    def check_disk(self, client: DockerClient, name: str) -> None:
+    def check_disk(self, client: Engine, name: str) -> None:
         need = self.plan.matrix.runner_of(name).disk_gb
-        free = engine.free_disk(client)
+        free = client.free_disk()
         if need and free and free.free_bytes < need * 10**9:
             raise BuildError(f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
                              f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space (`build.py clean`, "
                              "`docker system prune`) or use a runner with more disk")
 
-    def ensure_base(self, client: DockerClient, tp: TargetPlan) -> None:
+    def ensure_base(self, client: Engine, tp: TargetPlan) -> None:
         """Cheap when present; a removed bootstrapped base must come back before any FROM names it."""
         if tp.bootstrap_stack:
             stack = self.plan.matrix.stacks[tp.bootstrap_stack]
@@ -186,7 +185,7 @@ class Pipeline:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return context
 
-    def build_image(self, client: DockerClient, tp: TargetPlan, *, tags: list[str], status, raw_tag: str | None = None,
+    def build_image(self, client: Engine, tp: TargetPlan, *, tags: list[str], status, raw_tag: str | None = None,
                     log_name: str | None = None, nocache: bool = False) -> BuiltImage:
         """One `docker build` of tp, normalised so the same inputs give the same image ID, tagged tags.
         On failure the raw image and the step images of this build are discarded."""
@@ -213,7 +212,7 @@ class Pipeline:
             raise
         return BuiltImage(image_id, made, round(built - started, 1), round(time.monotonic() - built, 1))
 
-    def normalise(self, client: DockerClient, tp: TargetPlan, raw_ref: str, tags: list[str], log_name: str,
+    def normalise(self, client: Engine, tp: TargetPlan, raw_ref: str, tags: list[str], log_name: str,
                   progress=None) -> str:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
         return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
@@ -222,14 +221,14 @@ class Pipeline:
                                steps=engine.history_steps(tp))
 
     @staticmethod
-    def discard_raw(client: DockerClient, raw_tag: str, made: list[str]) -> None:
+    def discard_raw(client: Engine, raw_tag: str, made: list[str]) -> None:
         try:
-            client.api.remove_image(raw_tag, noprune=True)   # the tag; discard removes the images
-        except Exception:  # noqa: BLE001 - never made, or already gone
+            client.untag(raw_tag)   # the tag; discard removes the images
+        except EngineError:   # never made, or already gone
             pass
         engine.discard(client, made)
 
-    def write_manifest(self, client: DockerClient, tp: TargetPlan) -> Path:
+    def write_manifest(self, client: Engine, tp: TargetPlan) -> Path:
         image_id = engine.image_id(client, tp.content_tag)
         rec = suites.recorded(self.project.state, image_id)
         data = manifest.make_manifest(tp, image_id, manifest.inventory(client, tp.content_tag), self.project.lock(),
@@ -237,7 +236,7 @@ class Pipeline:
         data["source_revision"] = self.project.revision() or None   # the checkout that last wrote it
         return manifest.write(self.project.state, data)
 
-    def test(self, client: DockerClient, image: str, target: str | None, junit: Path | None = None,
+    def test(self, client: Engine, image: str, target: str | None, junit: Path | None = None,
              require_gpu: bool = False):
         """Run the suites in image and record them; a target's own image gets them in its manifest too."""
         with self.progress.status(f"running suites in {image}"):
@@ -258,7 +257,7 @@ class Pipeline:
         return {**tp.files, **self.fetch_inputs(tp)}
 
 
-def require_built(client: DockerClient, tp: TargetPlan, flag: str = "--target") -> str:
+def require_built(client: Engine, tp: TargetPlan, flag: str = "--target") -> str:
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
         what = f"variant {','.join(tp.variant)} of target {tp.name!r}" if tp.variant else f"target {tp.name!r}"

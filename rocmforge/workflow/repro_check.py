@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from rocmforge.build import engine, image
+from rocmforge.host.enginebase import EngineError
 from rocmforge.release import matrix_report as reports
 from rocmforge.workflow.pipeline import Pipeline
 
@@ -74,7 +75,7 @@ def _twice(pipe: Pipeline, client, tp) -> ReproReport:
         for run in RUNS:
             for suffix in ("", "-raw"):
                 try:
-                    client.images.remove(f"rocmforge-repro/{name}:{run}{suffix}", force=True)
-                except Exception:  # noqa: BLE001 - not created or already removed
+                    client.remove_image(f"rocmforge-repro/{name}:{run}{suffix}", force=True)
+                except EngineError:   # not created or already removed
                     pass
     return result

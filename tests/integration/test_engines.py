@@ -15,7 +15,6 @@ import json
 import pytest
 import yaml
 
-from rocmforge.host import imageid
 
 from tests.conftest import copy_project, run_cli
 
@@ -82,7 +81,7 @@ def host_identity(docker_client, project, variant_project, tmp_path_factory):
     tag, variant_tag = _content_tag(project), _content_tag(variant_project, variant=True)
 
     def identity(ref):
-        return imageid.image_id(docker_client, ref), docker_client.api.inspect_image(ref)["RootFS"]["Layers"]
+        return docker_client.identity(ref), docker_client.api.inspect_image(ref)["RootFS"]["Layers"]
 
     yield identity(tag), _suites(project, state), identity(variant_tag)
     for ref in (tag, tag.rsplit(":", 1)[0] + ":debian13-rocm5.7", variant_tag,
@@ -98,14 +97,14 @@ def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine
     proc = _build(variant_project, tmp_path / "state", env=other_engine.env())
     client = other_engine.client()
     tag, variant_tag = _content_tag(project), _content_tag(variant_project, variant=True)
-    got = imageid.image_id(client, tag), client.api.inspect_image(tag)["RootFS"]["Layers"]
-    got_variant = imageid.image_id(client, variant_tag), client.api.inspect_image(variant_tag)["RootFS"]["Layers"]
+    got = client.identity(tag), client.api.inspect_image(tag)["RootFS"]["Layers"]
+    got_variant = client.identity(variant_tag), client.api.inspect_image(variant_tag)["RootFS"]["Layers"]
     want, host_suites, want_variant = host_identity
     print(f"{other_engine.describe()}: {got[0]} (host: {want[0]}); gfx1100 variant {got_variant[0]} "
           f"(host: {want_variant[0]})")
     assert got == want
     assert got_variant == want_variant and got_variant[0] != got[0]
-    shown = imageid.manifest_digest(client, tag)
+    shown = client.manifest_digest(tag)
     if other_engine.containerd_snapshotter:
         assert shown and shown != got[0]
         assert shown[7:19] in proc.stderr, "the manifest digest the store shows is not reported"
@@ -127,18 +126,18 @@ def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, o
     _build(project, tmp_path / "state", env=other_engine.env())
     client = other_engine.client()
     tag = _content_tag(project)
-    want = imageid.image_id(client, tag)
+    want = client.identity(tag)
     with local_registry.serve(host=other_engine.gateway, port=other_engine.registry_port) as registry:
         repository = f"{registry}/rocmforge-enginetest/engine-probe"
         digests = []
         for run in ("one", "two"):
             with publish.temporary_tag(client, tag, repository, run):
                 digests.append(publish.push_one(client, repository, run))
-        assert digests[0] == digests[1] == imageid.manifest_digest(client, tag)
+        assert digests[0] == digests[1] == client.manifest_digest(tag)
         for ref in client.api.inspect_image(tag)["RepoTags"]:   # the image itself goes with its last tag
             client.api.remove_image(ref)
         publish.pull_one(client, repository, digests[0])
-        assert imageid.image_id(client, f"{repository}@{digests[0]}") == want == host_identity[0][0]
+        assert client.identity(f"{repository}@{digests[0]}") == want == host_identity[0][0]
 
 
 @pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
@@ -181,14 +180,14 @@ def test_the_containerd_store_is_read_directly_and_docker_save_is_only_the_annou
     for visible in (True, False):
         state = tmp_path / f"state-{visible}"
         for ref in (tag, tag.rsplit(":", 1)[0] + ":" + STACK):     # so this build normalises again
-            if imageid.image_id(client, ref):
+            if client.identity(ref):
                 client.api.remove_image(ref)
         args = ("--matrix", str(project), "--state-dir", str(state), "build", "--target", TARGET)
         proc = run_cli(*args, env=other_engine.env(store_visible=visible))
         assert proc.returncode == 0, proc.stderr[-4000:]
         lines = _normalise_lines(state)
         print(f"store visible={visible}:", *lines, sep="\n  ")
-        seen[visible] = imageid.image_id(client, tag)
+        seen[visible] = client.identity(tag)
         if visible:
             assert any("MB from the containerd content store" in ln for ln in lines), lines
             assert not any("reading the whole image" in ln for ln in lines), lines

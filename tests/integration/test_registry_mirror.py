@@ -69,11 +69,13 @@ def standin(docker_client, local_registry, tmp_path_factory):
 
 
 class _NoPull:
-    """A client whose engine must not be asked to pull."""
+    """An engine that must not be asked to pull."""
 
-    def __init__(self, client) -> None:
-        self.images = client.images
-        self.api = self
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    def find(self, ref):
+        return self.engine.find(ref)
 
     def pull(self, *args, **kwargs):
         raise AssertionError(f"pull called: {args} {kwargs}")

@@ -10,7 +10,7 @@ import json
 import tarfile
 from pathlib import Path
 
-from rocmforge.build.image.contentstore import CONTENT, ContentStore, candidates
+from rocmforge.host.contentstore import CONTENT, ContentStore, candidates
 
 GZ = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 RAW = "application/vnd.oci.image.layer.v1.tar"

@@ -15,6 +15,8 @@ import pytest
 
 from rocmforge import doctor
 from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
+from rocmforge.host.enginebase import Engine, ImageMissing
+from rocmforge.host.engineinfo import GRAPHDRIVER, EngineInfo
 from rocmforge.shared.errors import UserError
 from tests.unit.doctor_hosts import (
     EXPECTED, GB, HIP_RUNTIME, SCENARIOS, fixture, fixture_path, gpu_host, rocminfo_text, saved_output,
@@ -312,15 +314,18 @@ def test_kfd_present_but_no_rocminfo_warns():
 class FakeImage:
     def __init__(self, target, archs, created, tags=("rocmforge/x:y",)):
         self.labels = {"io.rocmforge.target": target, "io.rocmforge.archs": archs}
-        self.attrs = {"Created": created}
+        self.created = created
         self.tags = list(tags)
 
 
-class FakeClient:
+class FakeClient(Engine):
+    """An engine as rocmforge sees it (host.enginebase.Engine), with no engine behind it: a
+    version, a data root, images with labels; everything else raises."""
+
     def __init__(self, version="26.1.5", root="/nonexistent-docker-root", images=(), fail=None):
+        super().__init__(None, EngineInfo("Docker Engine", version, "1.45", "overlay2", GRAPHDRIVER))
         self._version, self._root, self._fail = version, root, fail
-        self.images = SimpleNamespace(list=lambda filters=None: list(images), get=self._get)
-        self.api = SimpleNamespace(inspect_image=lambda ref: {"Id": self._get(ref).id})
+        self._images = {f"sha256:{i:064x}": img for i, img in enumerate(images)}
         self.present: set[str] = set()
 
     def version(self):
@@ -328,15 +333,22 @@ class FakeClient:
             raise self._fail
         return {"Version": self._version}
 
-    def info(self):
+    def system_info(self):
         return {"DockerRootDir": self._root}
 
-    def _get(self, ref):
-        import docker.errors
+    def list_images(self, *, label=None, dangling=None):
+        name, _, value = (label or "").partition("=")
+        return [{"Id": i, "RepoTags": img.tags or ["<none>:<none>"]} for i, img in self._images.items()
+                if not name or img.labels.get(name) == (value or img.labels.get(name)) and name in img.labels]
 
+    def inspect(self, ref):
+        if ref in self._images:
+            img = self._images[ref]
+            return {"Id": ref, "Created": img.created, "RepoTags": img.tags,
+                    "Config": {"Labels": img.labels, "Env": getattr(img, "env", [])}}
         if ref not in self.present:
-            raise docker.errors.ImageNotFound(ref)
-        return SimpleNamespace(id="sha256:" + "0" * 64)
+            raise ImageMissing(ref)
+        return {"Id": "sha256:" + "0" * 64}
 
 
 def fake_tree(tmp_path: Path, *, kfd=True, render=True, module="sys") -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -20,7 +19,7 @@ from rocmforge.host.container import GpuAccess
 from rocmforge.host.dockerrun import docker_run_argv, dry_run_text
 from tests.conftest import run_cli
 from tests.unit.doctor_hosts import FIXTURES, ROOTFUL, USER, gpu_host, rocminfo_text
-from tests.unit.test_doctor import FakeClient
+from tests.unit.test_doctor import FakeClient, FakeImage
 
 HOSTS = FIXTURES / "hosts"
 
@@ -244,18 +243,11 @@ def test_judge_override_on_an_mi210(value, status):
 def test_images_env_is_read_from_the_engine():
     from rocmforge.doctor.facts import image_details_from_labels
 
-    class Img:
-        tags = ["rocmforge/hip-runtime:content-1"]
-        labels = {"io.rocmforge.target": "hip-runtime", "io.rocmforge.rocm": "6.4.3"}
-        attrs = {"Created": "2026-01-01", "Config": {"Env": ["PATH=/usr/bin", "HSA_OVERRIDE_GFX_VERSION=10.3.0"]}}
+    img = FakeImage("hip-runtime", "", "2026-01-01", tags=["rocmforge/hip-runtime:content-1"])
+    img.labels = {"io.rocmforge.target": "hip-runtime", "io.rocmforge.rocm": "6.4.3"}
+    img.env = ["PATH=/usr/bin", "HSA_OVERRIDE_GFX_VERSION=10.3.0"]
 
-    class Client:
-        class images:
-            @staticmethod
-            def list(filters):
-                return [Img()]
-
-    details = image_details_from_labels(Client())
+    details = image_details_from_labels(FakeClient(images=[img]))
     assert details.rocm == {"hip-runtime": "6.4.3"}
     assert details.env == {"hip-runtime": {"PATH": "/usr/bin", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"}}
 
@@ -513,9 +505,10 @@ class EngineWithCdi(FakeClient):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.api = SimpleNamespace(inspect_image=lambda ref: {"Id": "sha256:" + "1" * 64, "Size": 10**9})
+    def inspect(self, ref):
+        return {"Id": "sha256:" + "1" * 64, "Size": 10**9}
 
-    def info(self):
+    def system_info(self):
         return {"DockerRootDir": "/nonexistent-docker-root", "SecurityOptions": ["name=seccomp,profile=builtin"],
                 "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge.host import engineinfo
+from rocmforge.host import engineinfo, engines
 from rocmforge.shared.errors import UserError
 
 
@@ -37,7 +37,7 @@ PODMAN5 = FakeClient({"Version": "5.8.6", "ApiVersion": "1.41", "Platform": {"Na
     (PODMAN5, engineinfo.PODMAN, "Podman Engine 5.8.6 (API 1.41), podman storage (overlay)"),
 ])
 def test_each_engine_and_store_is_told_apart(client, store, shown):
-    engine = engineinfo.require(client)
+    engine = engines.wrap(client).require()
     assert engine.store == store
     assert engine.describe() == shown
 
@@ -45,7 +45,7 @@ def test_each_engine_and_store_is_told_apart(client, store, shown):
 def test_too_old_an_api_is_refused_in_one_line_naming_the_engine():
     old = FakeClient({"Version": "19.03.15", "ApiVersion": "1.40"}, {"Driver": "overlay2"})
     with pytest.raises(UserError) as err:
-        engineinfo.require(old)
+        engines.wrap(old).require()
     assert str(err.value) == ("Docker Engine 19.03.15 (API 1.40), overlay2: rocmforge needs Docker Engine API 1.41 "
                               "or newer")
 
@@ -53,13 +53,21 @@ def test_too_old_an_api_is_refused_in_one_line_naming_the_engine():
 def test_an_unknown_store_is_refused_naming_what_works():
     odd = FakeClient({"Version": "28.0.0", "ApiVersion": "1.48"}, {"Driver": "windowsfilter"})
     with pytest.raises(UserError) as err:
-        engineinfo.require(odd)
+        engines.wrap(odd).require()
     assert "unknown storage driver 'windowsfilter'" in str(err.value)
     assert "containerd image store" in str(err.value)
 
 
-def test_the_description_is_read_once_per_client():
-    client = FakeClient(DOCKER20._version, DOCKER20._info)
-    first = engineinfo.of(client)
+@pytest.mark.parametrize("client, kind, by_manifest, added_only", [
+    (DOCKER20, engines.GraphDriverEngine, False, True),
+    (DOCKER28_CONTAINERD, engines.ContainerdEngine, True, True),
+    (PODMAN5, engines.PodmanEngine, False, False),
+])
+def test_each_store_gets_its_own_engine_read_once(client, kind, by_manifest, added_only):
+    client = FakeClient(client._version, dict(client._info))
+    engine = engines.wrap(client)
+    assert type(engine) is kind
+    assert (engine.loads_by_manifest, engine.loads_added_layers_only) == (by_manifest, added_only)
+    first = engine.described
     client._info = {"Driver": "vfs"}
-    assert engineinfo.of(client) is first
+    assert engine.described is first and engine.require() is first

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocmforge.build.image.layerstore import chain_ids
+from rocmforge.host.layerstore import chain_ids
 
 
 def test_chain_ids_name_layers_as_the_engine_does():

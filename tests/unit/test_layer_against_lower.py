@@ -18,7 +18,7 @@ import pytest
 from rocmforge.build.image import lowerindex
 from rocmforge.build.image.archive import archive_chunks
 from rocmforge.build.image.layers import normalise_layer
-from rocmforge.build.image.layerstore import chain_ids
+from rocmforge.host.layerstore import chain_ids
 from rocmforge.build.image.lowerindex import LowerIndex, open_lower
 from rocmforge.build.image.lowerrules import canonicalise
 from rocmforge.build.image.normalise import rewrite_archive

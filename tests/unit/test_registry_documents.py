@@ -23,8 +23,8 @@ def digest(body: bytes) -> str:
 class LoopbackEngine:
     """What `insecure` asks the engine: 127.0.0.0/8 is plain HTTP, as Docker's default says."""
 
-    def info(self):
-        return {"RegistryConfig": {"InsecureRegistryCIDRs": ["127.0.0.0/8"], "IndexConfigs": {}}}
+    def registry_config(self):
+        return {"InsecureRegistryCIDRs": ["127.0.0.0/8"], "IndexConfigs": {}}
 
 
 @pytest.fixture

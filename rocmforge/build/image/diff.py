@@ -17,7 +17,7 @@ from rocmforge.shared.files import iso_utc
 from rocmforge.shared.streams import HashingWindow
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.engines import Engine
 
 # The attributes of an entry, in the order a difference is looked for.
 FIELDS = ("type", "linkname", "size", "content", "mode", "owner", "device", "xattrs", "mtime")
@@ -101,7 +101,7 @@ def _layer_step(config: dict, index: int) -> str | None:
     return steps[index] if index < len(steps) else None
 
 
-def _scan(client: DockerClient, ref: str, want: str | None) -> tuple[dict, list | None]:
+def _scan(client: Engine, ref: str, want: str | None) -> tuple[dict, list | None]:
     """Streams ref once: its config, and the summary of its layer whose diff ID is want."""
     def on_layer(name: str, win: HashingWindow):
         if want is None:
@@ -111,7 +111,7 @@ def _scan(client: DockerClient, ref: str, want: str | None) -> tuple[dict, list 
         win.drain()
         return summary if win.digest() == want else None
 
-    small, links, layers = walk_archive(client.api.get_image(ref), on_layer)
+    small, links, layers = walk_archive(client.export(ref), on_layer)
     config, _, _ = read_manifest(small, links)
     found = [s for s in layers.values() if s is not None]
     return config, (found[0] if found else None)
@@ -124,11 +124,11 @@ def _first_differing_layer(la: list[str], lb: list[str]) -> int | None:
     return idx
 
 
-def diff_images(client: DockerClient, a: str, b: str) -> dict | None:
+def diff_images(client: Engine, a: str, b: str) -> dict | None:
     """None when a and b have the same image ID; else their first difference: the first layer
     (in image order) whose diff IDs differ, at its first differing path, then the config.
     Each image is streamed once and nothing is written."""
-    ia, ib = client.api.inspect_image(a), client.api.inspect_image(b)
+    ia, ib = client.inspect(a), client.inspect(b)
     if ia["Id"] == ib["Id"]:
         return None
     la = (ia.get("RootFS") or {}).get("Layers") or []

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, NamedTuple
 
 from rocmforge.build.image.layers import layer_path
-from rocmforge.build.image.layerstore import chain_ids
+from rocmforge.host.layerstore import chain_ids
 from rocmforge.build.image.tarcodec import CHR, BLK, DIR, LNK, REG, TarEntry, TarReader
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.streams import ChunkStream, HashingWindow

@@ -16,17 +16,17 @@ from rocmforge.build.image import ociload
 from rocmforge.build.image.archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
 from rocmforge.build.image.config import normalise_config
 from rocmforge.build.image.layers import LayerResult, rewrite_layer
-from rocmforge.build.image.contentstore import ContentStore
-from rocmforge.build.image.layerstore import LayerStore
 from rocmforge.build.image.lowerrules import CanonicalResult, canonicalise
-from rocmforge.host import engineinfo, imageid
+from rocmforge.host.engines import EngineError
 from rocmforge.host.ocilayout import manifest_layers
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc, user_cache
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 
 if TYPE_CHECKING:
-    from docker import DockerClient
+    from rocmforge.host.contentstore import ContentStore
+    from rocmforge.host.engines import Engine
+    from rocmforge.host.layerstore import LayerStore
 
 
 class ReadMeter:
@@ -263,87 +263,64 @@ def rewrite_from_store(store: LayerStore | ContentStore, image_id: str, workdir:
 
 # --- the engine ---------------------------------------------------------------------------------
 
-def _tag(client: DockerClient, image_id: str, tags: list[str]) -> None:
-    from docker.utils import parse_repository_tag  # docker-py (0.17 s) loads at the first engine call
-
-    for t in tags:
-        repo, tag = parse_repository_tag(t)
-        client.api.tag(image_id, repo, tag or "latest")
-
-
-def _exists(client: DockerClient, image_id: str) -> bool:
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
-    try:
-        client.api.inspect_image(image_id)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-
-
-def inherited_layers(client: DockerClient, image_ref: str, base_ref: str | None) -> int:
+def inherited_layers(client: Engine, image_ref: str, base_ref: str | None) -> int:
     """How many of image_ref's layers are its base's (the image its last stage starts FROM)."""
     if not base_ref:
         return 0
-    own = (client.api.inspect_image(image_ref).get("RootFS") or {}).get("Layers") or []
-    base = (client.api.inspect_image(base_ref).get("RootFS") or {}).get("Layers") or []
+    own = (client.inspect(image_ref).get("RootFS") or {}).get("Layers") or []
+    base = (client.inspect(base_ref).get("RootFS") or {}).get("Layers") or []
     if own[:len(base)] != base:
         raise ImageArchiveError(f"{image_ref} does not start with the layers of its base {base_ref}")
     return len(base)
 
 
-def _rewrite(client: DockerClient, image_ref: str, info: dict, tmp: Path, *, epoch: int, inherited: int,
+def _rewrite(client: Engine, image_ref: str, info: dict, tmp: Path, *, epoch: int, inherited: int,
              log: Callable[[str], None], meter: ReadMeter, index_dir: Path) -> tuple[RewrittenImage, str]:
     """The rewritten image and where its layers were read from: the engine's store when this
-    process can read it, else `docker save`. podman loads only archives that hold every layer, so
-    there the base's layers are kept from the export too."""
-    kind = engineinfo.of(client).store
-    root = engineinfo.store_root(client)
-    store: LayerStore | ContentStore | None = None
-    if kind == engineinfo.GRAPHDRIVER:
-        store, where = LayerStore.of(client), "engine store"
-    elif kind == engineinfo.CONTAINERD and root is not None:
-        store, where = ContentStore.of(root, info["Id"]), "containerd content store"
+    process can read it, else `docker save`. An engine that loads only archives holding every
+    layer (podman) gets the base's layers kept from the export too."""
+    store = client.layer_reader(info["Id"])
     rw = store and rewrite_from_store(store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter,
                                       index_dir=index_dir)
     if rw:
-        return rw, where
+        return rw, store.describe()
     if store is None:
-        log(f"  the engine's {'podman storage' if kind == engineinfo.PODMAN else 'store'} is not readable here "
-            f"(data root {root or 'not reported'}; set ${engineinfo.ROOT_ENV} to where this host sees it): "
-            "reading the whole image with docker save")
+        log(f"  {client.unreadable()}: reading the whole image with docker save")
     meter.total, meter.done = int(info.get("Size") or 0), 0
-    rw = rewrite_archive(meter.wrap(client.api.get_image(image_ref)), tmp, epoch=epoch, log=log, inherited=inherited,
-                         keep_inherited=kind == engineinfo.PODMAN, index_dir=index_dir,
+    rw = rewrite_archive(meter.wrap(client.export(image_ref)), tmp, epoch=epoch, log=log, inherited=inherited,
+                         keep_inherited=not client.loads_added_layers_only, index_dir=index_dir,
                          diff_ids=(info.get("RootFS") or {}).get("Layers"))
     return rw, "docker save"
 
 
-def _load(client: DockerClient, rw: RewrittenImage, image_ref: str, tags: list[str],
+def _load(client: Engine, rw: RewrittenImage, image_ref: str, tags: list[str],
           progress: Callable[[str], None] | None) -> str:
-    """Puts rw on the engine under tags; says how (an identical image may be there already). The
-    containerd store knows an image by its manifest, which is written here (ociload)."""
+    """Puts rw on the engine under tags; says how (an identical image may be there already). A
+    store that knows an image by its manifest gets it as an OCI layout with the manifest written
+    here (ociload)."""
     engine_id, chunks = rw.image_id, None
-    if engineinfo.of(client).store == engineinfo.CONTAINERD:
+    if client.loads_by_manifest:
         manifest = ociload.manifest(rw, rw.source_layers or [])
-        engine_id = imageid.remember(manifest)
+        engine_id = client.remember_manifest(manifest)
         chunks = ociload.layout_chunks(rw, manifest, engine_id, tags[0] if tags else None)
-    if _exists(client, engine_id):
-        _tag(client, engine_id, tags)
-        return "already present, tagged"
-    if progress:
-        progress(f"loading the normalised image ({sum(size for _, _, size in rw.layers) / 1e6:,.0f} MB)")
-    for msg in client.api.load_image(chunks or archive_chunks(rw, tags)):
-        if isinstance(msg, dict) and (msg.get("error") or msg.get("errorDetail")):
-            raise ImageArchiveError(f"docker load of the normalised {image_ref} failed: "
-                                    f"{msg.get('error') or msg['errorDetail']}")
-    if not _exists(client, engine_id):
-        raise ImageArchiveError(f"docker load did not create {engine_id} for {image_ref}")
-    _tag(client, engine_id, tags)
-    return "loaded" if engine_id == rw.image_id else f"loaded (the containerd store shows it as {engine_id[7:19]})"
+    if client.find(engine_id) is None:
+        if progress:
+            progress(f"loading the normalised image ({sum(size for _, _, size in rw.layers) / 1e6:,.0f} MB)")
+        try:
+            client.load(chunks or archive_chunks(rw, tags))
+        except EngineError as exc:
+            raise ImageArchiveError(f"docker load of the normalised {image_ref} failed: {exc}") from None
+        if client.find(engine_id) is None:
+            raise ImageArchiveError(f"docker load did not create {engine_id} for {image_ref}")
+        how = "loaded" if engine_id == rw.image_id else f"loaded (the engine shows it as {engine_id[7:19]})"
+    else:
+        how = "already present, tagged"
+    for t in tags:
+        client.tag(engine_id, t)
+    return how
 
 
-def normalise_image(client: DockerClient, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
+def normalise_image(client: Engine, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
                     base_ref: str | None = None, log: Callable[[str], None] = print,
                     progress: Callable[[str], None] | None = None, steps: list[str] | None = None,
                     index_dir: Path | None = None) -> str:
@@ -359,15 +336,13 @@ def normalise_image(client: DockerClient, image_ref: str, *, epoch: int, tags: l
     steps: the image's own instructions as its Dockerfile words them (history.stage_steps), so
     that its history reads the same whichever builder ran them.
     image_ref itself is left as it is (its tags move when tags name them)."""
-    import docker.errors  # docker-py (0.17 s) loads at the first engine call
-
     started = time.monotonic()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="repro-", dir=workdir))
     try:
         log(f"normalise {image_ref}: epoch {epoch} ({iso_utc(epoch)})")
-        info = client.api.inspect_image(image_ref)
+        info = client.inspect(image_ref)
         inherited = inherited_layers(client, image_ref, base_ref)
         if inherited:
             log(f"  {inherited} layer(s) of the base {base_ref} passed through")
@@ -384,7 +359,7 @@ def normalise_image(client: DockerClient, image_ref: str, *, epoch: int, tags: l
             f"read {meter.done / 1e6:,.0f} MB from the {source}; "
             f"read+rewrite {rewritten - started:.1f}s, load {time.monotonic() - rewritten:.1f}s)")
         return rw.image_id
-    except docker.errors.APIError as exc:
+    except EngineError as exc:
         raise ImageArchiveError(f"normalise {image_ref}: the engine refused: {exc}") from None
     except OSError as exc:      # a write to an open layer file names no path: "No space left" says where
         if exc.errno is not None and exc.filename is None:

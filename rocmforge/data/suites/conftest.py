@@ -17,7 +17,8 @@ import pytest
 
 from rocmforge.resolve import lockfile
 from rocmforge.host.container import TrackedContainer, host_gpu_access
-from rocmforge.shared.errors import UserError
+from rocmforge.host import engines
+from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.resolve.image_packages import expected_packages
 from rocmforge.define.matrix import load_matrix
 from rocmforge.shared import packagedata
@@ -58,16 +59,20 @@ def not_gpu_verified(reason: str):
     pytest.skip(f"{NOT_GPU_VERIFIED}: {reason}")
 
 
+class InspectedImage:
+    """The image under test as the engine inspects it."""
+
+    def __init__(self, attrs: dict):
+        self.attrs, self.id = attrs, attrs["Id"]
+        self.labels: dict[str, str] = (attrs.get("Config") or {}).get("Labels") or {}
+
+
 @pytest.fixture(scope="session")
 def client():
-    import docker
-
     try:
-        c = docker.from_env(timeout=600)
-        c.ping()
-    except Exception as exc:
+        return engines.connect(timeout=600, check=False)
+    except BuildError as exc:
         pytest.fail(f"Docker engine not reachable: {exc}")
-    return c
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +85,7 @@ def image_ref(request):
 
 @pytest.fixture(scope="session")
 def image(client, image_ref):
-    return client.images.get(image_ref)
+    return InspectedImage(client.inspect(image_ref))
 
 
 @pytest.fixture(scope="session")
@@ -169,11 +174,10 @@ def registry_base_image(client, image: str, digest: str, image_id: str | None = 
     A manifest digest names the same image under any repository, so a base pulled through a mirror
     (stored under the mirror's name) is found by its digest alone."""
     for ref in filter(None, (image_id, digest and f"{image}@{digest}")):
-        try:
-            return client.images.get(ref).id
-        except Exception:  # noqa: BLE001 - absent under this name: try the next
-            continue
-    for img in client.api.images(all=False) if digest else ():
+        shown = client.shown_id(ref)
+        if shown:
+            return shown
+    for img in client.list_images() if digest else ():
         if any(d.endswith("@" + digest) for d in img.get("RepoDigests") or ()):
             return img["Id"]
     return None

@@ -267,7 +267,7 @@ def _base_config(client, plan, name: str, matrix_path: Path, variant=()) -> dict
     found = tp.registry_base and registry_base_image(client, tp.registry_base.image, tp.registry_base.digest,
                                                      locked.image_id)
     if found:
-        return client.images.get(found).attrs["Config"] or {}
+        return client.inspect(found)["Config"] or {}
     pytest.fail(f"target {name}: its registry base {refs[1] or refs[0] or tp.stack} (pinned in matrix.lock) is not on this "
                 "engine, so the config it gives the image cannot be known: pull it, or build the target here",
                 pytrace=False)
@@ -329,7 +329,7 @@ def stored_config(client, image, expected: dict) -> dict:
     image ID, the config's digest, is the same as Docker's, so the document holds it)."""
     have = dict(image.attrs.get("Config") or {})
     if "Shell" not in have and expected.get("Shell") not in EMPTY:
-        stored = imageid.config_from_export(client, image.id, imageid.image_id(client, image.id) or image.id)
+        stored = imageid.config_from_export(client.export(image.id), client.identity(image.id) or image.id)
         if stored is None:
             pytest.fail(f"the engine shows no Shell for {image.id[:19]} and its export holds no config document "
                         "with that digest: the field cannot be checked", pytrace=False)

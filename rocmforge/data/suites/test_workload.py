@@ -15,11 +15,9 @@ defaults)."""
 
 from __future__ import annotations
 
-import io
 import json
 import posixpath
 import re
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,24 +120,6 @@ def declared_settings(plan, target_name: str) -> tuple[list[SettingsFile], list[
     return list(found.values()), uncopied
 
 
-def read_in_image(container, path: str) -> bytes | None:
-    """The bytes of a regular file in the container, or None when there is nothing at path. Read
-    through the engine's archive API, so no program in the image stands between the file and us."""
-    import docker.errors
-
-    try:
-        stream, _ = container.container.get_archive(path)
-    except docker.errors.NotFound:
-        return None
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-        member = tar.next()
-        if member is None or not member.isfile():
-            what = "nothing" if member is None else ("a symlink to " + member.linkname if member.issym()
-                                                     else "a folder" if member.isdir() else "not a regular file")
-            raise ValueError(f"{what} where a settings file belongs")
-        return tar.extractfile(member).read()
-
-
 def parse_settings(name: str, data: bytes) -> Any:
     """A settings file's content the way its format reads it; ValueError naming the line."""
     text = data.decode("utf-8")
@@ -228,7 +208,7 @@ def test_settings_equal_the_matrix(request, container, settings_files, target_na
     for f in files:
         where = f"{f.path} (component {f.component} of target {f.target}, {matrix_name} {f.field})"
         try:
-            data = read_in_image(container, f.path)
+            data = container.read_file(f.path)
             if data is None:
                 problems.append(f"{where}: missing from the image")
                 continue

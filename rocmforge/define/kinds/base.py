@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 from rocmforge.define.schema import Strict
 
 if TYPE_CHECKING:
+    from rocmforge.host.engines import Engine
     from rocmforge.define.lockschema import Lock
     from rocmforge.define.schema import Stack, Target, TorchPin
     from rocmforge.shared.yamlsrc import SourceMap
@@ -45,7 +46,7 @@ class LockOutcome(Protocol):
 class LockContext(Protocol):
     """What a component's lock entries resolve and check with; resolve.lock.LockRun provides it.
     Declared here so that kinds name it without importing the resolve stage, which imports them."""
-    client: Any                 # a docker.DockerClient
+    client: Engine
     matrix: MatrixView
     names: list[str]            # the targets the run covers, in build order
     lock: Lock                  # the lock being written (resolve) or read (check)

@@ -102,6 +102,9 @@ class ContentStore:
             return None
         return data if hashlib.sha256(data).hexdigest() == hexpart else None
 
+    def describe(self) -> str:
+        return "containerd content store"
+
     def config(self, image_id: str) -> bytes | None:
         """The image's config bytes, read through its manifest (image_id: the manifest's digest, as
         the containerd store names images); None when either is missing or not what it claims."""

@@ -21,13 +21,9 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, TYPE_CHECKING
+from typing import Iterator
 
-from rocmforge.host import engineinfo
 from rocmforge.shared.streams import CHUNK_SIZE
-
-if TYPE_CHECKING:
-    from docker import DockerClient
 
 
 def chain_ids(diff_ids: list[str]) -> list[str]:
@@ -86,17 +82,15 @@ class LayerStore:
         self.imagedb = root / "image" / "overlay2" / "imagedb" / "content" / "sha256"
 
     @classmethod
-    def of(cls, client: DockerClient) -> "LayerStore | None":
-        """The engine's store when this process can read it, else None."""
-        try:
-            info = client.info()
-        except Exception:  # noqa: BLE001 - any failure means: use docker save
-            return None
-        root = engineinfo.store_root(client)
-        if info.get("Driver") != "overlay2" or root is None:
+    def of(cls, root: Path | None, driver: str) -> "LayerStore | None":
+        """The store under the engine data root when it is overlay2 and this process can read it."""
+        if driver != "overlay2" or root is None:
             return None
         store = cls(root)
         return store if os.access(store.layerdb, os.R_OK | os.X_OK) else None
+
+    def describe(self) -> str:
+        return "the engine's overlay2 store"
 
     def config(self, image_id: str) -> bytes | None:
         """The image's config bytes, or None when they are not here (or are not what image_id names)."""

@@ -1,0 +1,251 @@
+"""The engine boundary: everything rocmforge asks of a container engine, in one class.
+
+`Engine` talks to the engine's Docker-compatible API (Docker Engine 20.10+, podman's compatible
+service) and is the only place outside `host/` that an engine is reached through; the rest of the
+code holds an `Engine` and never a docker-py object, a docker-py error or a store's name. What
+differs between image stores (how an image is identified, where its layers can be read without an
+export, what a load must contain) is a subclass in `host/engines.py`, one per store. A builder other
+than the engine's own (BuildKit) would replace `build`, the one method that runs a build.
+
+docker-py is imported by the methods that use it (0.17 s), so commands that never reach an engine
+do not pay for it."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
+
+from rocmforge.host import engineinfo
+from rocmforge.shared.errors import BuildError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+    from rocmforge.host.contentstore import ContentStore
+    from rocmforge.host.layerstore import LayerStore
+
+
+class EngineError(BuildError):
+    """The engine refused or failed a request (exit 1); the message is the engine's."""
+
+
+class ImageMissing(EngineError):
+    """The engine holds no image (or container) by that name."""
+
+
+class DiskSpace(NamedTuple):
+    path: str            # the engine's data root
+    free_bytes: int
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """docker-py's and requests' errors as this module's: callers never import docker."""
+    import docker.errors  # docker-py (0.17 s) loads at the first engine call
+    import requests.exceptions  # comes with docker-py, loaded with it
+
+    try:
+        yield
+    except docker.errors.NotFound as exc:
+        raise ImageMissing(str(getattr(exc, "explanation", None) or exc)) from None
+    except docker.errors.DockerException as exc:
+        raise EngineError(str(getattr(exc, "explanation", None) or exc)) from None
+    except requests.exceptions.RequestException as exc:
+        raise EngineError(str(exc)) from None
+
+
+def _streamed(chunks: Iterable) -> Iterator:
+    with translated():
+        yield from chunks
+
+
+class Engine:
+    """rocmforge's client of one engine. Images are named by reference (a tag, an ID as the engine
+    shows it, name@digest); `identity` is what rocmforge calls an image's ID on every store."""
+
+    # How a store wants a normalised image loaded (see host/engines.py for each store's reasons).
+    loads_by_manifest = False         # the image is known by the manifest rocmforge writes
+    loads_added_layers_only = True    # a load may leave out layers the engine already holds
+
+    def __init__(self, client: DockerClient, described: engineinfo.EngineInfo):
+        self.docker = client          # host/ only: the docker-py client behind this engine
+        self.described = described
+
+    # --- the engine itself ------------------------------------------------------------------
+
+    def require(self) -> engineinfo.EngineInfo:
+        """The engine's description; a UserError naming what rocmforge lacks on it."""
+        return engineinfo.require_usable(self.described)
+
+    def version(self) -> dict:
+        with translated():
+            return self.docker.version() or {}
+
+    def system_info(self) -> dict:
+        with translated():
+            return self.docker.info() or {}
+
+    def ping(self) -> None:
+        with translated():
+            self.docker.ping()
+
+    def data_root(self) -> Path | None:
+        """Where this process reads the engine's data root; None when it cannot (engineinfo.store_root)."""
+        return engineinfo.store_root(self.docker)
+
+    def free_disk(self) -> DiskSpace | None:
+        """The engine's data root and the bytes free there when the engine runs on this host."""
+        root = self.system_info().get("DockerRootDir")
+        try:
+            return DiskSpace(root, shutil.disk_usage(root).free) if root else None
+        except OSError:
+            return None
+
+    # --- images ------------------------------------------------------------------------------
+
+    def inspect(self, ref: str) -> dict:
+        """The engine's inspect document of the image; ImageMissing when there is none."""
+        with translated():
+            return self.docker.api.inspect_image(ref)
+
+    def find(self, ref: str) -> dict | None:
+        """inspect, or None when ref names no image."""
+        try:
+            return self.inspect(ref)
+        except ImageMissing:
+            return None
+
+    def identity(self, ref: str) -> str | None:
+        """The image's config digest (the same on every store); None when ref names no image."""
+        found = self.find(ref)
+        return found and found["Id"]
+
+    def shown_id(self, ref: str) -> str | None:
+        """The ID the engine itself shows and accepts for the image (the manifest digest on a store
+        that knows images by manifest); None when ref names no image."""
+        found = self.find(ref)
+        return found and found["Id"]
+
+    def manifest_digest(self, ref: str) -> str | None:
+        """The manifest digest the engine knows the image by; None where the store does not."""
+        return None
+
+    def labels(self, ref: str) -> dict[str, str]:
+        return (self.inspect(ref).get("Config") or {}).get("Labels") or {}
+
+    def list_images(self, *, label: str | None = None, dangling: bool | None = None) -> list[dict]:
+        """The engine's image list (tagged images, or dangling ones), each with Id, RepoTags, Size, Labels."""
+        filters: dict = {}
+        if label:
+            filters["label"] = label
+        if dangling is not None:
+            filters["dangling"] = dangling
+        with translated():
+            return self.docker.api.images(all=False, filters=filters or None)
+
+    def image_ids(self) -> set[str]:
+        """Every image the engine holds, intermediate ones too, by the ID it shows."""
+        with translated():
+            return set(self.docker.api.images(all=True, quiet=True))
+
+    def tags(self) -> set[str]:
+        return {t for img in self.list_images() for t in img.get("RepoTags") or []}
+
+    def tag(self, source: str, ref: str) -> None:
+        """Tags the image source as ref (repository[:tag], tag defaulting to latest)."""
+        from docker.utils import parse_repository_tag  # docker-py (0.17 s) loads at the first engine call
+
+        repo, tag = parse_repository_tag(ref)
+        with translated():
+            self.docker.api.tag(source, repo, tag or "latest")
+
+    def untag(self, ref: str) -> None:
+        """Removes the tag ref only: the image and its parents stay."""
+        with translated():
+            self.docker.api.remove_image(ref, noprune=True)
+
+    def remove_image(self, ref: str, *, force: bool = False) -> None:
+        """Removes the image (with the untagged parents only it uses); an image in use stays unless force."""
+        with translated():
+            self.docker.api.remove_image(ref, force=force, noprune=False)
+
+    def export(self, ref: str) -> Iterator[bytes]:
+        """`docker save` of the image, as chunks."""
+        with translated():
+            chunks = self.docker.api.get_image(ref)
+        return _streamed(chunks)
+
+    def load(self, chunks: Iterable[bytes]) -> None:
+        """`docker load` of an archive; EngineError with the engine's message when it refuses."""
+        with translated():
+            for msg in self.docker.api.load_image(chunks):
+                if isinstance(msg, dict) and (msg.get("error") or msg.get("errorDetail")):
+                    raise EngineError(str(msg.get("error") or msg["errorDetail"]))
+
+    def layer_reader(self, image_id: str) -> LayerStore | ContentStore | None:
+        """Where this process reads the image's layers without an export; None: export them."""
+        return None
+
+    def unreadable(self) -> str:
+        """Why layer_reader gave None, for the log."""
+        root = self.data_root()
+        return (f"the engine's store is not readable here (data root {root or 'not reported'}; set "
+                f"${engineinfo.ROOT_ENV} to where this host sees it)")
+
+    def remember_manifest(self, manifest: bytes) -> str:
+        """The ID the engine will show for an image loaded by this manifest."""
+        raise NotImplementedError("only a store that loads by manifest names images by it")
+
+    # --- the builder -------------------------------------------------------------------------
+
+    def build(self, context: Iterable[bytes] | object, *, tag: str, labels: dict[str, str],
+              buildargs: dict[str, str], nocache: bool) -> Iterator[dict]:
+        """Runs the engine's own builder on a tar context; the decoded progress stream."""
+        with translated():
+            stream = self.docker.api.build(fileobj=context, custom_context=True, tag=tag, labels=labels,
+                                           buildargs=buildargs, rm=True, forcerm=True, nocache=nocache,
+                                           pull=False, decode=True)
+        return _streamed(stream)
+
+    # --- containers --------------------------------------------------------------------------
+
+    def list_containers(self, *, ancestor: str | None = None, label: str | None = None) -> list[dict]:
+        """Every container (running or not), each with Id and ImageID."""
+        filters = {k: v for k, v in (("ancestor", ancestor), ("label", label)) if v}
+        with translated():
+            return self.docker.api.containers(all=True, filters=filters or None)
+
+    def kill_if_running(self, container_id: str) -> bool:
+        """Kills the container when it runs; whether it did. A container gone already is not an error."""
+        try:
+            with translated():
+                if self.docker.api.inspect_container(container_id)["State"]["Running"]:
+                    self.docker.api.kill(container_id)
+                    return True
+        except EngineError:
+            pass
+        return False
+
+    def remove_container(self, container_id: str) -> None:
+        with translated():
+            self.docker.api.remove_container(container_id, force=True)
+
+    # --- registries --------------------------------------------------------------------------
+
+    def push(self, repository: str, tag: str) -> Iterator[dict]:
+        """`docker push repository:tag`; the decoded progress stream."""
+        with translated():
+            stream = self.docker.api.push(repository, tag=tag, stream=True, decode=True)
+        return _streamed(stream)
+
+    def pull(self, repository: str, reference: str) -> Iterator[dict]:
+        """`docker pull repository:tag` or `repository@digest` (reference a digest); the progress stream."""
+        with translated():
+            stream = self.docker.api.pull(repository, tag=reference, stream=True, decode=True)
+        return _streamed(stream)
+
+    def registry_config(self) -> dict:
+        """The engine's RegistryConfig: which registries it reaches over plain HTTP."""
+        return self.system_info().get("RegistryConfig") or {}

@@ -1,0 +1,91 @@
+"""One `Engine` per image store, and the one place a connection to an engine is made.
+
+The stores differ where rocmforge reads and writes images:
+
+* the classic graph-driver store (Docker's overlay2 and other drivers): the image ID is the config
+  digest; the layers are read from the overlay2 store (layerstore) when this host sees it; a load
+  may hold only the layers the engine lacks;
+* Docker's containerd image store (Docker 29's default): the engine shows the manifest digest as
+  the image ID, so the config digest is read from the manifest; the layers are read from the
+  containerd content store (contentstore); an image is loaded as an OCI layout whose manifest
+  rocmforge writes;
+* podman: the image ID is the config digest; its storage is not read (the README says what that
+  costs), and a load must hold every layer of the image."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocmforge.host import engineinfo, imageid
+from rocmforge.host.contentstore import ContentStore
+from rocmforge.host.enginebase import DiskSpace, Engine, EngineError, ImageMissing, translated
+from rocmforge.host.layerstore import LayerStore
+from rocmforge.shared.errors import BuildError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+__all__ = ["DiskSpace", "Engine", "EngineError", "ImageMissing", "connect", "wrap"]
+
+
+class GraphDriverEngine(Engine):
+    def layer_reader(self, image_id: str) -> LayerStore | None:
+        return LayerStore.of(self.data_root(), self.described.driver)
+
+
+class ContainerdEngine(Engine):
+    loads_by_manifest = True
+
+    def identity(self, ref: str) -> str | None:
+        shown = self.shown_id(ref)
+        if shown is None:
+            return None
+        return imageid.from_cache(shown) or imageid.from_export(self.export(ref), shown) or shown
+
+    def manifest_digest(self, ref: str) -> str | None:
+        return self.shown_id(ref)
+
+    def layer_reader(self, image_id: str) -> ContentStore | None:
+        root = self.data_root()
+        return ContentStore.of(root, image_id) if root is not None else None
+
+    def unreadable(self) -> str:
+        return "the containerd content store is not readable here: " + super().unreadable()
+
+    def remember_manifest(self, manifest: bytes) -> str:
+        return imageid.remember(manifest)
+
+
+class PodmanEngine(Engine):
+    loads_added_layers_only = False
+
+    def unreadable(self) -> str:
+        return "podman storage is not read by rocmforge"
+
+
+_BY_STORE = {engineinfo.GRAPHDRIVER: GraphDriverEngine, engineinfo.CONTAINERD: ContainerdEngine,
+             engineinfo.PODMAN: PodmanEngine}
+
+
+def wrap(client: DockerClient) -> Engine:
+    """The Engine of a docker-py client (one made here, or a test's own)."""
+    with translated():
+        described = engineinfo.read(client)
+    return _BY_STORE[described.store](client, described)
+
+
+def connect(timeout: int = 600, *, base_url: str | None = None, check: bool = True) -> Engine:
+    """The engine of DOCKER_HOST (or base_url), reachable; BuildError (exit 1) naming how to start
+    it when not. check: also a UserError when rocmforge cannot work with it (engineinfo.problem)."""
+    import docker  # docker-py (0.17 s) loads at the first engine call
+
+    try:
+        client = docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else \
+            docker.from_env(timeout=timeout)
+        client.ping()
+        engine = wrap(client)
+    except (docker.errors.DockerException, OSError, EngineError) as exc:
+        raise BuildError(f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST") from None
+    if check:
+        engine.require()
+    return engine
