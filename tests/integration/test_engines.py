@@ -10,6 +10,7 @@ every engine alike, and every other check passes or skips alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -196,3 +197,66 @@ def test_the_containerd_store_is_read_directly_and_docker_save_is_only_the_annou
                        for ln in lines), lines
             assert any("MB from the docker save" in ln for ln in lines), lines
     assert seen[True] == seen[False] == host_identity[0][0]
+
+
+def _record_passed(matrix, state, image_id: str) -> None:
+    """The record `build.py test` writes where the suites pass. The probe carries no GEMM backend
+    and no GPU code, so its own run fails those two suites by design (the module doc); push's
+    refusal of an image that did not pass is test_publish's. Here the subject is the store."""
+    from rocmforge.render.plan import load_plan
+    from rocmforge.verify import suites as suite_runs
+
+    tp = load_plan(matrix).targets[TARGET]
+    data = {"image": tp.content_tag, "image_id": image_id, "target": TARGET, "ok": True,
+            "suites": {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITES},
+            **dataclasses.asdict(suite_runs.judged_against(matrix, TARGET, tp.content_hash))}
+    suite_runs.record(state, suite_runs.SuitesReport.from_json(data))
+
+
+def _rocmforge_tags(client) -> list[str]:
+    return sorted(t for img in client.api.images() for t in img.get("RepoTags") or []
+                  if f"rocmforge/{TARGET}:" in t or f"rocmforge-cache/{TARGET}" in t)
+
+
+@pytest.mark.parametrize("other_engine", ["docker28-containerd", "podman5"], indirect=True)
+def test_push_pull_and_the_registry_cache_through_the_cli(host_identity, other_engine, tmp_path):
+    """What users type, on the containerd store and on podman: `push` publishes the built image to a
+    registry, `pull` on an engine that lost it brings back the same image under its tags, and a
+    build with `--cache-registry` stores it there; after `clean`, a build in a fresh state folder
+    takes it from the cache, running no build step. One image ID throughout: the host's."""
+    from tests import local_registry
+
+    matrix = _probe_project(tmp_path)
+    env, client, want = other_engine.env(), other_engine.client(), host_identity[0][0]
+    with local_registry.serve(host=other_engine.gateway, port=other_engine.registry_port) as registry:
+        args = ("--matrix", str(matrix), "--state-dir", str(tmp_path / "state"))
+        _build(matrix, tmp_path / "state", env=env)
+        _record_passed(matrix, tmp_path / "state", want)
+        proc = run_cli(*args, "push", "--target", TARGET, "--registry", f"{registry}/rfe", env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        record = json.loads((tmp_path / "published" / f"{TARGET}.json").read_text())
+        assert record["image_id"] == want
+
+        proc = run_cli(*args, "clean", "--target", TARGET, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert _rocmforge_tags(client) == []
+        proc = run_cli(*args, "pull", "--target", TARGET, env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        pulled = [f"rocmforge/{TARGET}:{t}" for t in record["tags"]]
+        assert [client.identity(ref) for ref in pulled] == [want] * len(pulled)
+
+        cache = ("--cache-registry", f"{registry}/rfe-cache")
+        proc = run_cli(*args, "clean", "--target", TARGET, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        proc = run_cli(*args, "build", "--target", TARGET, *cache, env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        assert f"stored {TARGET} in the cache {registry}/rfe-cache/" in proc.stdout + proc.stderr
+        proc = run_cli(*args, "clean", "--target", TARGET, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        fresh = ("--matrix", str(matrix), "--state-dir", str(tmp_path / "fresh-state"))
+        proc = run_cli(*fresh, "build", "--target", TARGET, *cache, env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        out = proc.stdout + proc.stderr
+        assert "from cache" in out and "no build step run" in out and "Step 1/" not in out, out[-3000:]
+        assert client.identity(_content_tag(matrix)) == want
+        run_cli(*fresh, "clean", "--target", TARGET, env=env)
