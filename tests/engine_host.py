@@ -280,8 +280,8 @@ class RunningEngine:
         with a host volume would say), so rocmforge reads the layers a build added from its store;
         without, the engine is as remote and `docker save` is taken."""
         env = {"DOCKER_HOST": self.docker_host}
-        if store_visible and ENGINES[self.name].kind == "docker":
-            env[ENGINE_ROOT_ENV] = str(self.host_dir / "data")
+        if store_visible:   # podman's graphroot is storage/ in its data root (PODMAN_STORAGE_CONF)
+            env[ENGINE_ROOT_ENV] = str(self.host_dir / "data" / ("storage" if ENGINES[self.name].kind == "podman" else ""))
         return env
 
     def log_tail(self, lines: int = 30) -> str:

@@ -13,6 +13,7 @@ do not pay for it."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from rocmforge.host.contentstore import ContentStore
     from rocmforge.host.layerstore import LayerStore
+    from rocmforge.host.podmanstore import PodmanStore
 
 
 class EngineError(BuildError):
@@ -66,8 +68,10 @@ class Engine:
     shows it, name@digest); `identity` is what rocmforge calls an image's ID on every store."""
 
     # How a store wants a normalised image loaded (see host/engines.py for each store's reasons).
-    loads_by_manifest = False         # the image is known by the manifest rocmforge writes
-    loads_added_layers_only = True    # a load may leave out layers the engine already holds
+    loads_by_manifest = False         # the image is known by the manifest rocmforge writes: an OCI layout
+    loads_partial_layouts = False     # an OCI layout may leave out the blobs of layers the engine holds
+    loads_added_layers_only = True    # a docker-archive may leave out layers the engine already holds
+    store_name = "the engine's store"
 
     def __init__(self, client: DockerClient, described: engineinfo.EngineInfo):
         self.docker = client          # host/ only: the docker-py client behind this engine
@@ -184,19 +188,20 @@ class Engine:
                 if isinstance(msg, dict) and (msg.get("error") or msg.get("errorDetail")):
                     raise EngineError(str(msg.get("error") or msg["errorDetail"]))
 
-    def layer_reader(self, image_id: str) -> LayerStore | ContentStore | None:
+    def layer_reader(self, image_id: str) -> LayerStore | ContentStore | PodmanStore | None:
         """Where this process reads the image's layers without an export; None: export them."""
         return None
 
     def unreadable(self) -> str:
         """Why layer_reader gave None, for the log."""
         root = self.data_root()
-        return (f"the engine's store is not readable here (data root {root or 'not reported'}; set "
+        return (f"{self.store_name} is not readable here (data root {root or 'not reported'}; set "
                 f"${engineinfo.ROOT_ENV} to where this host sees it)")
 
     def remember_manifest(self, manifest: bytes) -> str:
-        """The ID the engine will show for an image loaded by this manifest."""
-        raise NotImplementedError("only a store that loads by manifest names images by it")
+        """The ID the engine will show for an image loaded by this manifest: its config's digest,
+        unless the store names images by their manifest."""
+        return json.loads(manifest)["config"]["digest"]
 
     # --- the builder -------------------------------------------------------------------------
 

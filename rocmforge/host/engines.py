@@ -9,8 +9,9 @@ The stores differ where rocmforge reads and writes images:
   the image ID, so the config digest is read from the manifest; the layers are read from the
   containerd content store (contentstore); an image is loaded as an OCI layout whose manifest
   rocmforge writes;
-* podman: the image ID is the config digest; its storage is not read (the README says what that
-  costs), and a load must hold every layer of the image."""
+* podman: the image ID is the config digest; the layers are read from its overlay storage
+  (podmanstore); a docker-archive must hold every layer of the image, but an OCI layout may leave
+  out the blobs of layers the storage holds, so with the storage read only the added layers travel."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from rocmforge.host import engineinfo, imageid
 from rocmforge.host.contentstore import ContentStore
 from rocmforge.host.enginebase import DiskSpace, Engine, EngineError, ImageMissing, translated
 from rocmforge.host.layerstore import LayerStore
+from rocmforge.host.podmanstore import PodmanStore
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ class GraphDriverEngine(Engine):
 
 class ContainerdEngine(Engine):
     loads_by_manifest = True
+    loads_partial_layouts = True
+    store_name = "the containerd content store"
 
     def identity(self, ref: str) -> str | None:
         shown = self.shown_id(ref)
@@ -49,18 +53,17 @@ class ContainerdEngine(Engine):
         root = self.data_root()
         return ContentStore.of(root, image_id) if root is not None else None
 
-    def unreadable(self) -> str:
-        return "the containerd content store is not readable here: " + super().unreadable()
-
     def remember_manifest(self, manifest: bytes) -> str:
         return imageid.remember(manifest)
 
 
 class PodmanEngine(Engine):
+    loads_partial_layouts = True
     loads_added_layers_only = False
+    store_name = "podman storage"
 
-    def unreadable(self) -> str:
-        return "podman storage is not read by rocmforge"
+    def layer_reader(self, image_id: str) -> PodmanStore | None:
+        return PodmanStore.of(self.data_root(), self.described.driver)
 
 
 _BY_STORE = {engineinfo.GRAPHDRIVER: GraphDriverEngine, engineinfo.CONTAINERD: ContainerdEngine,

@@ -168,13 +168,15 @@ def _normalise_lines(state, name: str = TARGET) -> list[str]:
             if ln.startswith("normalise ") and " MB from the " in ln or "reading the whole image" in ln]
 
 
-@pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
-def test_the_containerd_store_is_read_directly_and_docker_save_is_only_the_announced_fallback(
-        host_identity, other_engine, project, tmp_path):
+@pytest.mark.parametrize("other_engine, store", [("docker28-containerd", "containerd content store"),
+                                                  ("podman5", "podman storage")], indirect=["other_engine"])
+def test_the_store_is_read_directly_and_docker_save_is_only_the_announced_fallback(
+        host_identity, other_engine, store, project, tmp_path):
     """Where this host sees the engine's data root, the layers the build added are read from the
-    containerd content store (gzip blobs the builder committed, each checked against its diff ID);
-    where it does not (a remote engine), `docker save` is taken and the log says why. One image ID
-    either way, the host's."""
+    engine's store (the containerd content store: gzip blobs the builder committed; podman's
+    overlay storage: each layer's files and tar-split records), each checked against its diff ID,
+    and only they are loaded back; where it does not (a remote engine), `docker save` is taken and
+    the log says why. One image ID either way, the host's."""
     client = other_engine.client()
     tag = _content_tag(project)
     seen = {}
@@ -190,7 +192,7 @@ def test_the_containerd_store_is_read_directly_and_docker_save_is_only_the_annou
         print(f"store visible={visible}:", *lines, sep="\n  ")
         seen[visible] = client.identity(tag)
         if visible:
-            assert any("MB from the containerd content store" in ln for ln in lines), lines
+            assert any(f"MB from the {store}" in ln for ln in lines), lines
             assert not any("reading the whole image" in ln for ln in lines), lines
         else:
             assert any("reading the whole image with docker save" in ln and "ROCMFORGE_ENGINE_ROOT" in ln

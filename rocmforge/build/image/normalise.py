@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rocmforge.host.contentstore import ContentStore
     from rocmforge.host.engines import Engine
     from rocmforge.host.layerstore import LayerStore
+    from rocmforge.host.podmanstore import PodmanStore
 
 
 class ReadMeter:
@@ -215,8 +216,8 @@ def rewrite_archive(source, workdir: Path, *, epoch: int, log: Callable[[str], N
     return rw
 
 
-def rewrite_from_store(store: LayerStore | ContentStore, image_id: str, workdir: Path, *, epoch: int, inherited: int,
-                       log: Callable[[str], None], meter: ReadMeter | None = None,
+def rewrite_from_store(store: LayerStore | ContentStore | PodmanStore, image_id: str, workdir: Path, *,
+                       epoch: int, inherited: int, log: Callable[[str], None], meter: ReadMeter | None = None,
                        index_dir: Path | None = None) -> RewrittenImage | None:
     """The same result as rewrite_archive, reading only the layers the image adds from the engine's
     store (and the base's, once, when index_dir holds no lower index of it). None when the store
@@ -257,7 +258,7 @@ def rewrite_from_store(store: LayerStore | ContentStore, image_id: str, workdir:
         return None
     for i, layer in enumerate(layers):
         log(_layer_note(results[inherited + i], layer.size, took[i] + seconds.get(inherited + i, 0.0)))
-    # The containerd store loads the image by a manifest naming the base's blobs as its own does.
+    # An OCI layout names the base's layers as the store describes them (containerd: its blobs).
     return _finish(config, results, files, epoch, source_layers=getattr(store, "manifest", {}).get("layers"))
 
 
@@ -296,13 +297,15 @@ def _rewrite(client: Engine, image_ref: str, info: dict, tmp: Path, *, epoch: in
 def _load(client: Engine, rw: RewrittenImage, image_ref: str, tags: list[str],
           progress: Callable[[str], None] | None) -> str:
     """Puts rw on the engine under tags; says how (an identical image may be there already). A
-    store that knows an image by its manifest gets it as an OCI layout with the manifest written
-    here (ociload)."""
+    store that knows an image by its manifest, or that takes a layout without the layers it holds
+    when the base's layers were described from its store, gets it as an OCI layout with the
+    manifest written here (ociload)."""
     engine_id, chunks = rw.image_id, None
-    if client.loads_by_manifest:
+    if client.loads_by_manifest or client.loads_partial_layouts and rw.source_layers:
         manifest = ociload.manifest(rw, rw.source_layers or [])
         engine_id = client.remember_manifest(manifest)
-        chunks = ociload.layout_chunks(rw, manifest, engine_id, tags[0] if tags else None)
+        # named in the layout only where the store needs it (an unnamed image there is collected)
+        chunks = ociload.layout_chunks(rw, manifest, tags[0] if tags and client.loads_by_manifest else None)
     if client.find(engine_id) is None:
         if progress:
             progress(f"loading the normalised image ({sum(size for _, _, size in rw.layers) / 1e6:,.0f} MB)")

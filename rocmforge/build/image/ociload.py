@@ -9,6 +9,7 @@ normalised layers travel, uncompressed (no compressor's version can change a dig
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Iterator
 
@@ -54,8 +55,9 @@ def full_name(ref: str) -> str:
     return f"{name}:{tag}"
 
 
-def layout_chunks(rw: RewrittenImage, manifest_bytes: bytes, manifest_digest: str, name: str | None) -> Iterator[bytes]:
+def layout_chunks(rw: RewrittenImage, manifest_bytes: bytes, name: str | None) -> Iterator[bytes]:
     """The OCI layout (as a tar, in chunks for `docker load`): config, manifest, added layers, index."""
+    manifest_digest = "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()
     yield small_member("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
     yield small_member(f"blobs/sha256/{rw.image_id[7:]}", rw.config)
     yield small_member(f"blobs/sha256/{manifest_digest[7:]}", manifest_bytes)
