@@ -13,8 +13,8 @@ first where missing. Every run uses fresh scratch targets and removes what it ma
 --engine NAME (repeatable; `all` = every one): `host` is the engine DOCKER_HOST names; the others
 are the engines of tests/engine_host.py, each started in a container on the host engine, the
 targets built on it, the cases and their baselines run against it, and it is removed afterwards.
-On the containerd store the cases run twice: with the store visible (read directly) and as a
-remote engine (the docker save fallback)."""
+On the containerd store and podman the cases run twice: with the store visible (read directly)
+and as a remote engine (the docker save fallback)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from rocmforge.resolve import lockfile
 from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
 from rocmforge.workflow.project import Project  # noqa: E402
-from tests import engine_host, local_registry  # noqa: E402
+from tests import engine_host, local_registry, observed  # noqa: E402
 from tests.conftest import copy_project  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
@@ -88,7 +88,7 @@ def inject(matrix: Path, name: str, step: str) -> None:
 def warm_docker_build(matrix: Path, target: str, change) -> float:
     """Builds the target's rendered context with plain `docker build` (cache warm), applies
     change(matrix) and times `docker build` of the changed context. Removes what it made."""
-    client = engine.connect()
+    client = observed.connect()   # the bench drives the engine itself, as a user would
     made: list[str] = []
 
     def context():   # the same files `build.py context` writes
@@ -161,7 +161,7 @@ def case_c(tmp: Path, where: dict) -> tuple[float, float, float, float]:
     reaches the host at its bridge gateway)."""
     from rocmforge.release import publish
 
-    client = engine.connect()
+    client = observed.connect()
     devel = load_plan(ROOT / "matrix.yaml").targets["hip-devel"].content_tag
     name, stack = f"small-{uuid.uuid4().hex[:8]}", f"registry-{uuid.uuid4().hex[:8]}"
     with local_registry.serve(**where) as host:
@@ -265,12 +265,11 @@ def bench_engine(name: str, cases: set[str], tmp: Path) -> None:
         print(f"== engine host: {engine.connect().described.describe()}", flush=True)
         run_cases(cases, tmp / "host", {})
         return
-    host_client = engine.connect()   # before pointed_at: the inner engine runs on the host's
+    host_client = observed.connect()   # before pointed_at: the inner engine runs on the host's
     with engine_host.running(host_client, name, workdir=tmp) as inner:
         registry = {"host": inner.gateway, "port": inner.registry_port}
-        modes = [("store visible" if inner.env().get(engine_host.ENGINE_ROOT_ENV)
-                  else "podman storage, read through docker save", inner.env())]
-        if inner.containerd_snapshotter:   # the store read directly, then as a remote engine would be
+        modes = [("store visible", inner.env())]
+        if inner.containerd_snapshotter or engine_host.ENGINES[name].kind == "podman":   # then as a remote engine
             modes.append(("store not visible: the docker save fallback", inner.env(store_visible=False)))
         for i, (mode, env) in enumerate(modes):
             with pointed_at(env):
