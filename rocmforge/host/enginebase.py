@@ -91,9 +91,10 @@ class Engine:
         with translated():
             return self.docker.info() or {}
 
-    def ping(self) -> None:
+    def ping(self) -> bool:
+        """True when the engine answers; EngineError when it does not."""
         with translated():
-            self.docker.ping()
+            return bool(self.docker.ping())
 
     def data_root(self) -> Path | None:
         """Where this process reads the engine's data root; None when it cannot (engineinfo.store_root)."""
