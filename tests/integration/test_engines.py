@@ -216,8 +216,12 @@ def _record_passed(matrix, state, image_id: str) -> None:
 
 
 def _rocmforge_tags(client) -> list[str]:
+    """This target's own tags (not its variant's: another test's build cache of that may stay)."""
+    from rocmforge.build.engine import short_name
+
+    ours = {f"rocmforge/{TARGET}", f"rocmforge-cache/{TARGET}"}
     return sorted(t for img in client.api.images() for t in img.get("RepoTags") or []
-                  if f"rocmforge/{TARGET}:" in t or f"rocmforge-cache/{TARGET}" in t)
+                  if short_name(t.rsplit(":", 1)[0]) in ours)
 
 
 @pytest.mark.parametrize("other_engine", ["docker28-containerd", "podman5"], indirect=True)
