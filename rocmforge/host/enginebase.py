@@ -123,9 +123,9 @@ class Engine:
             return None
 
     def identity(self, ref: str) -> str | None:
-        """The image's config digest (the same on every store); None when ref names no image."""
-        found = self.find(ref)
-        return found and found["Id"]
+        """The image's config digest (the same on every store); None when ref names no image. Here
+        the ID the engine shows; a store that shows another ID overrides this."""
+        return self.shown_id(ref)
 
     def shown_id(self, ref: str) -> str | None:
         """The ID the engine itself shows and accepts for the image (the manifest digest on a store

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import hashlib
 import io
 import json
 import tarfile
@@ -16,20 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocmforge.host.podmanstore import LAYER_TYPE, PodmanStore
-
-
-def sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def layer_tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), 0
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+from tests.unit.test_contentstore import _sha as sha, _tar as layer_tar
 
 
 def tar_split(raw: bytes) -> bytes:
