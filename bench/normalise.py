@@ -287,6 +287,8 @@ def main() -> int:
     names = ("host", *engine_host.ENGINES)
     parser.add_argument("--engine", choices=(*names, "all"), action="append",
                         help="run on this engine (repeatable; default host; all: every one)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each engine's scratch folder (matrices, state, build logs) and say where")
     args = parser.parse_args()
     cases = set(args.only or ("a", "b", "c"))
     chosen = names if "all" in (args.engine or ()) else tuple(dict.fromkeys(args.engine or ("host",)))
@@ -300,7 +302,10 @@ def main() -> int:
             failed.append(name)
             print(f"!! engine {name} failed: {type(exc).__name__}: {exc}", flush=True)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if args.keep:
+                print(f"-- kept {tmp}", flush=True)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
             print(f"-- engine {name}: {time.perf_counter() - started:.0f} s", flush=True)
     if failed:
         print(f"failed: {', '.join(failed)}")

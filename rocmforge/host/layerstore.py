@@ -90,7 +90,7 @@ class LayerStore:
         return store if os.access(store.layerdb, os.R_OK | os.X_OK) else None
 
     def describe(self) -> str:
-        return "the engine's overlay2 store"
+        return "engine's overlay2 store"
 
     def config(self, image_id: str) -> bytes | None:
         """The image's config bytes, or None when they are not here (or are not what image_id names)."""

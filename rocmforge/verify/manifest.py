@@ -9,41 +9,15 @@ import json
 import uuid
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rocmforge.define.kinds import GitSourceFetch
 from rocmforge.define.lockschema import Lock
 from rocmforge.host import aptmirror
-from rocmforge.host.container import TrackedContainer
 from rocmforge.render import archprune
 from rocmforge.define.matrix import variant_suffix
 from rocmforge.render.plan import TargetPlan
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
-
-if TYPE_CHECKING:
-    from rocmforge.host.engines import Engine
-
-PY_INVENTORY = ("import importlib.metadata as m, json; "
-                "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
-                "if d.metadata['Name']})))")
-
-
-def inventory(client: Engine, image: str) -> dict:
-    """dpkg and Python packages installed in the image (one throw-away container)."""
-    with TrackedContainer(client, image) as tc:
-        r = tc.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"])
-        dpkg = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line) if r.rc == 0 else {}
-        python = {}
-        for exe in ("/opt/rocmforge/venv/bin/python", "python3"):
-            r = tc.exec([exe, "-c", PY_INVENTORY])
-            if r.rc == 0:
-                python = {name: version for name, version in json.loads(r.stdout)}
-                break
-        r = tc.exec(["sh", "-c", archprune.READ_RECORDS])
-        prune_records = archprune.parse_records(r.stdout) if r.rc == 0 else []
-    return {"dpkg": dict(sorted(dpkg.items())), "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower())),
-            "prune_records": prune_records}
 
 
 def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: Lock, suites: dict | None,
@@ -69,11 +43,15 @@ def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: Lock, suites: 
     }
 
 
+# Imported only for the SBOM (0.11 s); a build loads them while the engine builds.
+SBOM_LIBRARIES = ("cyclonedx.model.bom", "cyclonedx.model.component", "cyclonedx.output.json", "packageurl")
+
+
 def make_sbom(manifest: dict) -> str:
-    from cyclonedx.model.bom import Bom  # cyclonedx (0.11 s) only for the SBOM
-    from cyclonedx.model.component import Component, ComponentType  # cyclonedx (0.11 s) only for the SBOM
-    from cyclonedx.output.json import JsonV1Dot5  # cyclonedx (0.11 s) only for the SBOM
-    from packageurl import PackageURL  # with cyclonedx, only for the SBOM
+    from cyclonedx.model.bom import Bom  # SBOM_LIBRARIES: only for the SBOM
+    from cyclonedx.model.component import Component, ComponentType  # SBOM_LIBRARIES: only for the SBOM
+    from cyclonedx.output.json import JsonV1Dot5  # SBOM_LIBRARIES: only for the SBOM
+    from packageurl import PackageURL  # SBOM_LIBRARIES: only for the SBOM
 
     bom = Bom()
     content = json.dumps({k: manifest[k] for k in ("image_id", "dpkg", "python", "git")}, sort_keys=True)

@@ -19,9 +19,11 @@ from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
 from rocmforge.release import regcache
 from rocmforge.resolve import bootstrap
+from rocmforge.shared import background
+from rocmforge.shared.background import Background
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
-from rocmforge.verify import manifest, suites
+from rocmforge.verify import inventory, manifest, suites
 from rocmforge.workflow.project import Project, ca_bundle
 
 if TYPE_CHECKING:
@@ -51,6 +53,8 @@ class BuiltImage:
     made: list[str]
     build_s: float
     normalise_s: float
+    base: str | None = None                  # what its last stage starts FROM
+    added_paths: list[bytes] | None = None   # every name of the layers the build added
 
 
 class Progress:
@@ -91,13 +95,14 @@ class Pipeline:
     # -- the chain of a target ----------------------------------------------------------------
     def build(self, name: str) -> list[BuiltTarget]:
         """Build name and its prerequisites: each is taken from the engine, the cache registry or built."""
+        connecting = Background(engine.connect)   # the engine answers while the plan is made
         self.project.target(name)
         self.project.writable_state()
         tp = self.project.buildable_target(name)
         self.ca                  # a bad bundle, like a bad setting, is refused before anything is built
         buildcache.budget()
         cache = regcache.from_options(self.options.cache_registry, self.options.cache_readonly)
-        client = engine.connect()
+        client = connecting.result()
         order = self.plan.order([name])
         if cache and not engine.image_id(client, tp.content_tag):   # a hit needs none of its prerequisites
             order = [name] if self.from_cache(client, cache, tp) else order
@@ -134,7 +139,7 @@ class Pipeline:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 settled = pool.submit(buildcache.settle, client, self.project.state, name,
                                       engine.raw_tag(tp), built.made)
-                self.write_manifest(client, tp)
+                self.write_manifest(client, tp, built)
                 kept = settled.result()
         if cache and regcache.store(client, cache, tp, self.progress.warn):
             self.progress.line(f"  stored {name} in the cache {cache.where.repository(tp.name)}")
@@ -198,27 +203,29 @@ class Pipeline:
             status.update(f"{tp.name}: {text[:100]}")
             self.progress.line(f"  {text[:160]}", markup=False)
 
+        background.preload("rocmforge.build.image.normalise", *manifest.SBOM_LIBRARIES)   # needed after it
         raw = engine.build(client, tp, log_path=self.project.state / "logs" / f"{log_name}.log",
                            ca_bundle=self.ca, progress=step, extra_files=self.fetch_inputs(tp),
                            tag=raw_tag, nocache=nocache, made=made)
         built = time.monotonic()
         try:
             status.update(f"{tp.name}: normalising layers and config for a reproducible image ID")
-            image_id = self.normalise(client, tp, raw, tags, log_name,
-                                      progress=lambda msg: status.update(f"{tp.name}: {msg}"))
+            base = engine.final_base(client, tp)
+            done = self.normalise(client, tp, raw, tags, log_name, base,
+                                  progress=lambda msg: status.update(f"{tp.name}: {msg}"))
         except BaseException:
             kept = set(buildcache.recorded(self.project.state, tp.name))
             self.discard_raw(client, raw_tag, [m for m in made if m not in kept])
             raise
-        return BuiltImage(image_id, made, round(built - started, 1), round(time.monotonic() - built, 1))
+        return BuiltImage(done.image_id, made, round(built - started, 1), round(time.monotonic() - built, 1), base,
+                          done.added_paths)
 
     def normalise(self, client: Engine, tp: TargetPlan, raw_ref: str, tags: list[str], log_name: str,
-                  progress=None) -> str:
+                  base: str | None, progress=None) -> image.NormalisedImage:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
         return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
-                               tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
-                               base_ref=engine.final_base(client, tp), progress=progress,
-                               steps=engine.history_steps(tp))
+                                     tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
+                                     base_ref=base, progress=progress, steps=engine.history_steps(tp))
 
     @staticmethod
     def discard_raw(client: Engine, raw_tag: str, made: list[str]) -> None:
@@ -228,11 +235,13 @@ class Pipeline:
             pass
         engine.discard(client, made)
 
-    def write_manifest(self, client: Engine, tp: TargetPlan) -> Path:
+    def write_manifest(self, client: Engine, tp: TargetPlan, built: BuiltImage | None = None) -> Path:
+        """built: this run's build of tp, whose added layers may spare the inventory its container."""
         image_id = engine.image_id(client, tp.content_tag)
         rec = suites.recorded(self.project.state, image_id)
-        data = manifest.make_manifest(tp, image_id, manifest.inventory(client, tp.content_tag), self.project.lock(),
-                                      rec.statuses() if rec else None)
+        inv = inventory.inventory(client, tp.content_tag, base=built and built.base,
+                                  added_paths=built and built.added_paths, log=self.project.log(tp.key))
+        data = manifest.make_manifest(tp, image_id, inv, self.project.lock(), rec.statuses() if rec else None)
         data["source_revision"] = self.project.revision() or None   # the checkout that last wrote it
         return manifest.write(self.project.state, data)
 

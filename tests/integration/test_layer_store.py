@@ -52,12 +52,12 @@ def test_store_layers_hash_to_their_diff_ids(docker_client, image):
 def test_store_and_docker_save_normalise_alike(docker_client, image, tmp_path, monkeypatch):
     base, image_id = image
     via_store = normalise_image(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path, base_ref=base,
-                                log=lambda msg: None)
+                                log=lambda msg: None).image_id
     docker_client.images.remove(via_store)
     monkeypatch.setattr(type(docker_client.engine), "layer_reader", lambda self, image_id: None)
     lines: list[str] = []
     via_save = normalise_image(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path, base_ref=base,
-                               log=lines.append)
+                               log=lines.append).image_id
     try:
         assert via_save == via_store
         assert any("from the docker save" in line for line in lines)
@@ -75,7 +75,7 @@ def test_the_lower_index_is_kept_in_the_users_cache_for_every_state_folder(docke
     for folder in ("first-state", "second-state"):
         lines: list[str] = []
         made = normalise_image(docker_client, image_id, epoch=0, tags=[], workdir=tmp_path / folder, base_ref=base,
-                               log=lines.append)
+                               log=lines.append).image_id
         docker_client.images.remove(made)
         # logged only when the base's layers were read to build the index
         built_index = [ln for ln in lines if "lower index of" in ln]

@@ -67,7 +67,7 @@ def build_twice(client, dockerfile: str, created: list[str]) -> list[str]:
 
 
 def normalise(client, ref: str, created: list[str], workdir, epoch: int = EPOCH) -> str:
-    image_id = normalise_image(client, ref, epoch=epoch, tags=[], workdir=workdir, log=_quiet)
+    image_id = normalise_image(client, ref, epoch=epoch, tags=[], workdir=workdir, log=_quiet).image_id
     created.append(image_id)
     assert list(workdir.iterdir()) == []          # the rewritten layers are gone
     return image_id
@@ -123,5 +123,5 @@ def test_injected_nondeterminism_is_named(docker_client, base, created, tmp_path
 
 def test_bootstrapped_base_round_trips(docker_client, base, tmp_path):
     # Its layer was written by GNU tar in the canonical form and its config dated 1970: nothing changes.
-    assert normalise_image(docker_client, base.tags[0], epoch=0, tags=[], workdir=tmp_path, log=_quiet) == base.id
+    assert normalise_image(docker_client, base.tags[0], epoch=0, tags=[], workdir=tmp_path, log=_quiet).image_id == base.id
     assert list(tmp_path.iterdir()) == []

@@ -22,7 +22,6 @@ The modules, lowest first:
   config      the canonical image config
   blobs       layer members known by their first bytes: tars, gzip- or zstd-compressed tars
   archive     the docker-archive format: reading `docker save`, writing what `docker load` takes
-  layerstore  layers read straight from the engine's overlay2 store
   lowerindex  the merged filesystem below a layer (per chain ID, cached on disk)
   lowerrules  a layer's canonical form against what lies below it: one form whichever engine's
               differ wrote it (opaque markers, unchanged copy-ups, whiteout metadata)
@@ -33,8 +32,19 @@ The modules, lowest first:
 
 from __future__ import annotations
 
-from rocmforge.build.image.diff import describe_difference, diff_images
-from rocmforge.build.image.normalise import normalise_image
+import importlib
+
 from rocmforge.shared.errors import ImageArchiveError
 
-__all__ = ["ImageArchiveError", "describe_difference", "diff_images", "normalise_image"]
+# Loaded when first named: a command that only renders, or reads a Dockerfile's history, does not
+# pay for the normaliser (and a build loads it while the engine builds: Pipeline.build_image).
+_WHERE = {"NormalisedImage": "normalise", "normalise_image": "normalise", "describe_difference": "diff",
+          "diff_images": "diff"}
+
+__all__ = ["ImageArchiveError", *_WHERE]
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

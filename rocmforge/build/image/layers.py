@@ -78,6 +78,10 @@ class LayerResult:
     pycs_clamped: int = 0
     resorted: bool = False
     inherited: bool = False          # a layer of the base, passed through unread
+    # Every name the source layer held (directories end in "/"), dropped ones too: what the
+    # layer may have changed, for a reader of the image that needs no container when none of
+    # its own files are among them (verify/inventory).
+    paths: list[bytes] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def unchanged(self) -> bool:
@@ -131,6 +135,7 @@ def rewrite_layer(src: HashingWindow, dst: Path, epoch: int, log: Callable[[str]
         w = TarWriter(f)
         for e in reader:
             rel = layer_path(e.name)
+            res.paths.append(rel + b"/" if e.type == DIR and not rel.endswith(b"/") else rel)
             action = _decide(e, rel, dropped_names, log)
             if action == DROP:
                 dropped_names.add(e.name)

@@ -8,6 +8,7 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TYPE_CHECKING
 
@@ -323,12 +324,18 @@ def _load(client: Engine, rw: RewrittenImage, image_ref: str, tags: list[str],
     return how
 
 
+@dataclass(frozen=True)
+class NormalisedImage:
+    image_id: str
+    added_paths: list[bytes]   # every name the layers the build added held (LayerResult.paths)
+
+
 def normalise_image(client: Engine, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
                     base_ref: str | None = None, log: Callable[[str], None] = print,
                     progress: Callable[[str], None] | None = None, steps: list[str] | None = None,
-                    index_dir: Path | None = None) -> str:
+                    index_dir: Path | None = None) -> NormalisedImage:
     """Rewrites image_ref into its canonical form (see the package doc), loads it tagged with tags
-    and returns its image ID. Two builds that differ only in times and run-specific files
+    and returns its image ID with the names its own layers held. Two builds that differ only in times and run-specific files
     (layers.RULES) give the same ID. The layers of base_ref, which image_ref starts with, pass
     through untouched (a registry base keeps its digest's layers, stored once); only the layers
     the build added are read, and each is then made canonical against the filesystem below it
@@ -361,7 +368,7 @@ def normalise_image(client: Engine, image_ref: str, *, epoch: int, tags: list[st
             f"{len(own)} normalised, {sum(r.unchanged for r in own)} of them unchanged; "
             f"read {meter.done / 1e6:,.0f} MB from the {source}; "
             f"read+rewrite {rewritten - started:.1f}s, load {time.monotonic() - rewritten:.1f}s)")
-        return rw.image_id
+        return NormalisedImage(rw.image_id, [p for r in own for p in r.paths])
     except EngineError as exc:
         raise ImageArchiveError(f"normalise {image_ref}: the engine refused: {exc}") from None
     except OSError as exc:      # a write to an open layer file names no path: "No space left" says where

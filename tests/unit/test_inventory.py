@@ -1,0 +1,111 @@
+"""When an image's inventory needs no container: which layer names it reads, and the cache by
+identity (both directions between an image and its base). The container itself is replaced by
+a counter here; tests/integration/test_inventory.py runs the real one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rocmforge.host.engineinfo import GRAPHDRIVER, EngineInfo
+from rocmforge.host.enginebase import Engine
+from rocmforge.verify import inventory
+
+BASE, IMAGE = "sha256:" + "b" * 64, "sha256:" + "1" * 64
+BASE_INV = {"dpkg": {"bash": "5.2"}, "python": {"numpy": "2.2.4"}, "prune_records": []}
+
+
+@pytest.mark.parametrize("name, read", [
+    (b"opt/small", False), (b"opt/", False), (b"usr/", False), (b"usr/lib/", False),
+    (b"usr/share/doc/python3/", False), (b"opt/rocmforge/probes/gemm.py", False), (b"etc/ld.so.cache", False),
+    (b"usr/bin/shasum", False), (b"tmp/.wh.foo", False),
+    (b"var/lib/dpkg/status", True), (b"var/lib/dpkg/info/bash.list", True), (b"etc/dpkg/dpkg.cfg.d/x", True),
+    (b"usr/lib/python3.13/os.py", True), (b"usr/local/lib/python3.13/dist-packages/x.py", True),
+    (b"opt/rocmforge/venv/bin/pip", True), (b"opt/rocmforge/prune/rocblas.json", True),
+    (b"srv/app/numpy-2.2.4.dist-info/METADATA", True), (b"work/thing.egg-info/PKG-INFO", True),
+    (b"root/.local/lib/python3.13/site-packages/a.pth", True), (b"opt/rocmforge/bin/python3", True),
+    (b"usr/bin/sh", True), (b"usr/lib/x86_64-linux-gnu/libpython3.13.so.1.0", True),
+    # removals: a whiteout stands for what it removes, an opaque marker for its whole folder
+    (b"var/lib/.wh.dpkg", True), (b"usr/.wh..wh..opq", True), (b".wh..wh..opq", True),
+    (b"opt/rocmforge/.wh..wh..opq", True), (b"opt/.wh.small", False),
+    # a folder above a read root replaced by something else (no trailing slash: not a directory)
+    (b"usr/lib", True), (b"var", True),
+])
+def test_the_names_the_inventory_reads(name, read):
+    assert inventory.read_by_inventory(name) is read
+
+
+class Images(Engine):
+    """Images by identity with their config; no engine behind."""
+
+    def __init__(self, configs: dict[str, dict]):
+        super().__init__(None, EngineInfo("Docker Engine", "28.5.2", "1.51", "overlay2", GRAPHDRIVER))
+        self.configs = configs
+
+    def identity(self, ref):
+        return ref
+
+    def inspect(self, ref):
+        return {"Id": ref, "Config": self.configs[ref]}
+
+
+@pytest.fixture()
+def taken(monkeypatch, tmp_path):
+    """The images a container was started for; each gives its own inventory."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    seen: list[str] = []
+
+    def take(client, image):
+        seen.append(image)
+        return {**BASE_INV, "dpkg": {**BASE_INV["dpkg"], "marker": image[7:11]}}
+    monkeypatch.setattr(inventory, "take", take)
+    return seen
+
+
+def engine(image_env=("PATH=/usr/bin",), base_env=("PATH=/usr/bin",)):
+    return Images({IMAGE: {"Env": list(image_env), "User": "", "WorkingDir": ""},
+                   BASE: {"Env": list(base_env), "User": "", "WorkingDir": ""}})
+
+
+def test_an_image_adding_nothing_the_inventory_reads_has_its_bases_once_one_was_taken(taken):
+    client, lines = engine(), []
+    first = inventory.inventory(client, IMAGE, base=BASE, added_paths=[b"opt/", b"opt/small"], log=lines.append)
+    assert taken == [IMAGE]
+    assert "kept for its base" in lines[0] and "the container took" in lines[1]
+    # the next small change on that base: no container, the base's inventory
+    other = "sha256:" + "2" * 64
+    client.configs[other] = client.configs[IMAGE]
+    again = inventory.inventory(client, other, base=BASE, added_paths=[b"opt/changed"], log=lines.append)
+    assert taken == [IMAGE] and again == first
+    assert "its base's" in lines[-1]
+    # and the image itself, asked again without its build: its own entry
+    assert inventory.inventory(client, other) == first and taken == [IMAGE]
+
+
+@pytest.mark.parametrize("added, env, why", [
+    ([b"opt/small", b"var/lib/dpkg/status"], "PATH=/usr/bin", "var/lib/dpkg/status"),
+    ([b"opt/small"], "PYTHONPATH=/srv", "differ from its base"),
+])
+def test_a_change_the_inventory_could_see_takes_a_container_and_is_never_the_bases(taken, added, env, why):
+    client, lines = engine(image_env=(env,)), []
+    inventory._keep(BASE, BASE_INV)
+    inv = inventory.inventory(client, IMAGE, base=BASE, added_paths=added, log=lines.append)
+    assert taken == [IMAGE] and inv["dpkg"]["marker"] == IMAGE[7:11]
+    assert why in lines[0]
+    assert inventory._load(BASE) == BASE_INV          # the base's entry is not overwritten by it
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"image": BASE, "inventory": {"dpkg": []}}),
+                                     json.dumps({"image": "sha256:" + "c" * 64, "inventory": BASE_INV})])
+def test_a_bad_or_misfiled_cache_entry_is_not_believed(taken, content):
+    folder = inventory.cache_dir()
+    folder.mkdir(parents=True)
+    (folder / f"{BASE[7:]}.json").write_text(content)
+    inventory.inventory(engine(), IMAGE, base=BASE, added_paths=[b"opt/small"])
+    assert taken == [IMAGE]
+
+
+def test_without_its_build_an_uncached_image_takes_a_container(taken):
+    inventory.inventory(engine(), IMAGE)
+    assert taken == [IMAGE]
