@@ -127,10 +127,7 @@ class TrackedContainer:
 
     def remove(self) -> None:
         if self.container is not None:
-            try:
-                self.container.remove(force=True)
-            except Exception:  # already gone
-                pass
+            _kill_and_remove(self.container)
             self.container = None
 
     def __enter__(self) -> "TrackedContainer":
@@ -144,6 +141,23 @@ class TrackedContainer:
         self.remove()
 
 
+def _kill(container) -> None:
+    """SIGKILL first: a forced removal on podman stops the container the polite way, and `sleep`
+    as PID 1 ignores SIGTERM, so each removal would wait out the 10 s stop timeout."""
+    try:
+        container.kill()
+    except Exception:  # not running, or gone: the removal says which matters
+        pass
+
+
+def _kill_and_remove(container) -> None:
+    _kill(container)
+    try:
+        container.remove(force=True)
+    except Exception:  # already gone
+        pass
+
+
 def remove_session_leftovers(client: Engine, session: str) -> int:
     """Safety net after Ctrl-C or a crashed run: remove every container of the session."""
     import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
@@ -151,6 +165,7 @@ def remove_session_leftovers(client: Engine, session: str) -> int:
     n = 0
     for c in client.docker.containers.list(all=True, filters={"label": f"{TEST_LABEL}={session}"}):
         try:
+            _kill(c)
             c.remove(force=True)
         except docker.errors.NotFound:
             continue          # its own suite process removed it between the listing and here
@@ -192,6 +207,6 @@ def run_as_users_do(client: Engine, image: str, argv: list[str], *, session: str
         return ExecResult(rc=rc, stdout=out, stderr=err, timed_out=timed_out)
     finally:
         try:
-            c.remove(force=True)
+            c.remove(force=True)   # it has ended (waited for, or killed)
         except docker.errors.NotFound:   # an interrupted run's sweep got there first
             pass
