@@ -207,6 +207,7 @@ def run_as_users_do(client: Engine, image: str, argv: list[str], *, session: str
         return ExecResult(rc=rc, stdout=out, stderr=err, timed_out=timed_out)
     finally:
         try:
-            c.remove(force=True)   # it has ended (waited for, or killed)
+            _kill(c)   # still running when the wait was interrupted
+            c.remove(force=True)
         except docker.errors.NotFound:   # an interrupted run's sweep got there first
             pass

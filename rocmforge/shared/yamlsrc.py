@@ -46,6 +46,8 @@ class _Loader(_Checked, yaml.SafeLoader):
 
 # libyaml's parser, where PyYAML was built with it: the same nodes, several times faster (the
 # matrix and lock are read by every command). A document it refuses is read again by _Loader.
+# It is not given a text with a tab, a "!" or a character PyYAML refuses: there the two parsers
+# differ (libyaml takes a tab PyYAML refuses, and reads a bare `!` tag as '' where PyYAML reads None).
 _FastLoader = type("_FastLoader", (_Checked, yaml.CSafeLoader), {}) if getattr(yaml, "__with_libyaml__", False) \
     else None
 
@@ -106,7 +108,8 @@ def load(path: Path, display_name: str | None = None) -> tuple[Any, SourceMap]:
         raise UserError("file not found", file=name) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read: {exc}", file=name) from None
-    if _FastLoader is not None:
+    if _FastLoader is not None and "\t" not in text and "!" not in text \
+            and not yaml.reader.Reader.NON_PRINTABLE.search(text):
         loader = _FastLoader(text)
         loader.src_name = name
         try:

@@ -53,7 +53,7 @@ class BuiltImage:
     made: list[str]
     build_s: float
     normalise_s: float
-    base: str | None = None                  # what its last stage starts FROM
+    base: inventory.BaseSeen | None = None   # what its last stage started FROM
     added_paths: list[bytes] | None = None   # every name of the layers the build added
 
 
@@ -217,8 +217,8 @@ class Pipeline:
             kept = set(buildcache.recorded(self.project.state, tp.name))
             self.discard_raw(client, raw_tag, [m for m in made if m not in kept])
             raise
-        return BuiltImage(done.image_id, made, round(built - started, 1), round(time.monotonic() - built, 1), base,
-                          done.added_paths)
+        return BuiltImage(done.image_id, made, round(built - started, 1), round(time.monotonic() - built, 1),
+                          inventory.BaseSeen.of(client, base), done.added_paths)
 
     def normalise(self, client: Engine, tp: TargetPlan, raw_ref: str, tags: list[str], log_name: str,
                   base: str | None, progress=None) -> image.NormalisedImage:

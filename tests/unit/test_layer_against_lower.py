@@ -209,6 +209,25 @@ def test_c_files_equal_to_the_lower_dropped_others_kept(tmp_path):
     res, out = canon(tmp_path, layer, [BASE])
     assert names(out) == ["opt", "opt/app", "opt/app/a", "opt/app/b", "opt/app/sub/x", "opt/app/sub/y", "var/state"]
     assert res.copyups_dropped == 6
+    # the names the canonical layer holds, for its readers (verify/inventory): directories kept over
+    # a changed one below are spelled as replacements, without "/"
+    assert res.paths == [b"opt", b"opt/app", b"opt/app/a", b"opt/app/b", b"opt/app/sub/x", b"opt/app/sub/y",
+                         b"var/state"]
+
+
+def test_the_names_of_the_canonical_layer_mark_new_directories_and_added_whiteouts(tmp_path):
+    layer = gnu([(ti("opt", D, mode=0o755), None),                             # equal: dropped
+                 (ti("opt/app", D, mode=0o755), None),
+                 (ti("opt/app/.wh..wh..opq", mtime=0), b""),                   # B: whiteouts of a, b, sub
+                 (ti("opt/new", D, mode=0o755), None),                         # new: a listed directory
+                 (ti("opt/new/f"), b"f\n"),
+                 (ti("etc", D, mode=0o755), None),
+                 (ti("etc/link", D, mode=0o755), None)])                       # a directory where a symlink was
+    res, _ = canon(tmp_path, layer, [BASE])
+    assert b"opt/" not in res.paths and b"opt" not in res.paths
+    assert b"opt/new/" in res.paths and b"opt/new/f" in res.paths
+    assert b"etc/link" in res.paths
+    assert {b"opt/app/.wh.a", b"opt/app/.wh.b", b"opt/app/.wh.sub"} <= set(res.paths)
 
 
 def test_c_entries_whose_xattrs_differ_kept(tmp_path):

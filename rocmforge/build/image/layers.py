@@ -78,9 +78,10 @@ class LayerResult:
     pycs_clamped: int = 0
     resorted: bool = False
     inherited: bool = False          # a layer of the base, passed through unread
-    # Every name the source layer held (directories end in "/"), dropped ones too: what the
-    # layer may have changed, for a reader of the image that needs no container when none of
-    # its own files are among them (verify/inventory).
+    # Every name the layer holds (directories end in "/"), the ones rewrite_layer drops too; after
+    # lowerrules, those of the canonical layer (lowerrules._final_paths). What the layer may have
+    # changed, for a reader of the image that needs no container when none of its own files are
+    # among them (verify/inventory).
     paths: list[bytes] = field(default_factory=list, repr=False, compare=False)
 
     @property

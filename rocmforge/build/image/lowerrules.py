@@ -11,7 +11,7 @@ smallest one, in RULES. (layers.rewrite_layer has already made the layer canonic
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
@@ -79,6 +79,7 @@ class _Plan:
     added: list[bytes]              # names of the whiteouts B adds, sorted
     gone: set[bytes]                # rel paths of whiteouts dropped (D)
     markers: bool = False           # opaque markers kept (nothing below)
+    replaced: set[bytes] = field(default_factory=set)   # directories kept over another node below
 
 
 def _entries(path: Path) -> Iterator[tuple[TarEntry, TarReader]]:
@@ -102,6 +103,7 @@ def _plan(path: Path, lower: LowerIndex, res: CanonicalResult) -> _Plan:
     targets: set[bytes] = set()
     equal: set[bytes] = set()
     gone: set[bytes] = set()
+    replaced: set[bytes] = set()
     for e, reader in _entries(path):
         rel = layer_path(e.name)
         parent, name = split(rel)
@@ -119,6 +121,8 @@ def _plan(path: Path, lower: LowerIndex, res: CanonicalResult) -> _Plan:
             if e.type == LNK:
                 targets.add(layer_path(e.linkname))
             below = lower.get(rel)
+            if e.type == DIR and below is not None and not _equal(e, below):
+                replaced.add(rel)
             if _equal(e, below):
                 if e.type == REG:
                     h = hashlib.sha256()
@@ -133,7 +137,7 @@ def _plan(path: Path, lower: LowerIndex, res: CanonicalResult) -> _Plan:
     res.copyups_dropped = len(equal - targets)
     added = _whiteouts_for(opaque, made, whited, lower)
     res.whiteouts_added = len(added)
-    return _Plan(equal - targets, sorted(added, key=sort_key), gone)
+    return _Plan(equal - targets, sorted(added, key=sort_key), gone, replaced=replaced)
 
 
 def _whiteouts_for(opaque: list[tuple[bytes, bytes]], made: dict[bytes, bytes | None], whited: set[bytes],
@@ -181,6 +185,16 @@ def _write(src: Path, dst: Path, plan: _Plan) -> tuple[str, int, int]:
         return w.close(), w.size, w.count
 
 
+def _final_paths(paths: list[bytes], plan: _Plan) -> list[bytes]:
+    """LayerResult.paths of the canonical layer: without the copy-ups and whiteouts it drops, with
+    the whiteouts B adds; a directory kept over another node below (a symlink, another mode or
+    owner) is spelled without its "/", as any other name that replaces what was there."""
+    removed = plan.drop | plan.gone
+    kept = [p.rstrip(b"/") if p.rstrip(b"/") in plan.replaced else p for p in paths
+            if p.rstrip(b"/") not in removed]
+    return kept + [layer_path(name) for name in plan.added]
+
+
 def canonicalise(path: Path, lower: LowerIndex | None, res: LayerResult) -> CanonicalResult:
     """Rewrites the layer file at path (rewrite_layer's output) against lower, the index of the
     layers below it (None: there are none), in place; returns res with the final diff ID, size,
@@ -188,6 +202,7 @@ def canonicalise(path: Path, lower: LowerIndex | None, res: LayerResult) -> Cano
     write when anything changes; nothing of it is held in memory but its names."""
     out = CanonicalResult.of(res)
     plan = _plan(path, lower, out) if lower is not None else _first_plan(path, out)
+    out.paths = _final_paths(out.paths, plan)
     if not out.changed_by_lower:
         return out
     tmp = path.with_suffix(".lower")
