@@ -53,6 +53,7 @@ READ_PROGRAMS = (b"sh", b"dash", b"bash", b"cat", b"env", b"timeout", b"sleep")
 RUN_AS = ("Env", "User", "WorkingDir")   # what the commands see of the config
 WHITEOUT = b".wh."
 OPAQUE = b".wh..opq"   # what follows WHITEOUT in an opaque marker
+KEEP = 512   # cache entries kept (most recently used; a few tens of KB each)
 # Cache entries are named by the commands too: changing what is read starts a new cache.
 COMMANDS = hashlib.sha256(json.dumps([PY_INVENTORY, DPKG_QUERY, PYTHONS, archprune.READ_RECORDS]).encode()
                           ).hexdigest()[:12]
@@ -121,8 +122,10 @@ def _entry(identity: str):
 
 
 def _load(identity: str) -> dict | None:
+    path = _entry(identity)
     try:
-        data = json.loads(_entry(identity).read_text())
+        data = json.loads(path.read_text())
+        os.utime(path)   # most recently used: pruned last
     except (OSError, ValueError):
         return None
     inv = data.get("inventory") if isinstance(data, dict) and data.get("image") == identity else None
@@ -141,7 +144,10 @@ def _keep(identity: str, inv: dict) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump({"image": identity, "inventory": inv}, f, sort_keys=True)
         os.replace(tmp, _entry(identity))
-    except OSError:
+        kept = sorted(d.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError:   # one removed by another build meanwhile, too
         pass
 
 

@@ -146,3 +146,16 @@ def test_a_base_the_engine_cannot_name_takes_a_container(taken):
     assert inventory.BaseSeen.of(client, None) is None
     inventory.inventory(client, IMAGE, base=None, added_paths=[b"opt/small"])
     assert taken == [IMAGE]
+
+
+def test_the_cache_keeps_the_most_recently_used(taken, monkeypatch):
+    import os
+    monkeypatch.setattr(inventory, "KEEP", 2)
+    ids = [f"sha256:{i:064x}" for i in range(1, 4)]
+    for age, identity in enumerate(ids):
+        inventory._keep(identity, BASE_INV)
+        os.utime(inventory._entry(identity), (1000 + age, 1000 + age))
+    assert inventory._load(ids[0]) is None                 # the oldest went when the third came
+    assert inventory._load(ids[1]) == BASE_INV             # read: now the most recent
+    inventory._keep("sha256:" + "f" * 64, BASE_INV)
+    assert inventory._load(ids[1]) == BASE_INV and inventory._load(ids[2]) is None
