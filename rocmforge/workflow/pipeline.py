@@ -239,8 +239,10 @@ class Pipeline:
         """built: this run's build of tp, whose added layers may spare the inventory its container."""
         image_id = engine.image_id(client, tp.content_tag)
         rec = suites.recorded(self.project.state, image_id)
+        # Said in the build log of a build (a target taken from the engine or the cache has none).
         inv = inventory.inventory(client, tp.content_tag, base=built and built.base,
-                                  added_paths=built and built.added_paths, log=self.project.log(tp.key))
+                                  added_paths=built and built.added_paths,
+                                  log=self.project.log(tp.key) if built else lambda line: None)
         data = manifest.make_manifest(tp, image_id, inv, self.project.lock(), rec.statuses() if rec else None)
         data["source_revision"] = self.project.revision() or None   # the checkout that last wrote it
         return manifest.write(self.project.state, data)
