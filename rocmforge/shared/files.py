@@ -25,6 +25,18 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def keep_most_recent(folder: Path, pattern: str, keep: int) -> None:
+    """Removes all but the `keep` most recently used files of folder named by pattern (by mtime:
+    a cache's reader touches what it uses). One another process removed meanwhile is no error."""
+    def used(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+    for old in sorted(folder.glob(pattern), key=used, reverse=True)[keep:]:
+        old.unlink(missing_ok=True)
+
+
 def append_line(path: Path, text: str) -> None:
     """Logs grow by whole lines, so a log read while a build runs never ends mid-line."""
     path.parent.mkdir(parents=True, exist_ok=True)

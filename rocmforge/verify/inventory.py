@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from rocmforge.host.container import TrackedContainer
 from rocmforge.host.enginebase import EngineError
 from rocmforge.render import archprune
-from rocmforge.shared.files import user_cache
+from rocmforge.shared.files import atomic_write, keep_most_recent, user_cache
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
@@ -138,16 +137,9 @@ def _load(identity: str) -> dict | None:
 def _keep(identity: str, inv: dict) -> None:
     """A cache that cannot be written costs a container later, nothing else."""
     try:
-        d = cache_dir()
-        d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"image": identity, "inventory": inv}, f, sort_keys=True)
-        os.replace(tmp, _entry(identity))
-        kept = sorted(d.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in kept[KEEP:]:
-            old.unlink(missing_ok=True)
-    except OSError:   # one removed by another build meanwhile, too
+        atomic_write(_entry(identity), json.dumps({"image": identity, "inventory": inv}, sort_keys=True).encode())
+        keep_most_recent(cache_dir(), "*.json", KEEP)
+    except OSError:
         pass
 
 

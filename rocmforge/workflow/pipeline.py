@@ -20,7 +20,6 @@ from rocmforge.host.engines import Engine, EngineError
 from rocmforge.release import regcache
 from rocmforge.resolve import bootstrap
 from rocmforge.shared import background
-from rocmforge.shared.background import Background
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
 from rocmforge.verify import inventory, manifest, suites
@@ -95,7 +94,7 @@ class Pipeline:
     # -- the chain of a target ----------------------------------------------------------------
     def build(self, name: str) -> list[BuiltTarget]:
         """Build name and its prerequisites: each is taken from the engine, the cache registry or built."""
-        connecting = Background(engine.connect)   # the engine answers while the plan is made
+        connecting = background.Background(engine.connect)   # the engine answers while the plan is made
         self.project.target(name)
         self.project.writable_state()
         tp = self.project.buildable_target(name)

@@ -26,6 +26,7 @@ from rocmforge.build.image.layers import layer_path
 from rocmforge.host.layerstore import chain_ids
 from rocmforge.build.image.tarcodec import CHR, BLK, DIR, LNK, REG, TarEntry, TarReader
 from rocmforge.shared.errors import ImageArchiveError
+from rocmforge.shared.files import keep_most_recent
 from rocmforge.shared.streams import ChunkStream, HashingWindow
 
 FORMAT = 1                      # bump when what a row holds changes: older cache files are rebuilt
@@ -233,9 +234,7 @@ def _store(cache: Path, work: Path, chain: str) -> None:
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)
-    kept = sorted(cache.glob("*.sqlite"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in kept[KEEP:]:
-        old.unlink(missing_ok=True)
+    keep_most_recent(cache, "*.sqlite", KEEP)
 
 
 def open_lower(work: Path, diff_ids: list[str], layer: Callable[[int], LayerSource | None], *,
