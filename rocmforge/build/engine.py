@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.build import steplock
-from rocmforge.build.image.history import stage_steps
+from rocmforge.build.image.history import TrailingLabels, stage_steps, trailing_labels
 from rocmforge.host import aptmirror, aptsources, engines, registrybase
 from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.plan import TargetPlan
@@ -106,6 +106,18 @@ def build_labels(tp: TargetPlan) -> dict[str, str]:
     return {"io.rocmforge.content-hash": tp.content_hash}
 
 
+def given_as_labels(tp: TargetPlan) -> TrailingLabels | None:
+    """The Dockerfile's trailing LABEL steps, which the builder is given with build_labels as one
+    LABEL line: one step for all of them instead of a container and a commit each."""
+    return trailing_labels(tp.files["Dockerfile"].decode())
+
+
+def merged_steps(tp: TargetPlan) -> int:
+    """How many of history_steps the builder's last entry holds besides its own (normalise's merged)."""
+    given = given_as_labels(tp)
+    return given.count if given else 0
+
+
 def history_steps(tp: TargetPlan) -> list[str]:
     """The image's own history entries, as rocmforge words them on every engine (image.history)."""
     labels = " ".join(f"{k}={v}" for k, v in build_labels(tp).items())
@@ -154,8 +166,13 @@ def _build(client: Engine, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | 
     if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
         image, digest = tp.registry_base
         buildargs[bases.BASE_ARG] = registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env())
-    request = BuildRequest(tp.name, tp.content_tag, {**tp.files, **(extra_files or {})}, tag or raw_tag(tp),
-                           build_labels(tp), buildargs, nocache, ca_bundle, log_path)
+    files, labels = {**tp.files, **(extra_files or {})}, build_labels(tp)
+    given = given_as_labels(tp)
+    if given:   # the classic builder makes a step of each label it is given: one LABEL line instead
+        files["Dockerfile"] = given.with_labels(labels).encode()
+        labels = {}
+    request = BuildRequest(tp.name, tp.content_tag, files, tag or raw_tag(tp), labels, buildargs, nocache,
+                           ca_bundle, log_path)
     trace = BuildTrace(made)
     try:
         _stream_build(client, request, trace, progress)

@@ -14,6 +14,7 @@ from rocmforge.define.kinds import ComponentPlan
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources
 from rocmforge.render import archprune
+from rocmforge.render.templatecache import TemplateCache
 from rocmforge.shared import packagedata
 from rocmforge.shared.errors import UserError
 
@@ -48,7 +49,7 @@ class Renderer:
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(self.templates)),
             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-            trim_blocks=True, lstrip_blocks=True, autoescape=False)
+            trim_blocks=True, lstrip_blocks=True, autoescape=False, bytecode_cache=TemplateCache())
         self.env.filters["pin"] = lambda name, pins: (name, pins[name])
         self.env.globals["apt_mirror"] = aptmirror   # its ARG, SETUP, UPDATE and SCRATCH
         self.env.globals["apt_sources"] = aptsources   # a registry base's own lists: checked_update, describe

@@ -224,7 +224,8 @@ class Pipeline:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
         return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
                                      tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
-                                     base_ref=base, progress=progress, steps=engine.history_steps(tp))
+                                     base_ref=base, progress=progress, steps=engine.history_steps(tp),
+                                     merged=engine.merged_steps(tp))
 
     @staticmethod
     def discard_raw(client: Engine, raw_tag: str, made: list[str]) -> None:

@@ -54,3 +54,48 @@ def test_docker_s_and_buildah_s_configs_of_one_build_are_one_config():
 def test_without_steps_the_builder_s_wording_stays():
     cfg = {"config": {}, "history": [{"created_by": "x"}], "rootfs": {}}
     assert json.loads(normalise_config(cfg, [], epoch=0))["history"][0]["created_by"] == "x"
+
+
+def test_trailing_labels_become_one_line_and_the_history_reads_as_before():
+    from rocmforge.build.image.history import trailing_labels
+
+    dockerfile = 'FROM base:1\nRUN true\nLABEL a="1" \\\n      b="two words"\n# between\nLABEL c=3\n'
+    given = trailing_labels(dockerfile)
+    assert given.count == 2 and given.labels == {"a": "1", "b": "two words", "c": "3"}
+    assert given.dockerfile == "FROM base:1\nRUN true\n"
+    sent = given.with_labels({"hash": "abc"})
+    assert stage_steps(sent) == ["RUN true", 'LABEL a="1" b="two words" c="3" hash="abc"']
+    # the builder's one entry for the line is spelled as the three steps the image's history names
+    layer = "sha256:" + "1" * 64
+    steps = ["RUN true", *stage_steps(dockerfile)[1:], "LABEL hash=abc"]
+    ran = {"config": {"Labels": {"a": "1", "b": "two words", "c": "3", "hash": "abc"}},
+           "history": [{"created_by": "base"}, {"created_by": "/bin/sh -c true"},
+                       {"created_by": "/bin/sh -c #(nop)  LABEL a=1 b=two words c=3 hash=abc", "empty_layer": True}],
+           "rootfs": {}}
+    one_by_one = {**ran, "history": ran["history"][:2] + [
+        {"created_by": f"/bin/sh -c #(nop)  {s}", "empty_layer": True} for s in steps[1:]]}
+    assert (normalise_config(ran, [layer, layer], epoch=0, steps=steps, merged=2)
+            == normalise_config(one_by_one, [layer, layer], epoch=0, steps=steps))
+
+
+def test_labels_a_builder_might_read_otherwise_are_left_in_the_dockerfile():
+    from rocmforge.build.image.history import trailing_labels
+
+    for tail in ('LABEL a="$HOME"', "LABEL a='single'", 'LABEL a="back\\\\slash"', "LABEL a b",
+                 'LABEL a="x"y', "LABEL", 'LABEL "a"="b"'):
+        assert trailing_labels(f"FROM base\nRUN true\n{tail}\n") is None, tail
+    assert trailing_labels("FROM base\nRUN true\n") is None
+    assert trailing_labels('# escape=`\nFROM base\nRUN true\nLABEL a="b"\n') is None
+    # only the LABELs after the last other step; one unreadable LABEL ends the run
+    given = trailing_labels('FROM base\nLABEL x="1"\nRUN true\nLABEL a=\'q\'\nLABEL b="2"\n')
+    assert given.count == 1 and given.labels == {"b": "2"}
+    assert given.dockerfile == "FROM base\nLABEL x=\"1\"\nRUN true\nLABEL a='q'\n"
+
+
+def test_a_label_value_a_line_cannot_hold_is_refused():
+    import pytest
+
+    from rocmforge.build.image.history import trailing_labels
+
+    with pytest.raises(ValueError):
+        trailing_labels('FROM base\nRUN true\nLABEL a="b"\n').with_labels({"h": 'x"y'})

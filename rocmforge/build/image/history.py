@@ -8,26 +8,34 @@ The instruction as the Dockerfile states it is the same on every engine."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _FROM_RE = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
 
 
 def _logical_lines(text: str) -> list[str]:
     """Instructions with their continuation lines joined (the default escape character)."""
-    out, pending = [], ""
-    for raw in text.splitlines():
+    return [line for line, _ in _located_lines(text)]
+
+
+def _located_lines(text: str) -> list[tuple[str, int]]:
+    """Each instruction, continuation lines joined, with the index of the text line it starts on."""
+    out, pending, start = [], "", 0
+    for i, raw in enumerate(text.splitlines()):
         line = raw.rstrip()
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
         if pending and line.lstrip().startswith("#"):
             continue   # a comment inside a continued instruction is not part of it
+        if not pending:
+            start = i
         if line.endswith("\\"):
             pending += line[:-1]
             continue
-        out.append((pending + line).strip())
+        out.append(((pending + line).strip(), start))
         pending = ""
     if pending:
-        out.append(pending.strip())
+        out.append((pending.strip(), start))
     return out
 
 
@@ -52,3 +60,66 @@ def stage_steps(dockerfile: str) -> list[str]:
         src, earlier = by_name[src.lower()]
         chain = earlier + chain
     return chain
+
+
+# A label the Dockerfile parser reads the same way every engine does: a plain key, and a value that
+# is bare or double-quoted with nothing in it to escape or expand.
+_LABEL_PAIR_RE = re.compile(r'([A-Za-z0-9][A-Za-z0-9._/-]*)=(?:"([^"\\$`]*)"|([^\s"\'\\$`]*))(?:\s+|$)')
+_DIRECTIVE_RE = re.compile(r"^#\s*[a-z]+\s*=", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TrailingLabels:
+    """A Dockerfile's last LABEL instructions, to be run by the builder as one step (each LABEL
+    step is a container and a commit); the history is spelled back as the Dockerfile states them
+    (config.normalise_config's `merged`)."""
+    dockerfile: str                 # the Dockerfile without them
+    labels: dict[str, str]          # what they set, in order (a later key wins, as in the builder)
+    count: int                      # how many instructions they were
+
+    def with_labels(self, more: dict[str, str]) -> str:
+        """The Dockerfile with them, then `more`, as one LABEL instruction (more's values are
+        quoted as they are: they must need no escaping, as the Dockerfile's own did not)."""
+        pairs = {**self.labels, **more}
+        if any(_label_pairs(f'{k}="{v}"') != {k: v} for k, v in more.items()):
+            raise ValueError(f"labels that a LABEL line cannot hold unescaped: {more}")
+        return self.dockerfile + "LABEL " + " ".join(f'{k}="{v}"' for k, v in pairs.items()) + "\n"
+
+
+def _label_pairs(rest: str) -> dict[str, str] | None:
+    pairs, pos = {}, 0
+    rest = rest.strip()
+    while pos < len(rest):
+        m = _LABEL_PAIR_RE.match(rest, pos)
+        if not m:
+            return None
+        pairs[m.group(1)] = m.group(2) if m.group(2) is not None else m.group(3)
+        pos = m.end()
+    return pairs or None
+
+
+def trailing_labels(dockerfile: str) -> TrailingLabels | None:
+    """The Dockerfile's trailing LABEL instructions, when each reads the same to any builder (else
+    None: the Dockerfile is built as it is). A parser directive (`# escape=`) changes the reading,
+    so such a Dockerfile is left alone too."""
+    text_lines = dockerfile.splitlines()
+    if any(_DIRECTIVE_RE.match(line) for line in text_lines[:5]):
+        return None
+    located = _located_lines(dockerfile)
+    labels: list[dict[str, str]] = []
+    first = None
+    for line, start in reversed(located):
+        keyword, _, rest = line.partition(" ")
+        if keyword.upper() != "LABEL":
+            break
+        pairs = _label_pairs(rest)
+        if pairs is None:
+            break
+        labels.insert(0, pairs)
+        first = start
+    if first is None or first == located[0][1]:
+        return None
+    merged: dict[str, str] = {}
+    for pairs in labels:
+        merged.update(pairs)
+    return TrailingLabels("\n".join(text_lines[:first]) + "\n", merged, len(labels))

@@ -105,8 +105,9 @@ def _against_lower(results: list[LayerResult], files: list[tuple[str, Path | Non
 
 
 def _finish(config: dict, results: list[LayerResult], files: list[tuple[str, Path | None, int]],
-            epoch: int, steps: list[str] | None = None, source_layers: list[dict] | None = None) -> RewrittenImage:
-    cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch, steps=steps)
+            epoch: int, steps: list[str] | None = None, source_layers: list[dict] | None = None,
+            merged: int = 0) -> RewrittenImage:
+    cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch, steps=steps, merged=merged)
     return RewrittenImage(cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config,
                           source_layers)
 
@@ -333,7 +334,7 @@ class NormalisedImage:
 def normalise_image(client: Engine, image_ref: str, *, epoch: int, tags: list[str], workdir: Path,
                     base_ref: str | None = None, log: Callable[[str], None] = print,
                     progress: Callable[[str], None] | None = None, steps: list[str] | None = None,
-                    index_dir: Path | None = None) -> NormalisedImage:
+                    merged: int = 0, index_dir: Path | None = None) -> NormalisedImage:
     """Rewrites image_ref into its canonical form (see the package doc), loads it tagged with tags
     and returns its image ID with the names its own layers held. Two builds that differ only in times and run-specific files
     (layers.RULES) give the same ID. The layers of base_ref, which image_ref starts with, pass
@@ -344,7 +345,8 @@ def normalise_image(client: Engine, image_ref: str, *, epoch: int, tags: list[st
     state folder: it is keyed by the base's chain ID) the index of each base's filesystem, kept
     (the base is read once for it, on the first build on that base anywhere).
     steps: the image's own instructions as its Dockerfile words them (history.stage_steps), so
-    that its history reads the same whichever builder ran them.
+    that its history reads the same whichever builder ran them; merged: the trailing LABEL steps
+    the builder was given as labels (config.normalise_config).
     image_ref itself is left as it is (its tags move when tags name them)."""
     started = time.monotonic()
     workdir = Path(workdir)
@@ -360,7 +362,7 @@ def normalise_image(client: Engine, image_ref: str, *, epoch: int, tags: list[st
         rw, source = _rewrite(client, image_ref, info, tmp, epoch=epoch, inherited=inherited, log=log, meter=meter,
                               index_dir=index_dir or user_cache("lower-index"))
         if steps:
-            rw = _finish(rw.source_config, rw.results, rw.layers, epoch, steps, rw.source_layers)
+            rw = _finish(rw.source_config, rw.results, rw.layers, epoch, steps, rw.source_layers, merged)
         rewritten = time.monotonic()
         how = _load(client, rw, image_ref, tags, progress)
         own = [r for r in rw.results if not r.inherited]
