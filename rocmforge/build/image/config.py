@@ -25,9 +25,9 @@ def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int, steps: list[
                      merged: int = 0) -> bytes:
     """The canonical config bytes for an image whose (normalised) layers are diff_ids. steps: the
     instructions the image's own (last) history entries record, as the Dockerfile words them
-    (history.stage_steps), which replace the builder's own wording. merged: how many LABEL steps
-    the builder's last entry (the labels it was given) holds besides its own
-    (history.trailing_labels); it is spelled as the steps it stands for."""
+    (history.stage_steps), which replace the builder's own wording. merged: how many of steps'
+    trailing LABEL steps the builder's last entry holds besides its own (they were sent as one
+    LABEL line: history.trailing_labels); that entry is spelled as the steps it stands for."""
     created = iso_utc(epoch)
     out = {k: cfg[k] for k in TOP_KEYS if cfg.get(k) is not None}
     if isinstance(cfg.get("config"), dict):
@@ -39,7 +39,7 @@ def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int, steps: list[
     out["created"] = created
     out["history"] = [{**{k: h[k] for k in HISTORY_KEYS if h.get(k) not in (None, "")}, "created": created}
                       for h in cfg.get("history") or []]
-    if merged and out["history"] and out["history"][-1].get("empty_layer"):
+    if steps and merged and out["history"] and out["history"][-1].get("empty_layer"):
         out["history"][-1:] = [dict(out["history"][-1]) for _ in range(merged + 1)]
     if steps and len(steps) <= len(out["history"]):
         for h, step in zip(out["history"][len(out["history"]) - len(steps):], steps):
