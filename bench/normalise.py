@@ -34,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge.build import engine  # noqa: E402
+from rocmforge.assemble import engine  # noqa: E402
 from rocmforge.resolve import lockfile
 from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
@@ -136,7 +136,7 @@ def case_b(tmp: Path, home: bool) -> tuple[float, float]:
     """Both sides have built hip-python once before the change: ours the previous edit (the build
     cache a target keeps is the last build's), docker the unchanged context. home: the host's
     engine, whose readable hip-python tag is put back (the other engines are thrown away)."""
-    from rocmforge.build import buildcache
+    from rocmforge.assemble import buildcache
 
     matrix = scratch(tmp, lambda d: None)
     tags = []

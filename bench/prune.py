@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge.build.buildable import buildability  # noqa: E402
+from rocmforge.assemble.buildable import buildability  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"

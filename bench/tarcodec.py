@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The project's tar codec (rocmforge/build/image/tarcodec.py) beside the standard library's tarfile in
+"""The project's tar codec (rocmforge/assemble/image/tarcodec.py) beside the standard library's tarfile in
 its streaming modes (`r|`, `w|`), printed as ratios tarfile / codec:
  (a) read: every entry of a layer and its data, hashed;
  (b) read+write: every entry copied into a GNU-format tar with times clamped and owner names
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream  # noqa: E402
-from rocmforge.build.image.tarcodec import BLOCK, REG, TarReader, TarWriter, looks_like_tar_header  # noqa: E402
+from rocmforge.assemble.image.tarcodec import BLOCK, REG, TarReader, TarWriter, looks_like_tar_header  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 EPOCH = 1764547200

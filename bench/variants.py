@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge.build import engine  # noqa: E402
+from rocmforge.assemble import engine  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
 
 

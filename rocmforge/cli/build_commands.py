@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from rocmforge.build import engine, steplock
+from rocmforge.assemble import engine, steplock
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.release import matrix_report as report

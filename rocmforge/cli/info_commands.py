@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from rocmforge import doctor as host_doctor
-from rocmforge.build import engine
-from rocmforge.build.buildable import buildability
+from rocmforge.assemble import engine
+from rocmforge.assemble.buildable import buildability
 from rocmforge.cli import host_gpus, show, signals
 from rocmforge.cli.invocation import Invocation
 from rocmforge.doctor import pick

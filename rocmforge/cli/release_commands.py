@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.cli import host_gpus
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix

@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, TYPE_CHECKING
 
-from rocmforge.build.engine import image_id
+from rocmforge.assemble.engine import image_id
 from rocmforge.doctor import cdi
 from rocmforge.doctor import platform
 from rocmforge.doctor.hostroot import HostRoot, Identity, NodeFacts

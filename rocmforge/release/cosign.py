@@ -280,7 +280,7 @@ def find(client: Engine | None = None, log=lambda msg: None) -> Cosign:
         return host(shutil.which("cosign"))
     from rocmforge.release import toolsimage   # lzma and tarfile: only when the engine runs cosign
     if client is None:
-        from rocmforge.build import engine     # docker-py (0.17 s): only when the engine runs cosign
+        from rocmforge.assemble import engine     # docker-py (0.17 s): only when the engine runs cosign
         client = engine.connect()
     pin = toolsimage.load_pin()
     ref = toolsimage.ensure(client, pin, log)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.release import publication
 from rocmforge.render import archprune
 from rocmforge.shared.files import atomic_write, iso_utc

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.host import registry as reg
 from rocmforge.host.enginebase import EngineError
 from rocmforge.release import cosign as cosigns, imageindex

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.host import registry as reg
 from rocmforge.host.enginebase import EngineError
 from rocmforge.release import publish

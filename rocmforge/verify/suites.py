@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge import __version__
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
 from rocmforge.host.enginebase import EngineError
 from rocmforge.define.matrix import variant_suffix

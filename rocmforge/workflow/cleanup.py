@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rocmforge.build import buildcache, engine, steplock
+from rocmforge.assemble import buildcache, engine, steplock
 from rocmforge.workflow.project import Project
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from rocmforge.build import buildcache, engine, image
+from rocmforge.assemble import buildcache, engine, image
 from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
 from rocmforge.release import regcache
@@ -202,7 +202,7 @@ class Pipeline:
             status.update(f"{tp.name}: {text[:100]}")
             self.progress.line(f"  {text[:160]}", markup=False)
 
-        background.preload("rocmforge.build.image.normalise", *manifest.SBOM_LIBRARIES)   # needed after it
+        background.preload("rocmforge.assemble.image.normalise", *manifest.SBOM_LIBRARIES)   # needed after it
         raw = engine.build(client, tp, log_path=self.project.state / "logs" / f"{log_name}.log",
                            ca_bundle=self.ca, progress=step, extra_files=self.fetch_inputs(tp),
                            tag=raw_tag, nocache=nocache, made=made)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from rocmforge.build import engine, image
+from rocmforge.assemble import engine, image
 from rocmforge.host.enginebase import EngineError
 from rocmforge.release import matrix_report as reports
 from rocmforge.workflow.pipeline import Pipeline

@@ -99,8 +99,8 @@ def container_is_ours(client, container_id: str, marks: tuple[str, ...]) -> bool
 
 def deferred() -> set[str]:
     """Short IDs of the step images builds left to the last build out: while another build runs on
-    the engine, a build may not remove them (rocmforge.build.steplock), and that one removes them."""
-    from rocmforge.build import steplock
+    the engine, a build may not remove them (rocmforge.assemble.steplock), and that one removes them."""
+    from rocmforge.assemble import steplock
 
     try:
         return set(json.loads(Path(str(steplock._base()) + ".pending").read_text()))
@@ -134,7 +134,7 @@ def assert_nothing_left(client, before: EngineState, allowed: set[str] = frozens
 def cache_images(client, state, name) -> set[str]:
     """Full IDs of the build cache the target kept: its `rocmforge-cache/<name>:last` image and the
     step images its record names, with their parents that no tag reaches."""
-    from rocmforge.build import buildcache
+    from rocmforge.assemble import buildcache
 
     out = set()
     for ref in [f"rocmforge-cache/{name}:last", *buildcache.recorded(state, name)]:

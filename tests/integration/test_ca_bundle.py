@@ -128,7 +128,7 @@ def test_ca_bundle_fetches_locked_wheels_on_the_host(docker_client, hip_runtime_
 
 
 def test_ca_bundle_read_in_the_builder_stage_only(docker_client, hip_runtime_built, bundle, own_images, tmp_path):
-    from rocmforge.build import engine
+    from rocmforge.assemble import engine
 
     path, marker = bundle
     _matrix, name, tp = _own_target(tmp_path, locked=False)

@@ -217,7 +217,7 @@ def _record_passed(matrix, state, image_id: str) -> None:
 
 def _rocmforge_tags(client) -> list[str]:
     """This target's own tags (not its variant's: another test's build cache of that may stay)."""
-    from rocmforge.build.engine import short_name
+    from rocmforge.assemble.engine import short_name
 
     ours = {f"rocmforge/{TARGET}", f"rocmforge-cache/{TARGET}"}
     return sorted(t for img in client.api.images() for t in img.get("RepoTags") or []

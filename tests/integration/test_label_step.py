@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tests.conftest import copy_project, run_cli
-from rocmforge.build import engine
-from rocmforge.build.image.normalise import normalise_image
+from rocmforge.assemble import engine
+from rocmforge.assemble.image.normalise import normalise_image
 from rocmforge.render.plan import load_plan
 from rocmforge.workflow.pipeline import Pipeline
 from rocmforge.workflow.project import Project

@@ -11,7 +11,7 @@ import pytest
 
 from rocmforge.resolve import bootstrap
 from rocmforge.host.layerstore import LayerStore
-from rocmforge.build.image.normalise import normalise_image
+from rocmforge.assemble.image.normalise import normalise_image
 from rocmforge.define.matrix import load_matrix
 from tests.conftest import ROOT, build_image
 

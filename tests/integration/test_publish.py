@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.release import publish
 from rocmforge.host import registry as reg
 from rocmforge.verify import suites as suite_runs

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rocmforge.resolve import bootstrap
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.host import registry
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import load_plan

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import ROOT, build_image
 from rocmforge.resolve import bootstrap
-from rocmforge.build.image.diff import describe_difference, diff_images
-from rocmforge.build.image.normalise import normalise_image
+from rocmforge.assemble.image.diff import describe_difference, diff_images
+from rocmforge.assemble.image.normalise import normalise_image
 from rocmforge.define.matrix import load_matrix
 
 pytestmark = pytest.mark.docker

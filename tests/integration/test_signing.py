@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.release import attestations as att, cosign as cosigns, imageindex
 from rocmforge.verify import suites as suite_runs
 from tests.conftest import copy_project, run_cli

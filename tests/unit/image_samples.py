@@ -1,4 +1,4 @@
-"""Sample layer tars and docker-archives for the tests of rocmforge.build.image, written with the
+"""Sample layer tars and docker-archives for the tests of rocmforge.assemble.image, written with the
 standard library's tarfile (so that the code under test reads what another writer wrote)."""
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def save_archive(layers: list[bytes], stamp: str, *, tag="x:1") -> bytes:
 def image_ids_read_in_chunks(archive: bytes, tmp_path) -> set[str]:
     """The image IDs rewrite_archive gives for archive read in chunks of several sizes (one, when
     the reader keeps its place across chunk bounds)."""
-    from rocmforge.build.image.normalise import rewrite_archive
+    from rocmforge.assemble.image.normalise import rewrite_archive
 
     ids = set()
     for size in (1, 7, 512, 1 << 20):

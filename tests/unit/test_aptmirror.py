@@ -7,7 +7,7 @@ import pytest
 
 from rocmforge.host import aptmirror
 from rocmforge.shared.errors import UserError
-from rocmforge.build.image.config import drop_site_args
+from rocmforge.assemble.image.config import drop_site_args
 from tests.conftest import ROOT
 
 

@@ -249,7 +249,7 @@ def test_results_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
 
 @pytest.mark.parametrize("case", cases("cache"))
 def test_build_cache_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
-    from rocmforge.build import buildcache
+    from rocmforge.assemble import buildcache
     from rocmforge.shared import records
 
     exp = expect(case)

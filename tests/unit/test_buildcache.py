@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge.build import buildcache
+from rocmforge.assemble import buildcache
 from rocmforge.shared.errors import UserError
 
 

@@ -1,4 +1,4 @@
-"""Docker-archives normalised without an engine (rocmforge.build.image.normalise.rewrite_archive):
+"""Docker-archives normalised without an engine (rocmforge.assemble.image.normalise.rewrite_archive):
 two builds' archives give one image, read from chunks of any size; corrupt ones are refused."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import tarfile
 
 import pytest
 
-from rocmforge.build.image import ImageArchiveError
-from rocmforge.build.image.archive import archive_chunks
-from rocmforge.build.image.normalise import rewrite_archive
+from rocmforge.assemble.image import ImageArchiveError
+from rocmforge.assemble.image.archive import archive_chunks
+from rocmforge.assemble.image.normalise import rewrite_archive
 from tests.unit.image_samples import (EMPTY_LAYER, EPOCH, build_layer, image_ids_read_in_chunks, save_archive,
                                       tar_bytes, ti)
 

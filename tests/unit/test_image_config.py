@@ -1,4 +1,4 @@
-"""The canonical image config (rocmforge.build.image.config): only what describes the image, with
+"""The canonical image config (rocmforge.assemble.image.config): only what describes the image, with
 epoch times."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from rocmforge.resolve.bases import canonical_json
-from rocmforge.build.image.config import normalise_config
+from rocmforge.assemble.image.config import normalise_config
 from tests.unit.image_samples import EPOCH, docker_config
 
 

@@ -1,4 +1,4 @@
-"""Naming the first difference between two images (rocmforge.build.image.diff), on synthetic layers."""
+"""Naming the first difference between two images (rocmforge.assemble.image.diff), on synthetic layers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 import io
 import tarfile
 
-from rocmforge.build.image.diff import compare_configs, compare_layers, describe_difference, summarise_layer
+from rocmforge.assemble.image.diff import compare_configs, compare_layers, describe_difference, summarise_layer
 from rocmforge.shared.streams import ChunkStream
 from tests.unit.image_samples import EPOCH, tar_bytes, ti
 

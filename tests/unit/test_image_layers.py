@@ -1,4 +1,4 @@
-"""Layer rewriting (rocmforge.build.image.layers) on synthetic layer tars: what is dropped, blanked,
+"""Layer rewriting (rocmforge.assemble.image.layers) on synthetic layer tars: what is dropped, blanked,
 clamped and re-sorted, and that the result is the same bytes whatever the build's run."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from rocmforge.resolve import bootstrap
-from rocmforge.build.image.layers import normalise_layer
-from rocmforge.build.image.tarcodec import BLOCK, GNU_MAGIC, RECORD
+from rocmforge.assemble.image.layers import normalise_layer
+from rocmforge.assemble.image.tarcodec import BLOCK, GNU_MAGIC, RECORD
 from tests.unit.image_samples import EMPTY_LAYER, EPOCH, LATER, OLD, build_layer, tar_bytes, ti
 
 

@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rocmforge"
 # The pipeline top to bottom; a module imports from its own stage or an earlier one.
-STAGES = ("shared", "host", "define", "resolve", "render", "build", "verify", "release", "doctor",
+STAGES = ("shared", "host", "define", "resolve", "render", "assemble", "verify", "release", "doctor",
           "workflow", "cli")
 TOP, TYPE_ONLY, DEFERRED = "module level", "TYPE_CHECKING", "in a function"
 
@@ -141,7 +141,7 @@ def test_the_cycle_finder_finds_cycles(graph, cycle):
 
 def test_the_walk_sees_each_kind_of_import():
     tree = ast.parse("from rocmforge.shared import errors\nif TYPE_CHECKING:\n    import rocmforge.host\n"
-                     "def f():\n    from rocmforge.build import engine\n")
+                     "def f():\n    from rocmforge.assemble import engine\n")
     assert [where for _node, where in _imports_of("x", tree)] == [TOP, TYPE_ONLY, DEFERRED]
 
 

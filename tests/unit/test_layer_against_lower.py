@@ -1,4 +1,4 @@
-"""Layers made canonical against the filesystem below them (rocmforge.build.image.lowerrules and
+"""Layers made canonical against the filesystem below them (rocmforge.assemble.image.lowerrules and
 lowerindex) on synthetic tars: each rule, that what a container sees is unchanged (a small merge
 written here, apart from the code under test), idempotence, the cached lower index, normalise's
 second pass; and, on layers two real engines recorded (tests/fixtures/layers), that every engine's
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.build.image import lowerindex
-from rocmforge.build.image.archive import archive_chunks
-from rocmforge.build.image.layers import normalise_layer
+from rocmforge.assemble.image import lowerindex
+from rocmforge.assemble.image.archive import archive_chunks
+from rocmforge.assemble.image.layers import normalise_layer
 from rocmforge.host.layerstore import chain_ids
-from rocmforge.build.image.lowerindex import LowerIndex, open_lower
-from rocmforge.build.image.lowerrules import canonicalise
-from rocmforge.build.image.normalise import rewrite_archive
+from rocmforge.assemble.image.lowerindex import LowerIndex, open_lower
+from rocmforge.assemble.image.lowerrules import canonicalise
+from rocmforge.assemble.image.normalise import rewrite_archive
 from tests.unit.image_samples import EPOCH, LATER, OLD, save_archive, tar_bytes, ti
 
 D, F, L, H = tarfile.DIRTYPE, tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
@@ -361,7 +361,7 @@ def test_damaged_cache_rebuilt(tmp_path, damage):
 
 
 def test_index_refuses_a_layer_that_is_not_what_it_claims(tmp_path):
-    from rocmforge.build.image import ImageArchiveError
+    from rocmforge.assemble.image import ImageArchiveError
 
     with pytest.raises(ImageArchiveError, match="hashes to"):
         open_lower(tmp_path / "w.sqlite", ["sha256:" + "0" * 64], lambda i: [BASE], cache=tmp_path / "c",
@@ -456,7 +456,7 @@ class FakeStore:
 def test_store_and_archive_give_one_image_and_the_base_is_read_once(tmp_path):
     import json
 
-    from rocmforge.build.image.normalise import rewrite_from_store
+    from rocmforge.assemble.image.normalise import rewrite_from_store
     from tests.unit.image_samples import docker_config
 
     base = gnu([(bt("var", D, mode=0o755), None), (bt("var/log", D, mode=0o755), None),

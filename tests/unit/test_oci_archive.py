@@ -15,10 +15,10 @@ import tarfile
 
 import pytest
 
-from rocmforge.build.image import ImageArchiveError
-from rocmforge.build.image.archive import archive_chunks, read_manifest, walk_archive
-from rocmforge.build.image.blobs import GZIP, ZSTD_MAGIC, Codec, decoded_chunks, feed_buffering, zstd_codec
-from rocmforge.build.image.normalise import rewrite_archive
+from rocmforge.assemble.image import ImageArchiveError
+from rocmforge.assemble.image.archive import archive_chunks, read_manifest, walk_archive
+from rocmforge.assemble.image.blobs import GZIP, ZSTD_MAGIC, Codec, decoded_chunks, feed_buffering, zstd_codec
+from rocmforge.assemble.image.normalise import rewrite_archive
 from rocmforge.shared.streams import CHUNK_SIZE
 from tests.unit.image_samples import (EPOCH, build_layer, docker_config, image_ids_read_in_chunks, save_archive,
                                       tar_bytes, ti)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.build.engine import build_labels
-from rocmforge.build.image.history import stage_steps
+from rocmforge.assemble.engine import build_labels
+from rocmforge.assemble.image.history import stage_steps
 from rocmforge.data.suites.conftest import registry_base_image
 from rocmforge.host import imageid
 from rocmforge.render.plan import load_plan

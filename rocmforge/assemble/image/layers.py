@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
-from rocmforge.build.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
+from rocmforge.assemble.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 
 # What normalisation drops or blanks, and why (paths relative to the layer root). Whiteouts

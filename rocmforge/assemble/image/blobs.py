@@ -10,7 +10,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Generator, Iterator
 
-from rocmforge.build.image.tarcodec import BLOCK, looks_like_tar_header
+from rocmforge.assemble.image.tarcodec import BLOCK, looks_like_tar_header
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
 

@@ -13,8 +13,8 @@ import hashlib
 import json
 from typing import Iterator
 
-from rocmforge.build.image.archive import RewrittenImage, layer_members, small_member
-from rocmforge.build.image.tarcodec import EMPTY_TAR
+from rocmforge.assemble.image.archive import RewrittenImage, layer_members, small_member
+from rocmforge.assemble.image.tarcodec import EMPTY_TAR
 from rocmforge.shared.errors import ImageArchiveError
 
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"

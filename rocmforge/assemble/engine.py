@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocmforge.build import steplock
-from rocmforge.build.image.history import TrailingLabels, stage_steps, trailing_labels
+from rocmforge.assemble import steplock
+from rocmforge.assemble.image.history import TrailingLabels, stage_steps, trailing_labels
 from rocmforge.host import aptmirror, aptsources, engines, registrybase
 from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.plan import TargetPlan

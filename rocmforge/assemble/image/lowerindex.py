@@ -22,9 +22,9 @@ import sqlite3
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, NamedTuple
 
-from rocmforge.build.image.layers import layer_path
+from rocmforge.assemble.image.layers import layer_path
 from rocmforge.host.layerstore import chain_ids
-from rocmforge.build.image.tarcodec import CHR, BLK, DIR, LNK, REG, TarEntry, TarReader
+from rocmforge.assemble.image.tarcodec import CHR, BLK, DIR, LNK, REG, TarEntry, TarReader
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import keep_most_recent
 from rocmforge.shared.streams import ChunkStream, HashingWindow

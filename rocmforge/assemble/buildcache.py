@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocmforge.build import engine
+from rocmforge.assemble import engine
 from rocmforge.host.enginebase import EngineError
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write

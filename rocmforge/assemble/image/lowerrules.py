@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterator
 
-from rocmforge.build.image.layers import LayerResult, layer_path, sort_key
-from rocmforge.build.image.lowerindex import OPAQUE, WHITEOUT, LowerIndex, Node, join, node_of, split
-from rocmforge.build.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
+from rocmforge.assemble.image.layers import LayerResult, layer_path, sort_key
+from rocmforge.assemble.image.lowerindex import OPAQUE, WHITEOUT, LowerIndex, Node, join, node_of, split
+from rocmforge.assemble.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
 from rocmforge.shared.streams import ChunkStream
 
 RULES = (

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TYPE_CHECKING
 
-from rocmforge.build.image import lowerindex
-from rocmforge.build.image import ociload
-from rocmforge.build.image.archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
-from rocmforge.build.image.config import normalise_config
-from rocmforge.build.image.layers import LayerResult, rewrite_layer
-from rocmforge.build.image.lowerrules import CanonicalResult, canonicalise
+from rocmforge.assemble.image import lowerindex
+from rocmforge.assemble.image import ociload
+from rocmforge.assemble.image.archive import RewrittenImage, archive_chunks, read_manifest, walk_archive
+from rocmforge.assemble.image.config import normalise_config
+from rocmforge.assemble.image.layers import LayerResult, rewrite_layer
+from rocmforge.assemble.image.lowerrules import CanonicalResult, canonicalise
 from rocmforge.host.engines import EngineError
 from rocmforge.host.ocilayout import manifest_layers
 from rocmforge.shared.errors import ImageArchiveError

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from rocmforge.build.image.blobs import layer_window
-from rocmforge.build.image.layers import LayerResult
-from rocmforge.build.image.tarcodec import EMPTY_TAR, REG, SYM, TarEntry, TarReader, encode_header, padding
+from rocmforge.assemble.image.blobs import layer_window
+from rocmforge.assemble.image.layers import LayerResult
+from rocmforge.assemble.image.tarcodec import EMPTY_TAR, REG, SYM, TarEntry, TarReader, encode_header, padding
 from rocmforge.host.ocilayout import read_index
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow

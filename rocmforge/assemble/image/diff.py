@@ -9,9 +9,9 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from rocmforge.build.image.archive import read_manifest, walk_archive
-from rocmforge.build.image.layers import layer_path
-from rocmforge.build.image.tarcodec import BLK, CHR, REG, TYPE_NAMES, TarReader
+from rocmforge.assemble.image.archive import read_manifest, walk_archive
+from rocmforge.assemble.image.layers import layer_path
+from rocmforge.assemble.image.tarcodec import BLK, CHR, REG, TYPE_NAMES, TarReader
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc
 from rocmforge.shared.streams import HashingWindow
