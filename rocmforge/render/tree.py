@@ -10,7 +10,7 @@ from rocmforge.shared.files import atomic_write
 
 
 # Every target's context holds the same probes/ and tools/ (the plan's files, hashed into the
-# content tag); the repository keeps them once (probes/, rocmforge/define/kinds/venv_entry_points.py),
+# content tag); the repository keeps them once (probes/, rocmforge/data/scripts/venv_entry_points.py),
 # and `build.py context` writes a whole context.
 SHARED_PREFIXES = ("probes/", "tools/")
 

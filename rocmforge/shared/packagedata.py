@@ -16,6 +16,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 TEMPLATES = DATA / "templates"
 PROBES = DATA / "probes"
 SUITES = DATA / "suites"
+SCRIPTS = DATA / "scripts"
 
 
 def folder(project: Path, name: str) -> Path:

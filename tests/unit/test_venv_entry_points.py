@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "rocmforge" / "define" / "kinds" / "venv_entry_points.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "rocmforge" / "data" / "scripts" / "venv_entry_points.py"
 
 
 def test_base_console_scripts_get_venv_twins(tmp_path):

@@ -14,11 +14,12 @@ from pydantic import Field
 from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockContext, LockEntry, TargetUse
 from rocmforge.define.lockschema import HeldEntry, Lock, PythonFile, python_files
 from rocmforge.host import fetch, pylock
+from rocmforge.shared import packagedata
 
 if TYPE_CHECKING:
     from rocmforge.shared.yamlsrc import SourceMap
 
-ENTRY_POINTS_SCRIPT = Path(__file__).with_name("venv_entry_points.py")
+ENTRY_POINTS_SCRIPT = packagedata.SCRIPTS / "venv_entry_points.py"
 PIP_VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 
 
