@@ -17,7 +17,7 @@ from rich.console import Console
 from rocmforge.assemble import buildcache, engine, image
 from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
-from rocmforge.release import regcache
+from rocmforge.workflow import registry_cache
 from rocmforge.resolve import bootstrap
 from rocmforge.shared import background
 from rocmforge.shared.errors import BuildError, UserError
@@ -100,7 +100,7 @@ class Pipeline:
         tp = self.project.buildable_target(name)
         self.ca                  # a bad bundle, like a bad setting, is refused before anything is built
         buildcache.budget()
-        cache = regcache.from_options(self.options.cache_registry, self.options.cache_readonly)
+        cache = registry_cache.from_options(self.options.cache_registry, self.options.cache_readonly)
         client = connecting.result()
         order = self.plan.order([name])
         if cache and not engine.image_id(client, tp.content_tag):   # a hit needs none of its prerequisites
@@ -140,7 +140,7 @@ class Pipeline:
                                       engine.raw_tag(tp), built.made)
                 self.write_manifest(client, tp, built)
                 kept = settled.result()
-        if cache and regcache.store(client, cache, tp, self.progress.warn):
+        if cache and registry_cache.store(client, cache, tp, self.progress.warn):
             self.progress.line(f"  stored {name} in the cache {cache.where.repository(tp.name)}")
         shown = client.manifest_digest(tp.content_tag)
         also = f" (the engine's containerd store shows it as {shown[7:19]}, its manifest digest)" if shown else ""
@@ -152,7 +152,7 @@ class Pipeline:
     def from_cache(self, client: Engine, cache, tp: TargetPlan) -> str | None:
         epoch = iso_utc(self.plan.matrix.targets[tp.name].source_date_epoch)
         with self.progress.status(f"{tp.key}: asking the cache {cache.where.host}"):
-            image = regcache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch,
+            image = registry_cache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch,
                                    self.progress.warn)
         if image:
             self.cached.add(tp.key)

@@ -296,19 +296,19 @@ def test_bad_tag_refused(tag):
 
 
 def test_cache_registry_option_and_environment(monkeypatch):
-    from rocmforge.release import regcache
+    from rocmforge.workflow import registry_cache
     from rocmforge.shared.errors import UserError
 
-    monkeypatch.delenv(regcache.ENV, raising=False)
-    monkeypatch.delenv(regcache.READONLY_ENV, raising=False)
-    assert regcache.from_options(None) is None
-    cache = regcache.from_options("127.0.0.1:5000")
+    monkeypatch.delenv(registry_cache.ENV, raising=False)
+    monkeypatch.delenv(registry_cache.READONLY_ENV, raising=False)
+    assert registry_cache.from_options(None) is None
+    cache = registry_cache.from_options("127.0.0.1:5000")
     assert (cache.where.host, cache.where.namespace, cache.readonly) == ("127.0.0.1:5000", "rocmforge-cache", False)
-    assert regcache.from_options("registry.example.org/team/cache").where.namespace == "team/cache"
-    monkeypatch.setenv(regcache.ENV, "cache.example.org:443")
-    monkeypatch.setenv(regcache.READONLY_ENV, "1")
-    cache = regcache.from_options(None)
+    assert registry_cache.from_options("registry.example.org/team/cache").where.namespace == "team/cache"
+    monkeypatch.setenv(registry_cache.ENV, "cache.example.org:443")
+    monkeypatch.setenv(registry_cache.READONLY_ENV, "1")
+    cache = registry_cache.from_options(None)
     assert cache.where.host == "cache.example.org:443" and cache.readonly
     with pytest.raises(UserError) as err:
-        regcache.from_options("cache")                 # would be read as a Docker Hub namespace
+        registry_cache.from_options("cache")                 # would be read as a Docker Hub namespace
     assert err.value.field == "--cache-registry"
