@@ -1,7 +1,7 @@
 """Command line: `python build.py [--matrix M] COMMAND ...`; `python build.py --target X` builds then tests.
 
 The CLI parses, calls and prints: builds go through rocmforge.workflow.pipeline, each command is a
-function in build_commands, info_commands or release_commands, and parser.py names the function of each subcommand."""
+function in build_commands, project_commands, reader_commands, host_commands or release_commands, and parser.py names the function of each subcommand."""
 
 from __future__ import annotations
 

@@ -24,8 +24,16 @@ def build(function: str) -> Command:
     return Command("build_commands", function)
 
 
-def info(function: str) -> Command:
-    return Command("info_commands", function)
+def project(function: str) -> Command:
+    return Command("project_commands", function)
+
+
+def reader(function: str) -> Command:
+    return Command("reader_commands", function)
+
+
+def host(function: str) -> Command:
+    return Command("host_commands", function)
 
 
 def release(function: str) -> Command:
@@ -76,29 +84,29 @@ def _describing_commands(sub) -> None:
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--gpu-jobs", action="store_true",
                     help="with --json: one entry per (target, arch) with the self-hosted runner labels for its GPU suites")
-    ls.set_defaults(run=info("list_targets"))
+    ls.set_defaults(run=project("list_targets"))
 
     r = sub.add_parser("render", help="write images/<target>/ from matrix.yaml and templates/")
     r.add_argument("--out", default=None, help="output folder (default images/ beside the matrix)")
     r.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file")
-    r.set_defaults(run=info("render"))
+    r.set_defaults(run=project("render"))
 
     rp = sub.add_parser("report", help="the matrix report: every target against every suite, as a static HTML page")
     rp.add_argument("--out", dest="report_out", default=None, help="folder for index.html and report.json "
                     "(default .rocmforge/report/)")
     rp.add_argument("--json", action="store_true", help="print the report as JSON")
     rp.add_argument("--markdown", default=None, help="append a Markdown summary to this file (CI: $GITHUB_STEP_SUMMARY)")
-    rp.set_defaults(run=info("report"))
+    rp.set_defaults(run=project("report"))
 
     ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
     ri.add_argument("file")
     ri.add_argument("--json", action="store_true")
-    ri.set_defaults(run=info("rocminfo"))
+    ri.set_defaults(run=reader("rocminfo"))
 
     ar = sub.add_parser("archs", help="list the GPU architectures compiled into files or folders")
     ar.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     ar.add_argument("--json", action="store_true")
-    ar.set_defaults(run=info("archs"))
+    ar.set_defaults(run=reader("archs"))
 
 
 def _building_commands(sub) -> None:
@@ -205,11 +213,11 @@ def _host_commands(sub) -> None:
     dr.add_argument("--host-root", metavar="DIR",
                     help="diagnose a host copied under DIR (DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc/cdi, ...) "
                          "instead of this one: every absolute path is read relative to DIR")
-    dr.set_defaults(run=info("doctor"))
+    dr.set_defaults(run=host("doctor"))
 
     rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")
     _target(rn)
     rn.add_argument("--dry-run", action="store_true", help="print the command for Docker and for podman, run nothing")
     _host_gpu_options(rn, "with --dry-run: the command for a host copied under DIR (its nodes, groups, CDI spec)")
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (default: the image's command)")
-    rn.set_defaults(run=info("run"))
+    rn.set_defaults(run=host("run"))

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from rocmforge.define.matrix import load_matrix
-import rocmforge.cli.info_commands  # noqa: F401  (the last-resort tests patch it; alone, nothing else imports it)
+import rocmforge.cli.project_commands  # noqa: F401  (the last-resort tests patch it; alone, nothing else imports it)
 
 
 def test_list_json_covers_every_target_in_build_order():
@@ -99,7 +99,7 @@ def test_last_resort_for_os_errors_is_one_line(monkeypatch, capsys, exc, code, l
     def fail(inv):
         raise exc
 
-    monkeypatch.setattr(cli.info_commands, "list_targets", fail)
+    monkeypatch.setattr(cli.project_commands, "list_targets", fail)
     assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"]) == code
     assert capsys.readouterr().err == line + "\n"
 
@@ -110,7 +110,7 @@ def test_last_resort_for_docker_errors_and_bugs(monkeypatch, capsys):
     from rocmforge import cli
 
     raised = []
-    monkeypatch.setattr(cli.info_commands, "list_targets", lambda inv: (_ for _ in ()).throw(raised[-1]))
+    monkeypatch.setattr(cli.project_commands, "list_targets", lambda inv: (_ for _ in ()).throw(raised[-1]))
     raised.append(docker.errors.ContainerError("c1", 3, "true", "img", b"line one\nline two"))
     assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"]) == 1
     err = capsys.readouterr().err

@@ -528,10 +528,10 @@ class EngineWithCdi(FakeClient):
 ])
 def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, expected, absent, podman_expected):
     import rocmforge.cli as cli
-    from rocmforge.cli import info_commands
+    from rocmforge.cli import host_commands
 
-    monkeypatch.setattr(info_commands.engine, "connect", lambda: EngineWithCdi())
-    monkeypatch.setattr(info_commands.engine, "image_id", lambda client, ref: "sha256:" + "1" * 64)
+    monkeypatch.setattr(host_commands.engine, "connect", lambda: EngineWithCdi())
+    monkeypatch.setattr(host_commands.engine, "image_id", lambda client, ref: "sha256:" + "1" * 64)
     matrix = Path(__file__).resolve().parents[2] / "matrix.yaml"
     rc = cli.main(["--matrix", str(matrix), "run", "--target", "hip-runtime", "--dry-run",
                    "--host-root", str(HOSTS / host), "--", "rocminfo"])

@@ -20,7 +20,7 @@ PROGRAM = """
 import subprocess, sys, time
 from pathlib import Path
 from rocmforge import cli
-import rocmforge.cli.info_commands
+import rocmforge.cli.project_commands
 
 marker, mode = Path(sys.argv[1]), sys.argv[2]
 
@@ -35,7 +35,7 @@ def waiting(inv):
             time.sleep(1.5)
         marker.write_text("cleaned up")
 
-cli.info_commands.list_targets = waiting
+cli.project_commands.list_targets = waiting
 sys.exit(cli.main(["--matrix", sys.argv[3], "list"]))
 """
 

@@ -1,0 +1,90 @@
+"""Commands about the user's host: `doctor` (can it build and run the images) and `run` (the
+target's image started as ROCm needs it, on the image this host's GPUs are covered by)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from rocmforge import doctor as host_doctor
+from rocmforge.assemble import engine
+from rocmforge.cli import host_gpus, signals
+from rocmforge.cli.invocation import Invocation
+from rocmforge.doctor import pick
+from rocmforge.host import dockerrun
+from rocmforge.host.container import GpuAccess, host_gpu_access
+from rocmforge.shared.errors import UserError
+
+
+def doctor(inv: Invocation) -> int:
+    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology,
+                             host_root=host_gpus.host_root(inv))
+    print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
+    return report.exit_code
+
+
+def local_images(client, plans) -> list[pick.Candidate]:
+    """The target's images this engine holds (built: content tag; pulled: readable tag), with sizes."""
+    out = []
+    for tp in plans:
+        ref = next((r for r in (tp.content_tag, tp.readable_tag) if engine.image_id(client, r)), None)
+        if ref is not None:
+            size = client.inspect(ref).get("Size")
+            out.append(pick.Candidate(tp.variant or tp.archs, ref, size if isinstance(size, int) else None,
+                                      variant=bool(tp.variant)))
+    return out
+
+
+def run(inv: Invocation) -> int:
+    target, cmd = inv.target_name(), inv.args.cmd
+    inv.project.target(target)
+    host_gpus.check_arch(inv)
+    host_root = host_gpus.host_root(inv)
+    if host_root is not None and not inv.args.dry_run:
+        raise UserError("a copied host's command can only be printed: add --dry-run", field="--host-root")
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    client = engine.connect()
+    candidates = local_images(client, inv.plan.images_of(target))
+    if not candidates:
+        raise UserError(f"target {target!r} is neither built nor pulled; run `python build.py build --target "
+                        f"{target}` or `python build.py pull --target {target}`", field="--target")
+    gpu = host_gpu_access()
+    env: dict[str, str] = {}
+    access = host_doctor.RunAccess()
+    job = host_gpus.read(inv, client, inv.plan, kfd_present=gpu.present or gpu.wsl, root=host_root)
+    if job.report is not None:
+        # A pruned image on GPUs it has no code for: stop here, not with hipErrorNoBinaryForGpu in the job.
+        refusal = job.report.failed(f"coverage:{target}")
+        if refusal:
+            raise UserError(refusal, field="--target")
+        access = job.report.access
+        if host_root is not None:   # the copied host's nodes and groups, not this machine's
+            gpu = GpuAccess(devices=access.devices, group_ids=access.group_ids)
+        env = job.report.env_for(target) if gpu.present else {}
+        # The user's own choice of GPUs goes to the job, and decides which GPUs the image must cover.
+        if job.chosen is not None and gpu.present:
+            env["HIP_VISIBLE_DEVICES"] = job.chosen
+    choice = host_gpus.chooser(job, inv.args.arch, target)(candidates)
+    image = choice.image.ref
+    print(f"image: {choice.image.describe()}, {engine.image_id(client, image)[7:19]}: {choice.reason}",
+          file=sys.stderr)
+    docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
+    argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
+                                     docker=docker, cdi_devices=access.cdi_devices, keep_groups=access.keep_groups,
+                                     shm_size=access.shm_size)
+    where = "the copied host" if host_root else "this host"
+    if gpu.wsl:
+        print(f"note: WSL2 on {where}: the container gets /dev/dxg and {dockerrun.WSL_LIBS}, but this image's ROCm "
+              "reaches the GPU only through AMD's WSL runtime (librocdxg); see `python build.py doctor` (wsl)",
+              file=sys.stderr)
+    elif not gpu.present:
+        print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)
+    if inv.args.dry_run:
+        print(dockerrun.dry_run_text(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
+                                     docker_cdi=access.docker_cdi_devices, podman_cdi=access.podman_cdi_devices,
+                                     shm_size=access.shm_size))
+        return 0
+    return signals.run_passing_on(argv)
