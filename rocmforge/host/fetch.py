@@ -24,7 +24,7 @@ class FetchError(Exception):
 
 
 class LockedWheel(Protocol):
-    """One locked wheel (define.lockschema.PythonFile is one): its version, file name and sha256s."""
+    """One locked wheel (resolve.lockmodel.PythonFile is one): its version, file name and sha256s."""
     version: str
     file: str
     sha256: list[str]

@@ -19,7 +19,7 @@ from rocmforge.define.kinds import GitSourceFetch, WheelsFetch
 from rocmforge.verify.suites import NOT_GPU_VERIFIED, SuiteStatus
 
 if TYPE_CHECKING:
-    from rocmforge.define.lockschema import Lock
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.render.plan import BuildPlan
     from rocmforge.verify.suites import SuitesReport
 

@@ -25,7 +25,7 @@ from rocmforge.verify.manifest import checked_artifacts
 from rocmforge.verify.suites import SuiteStatus, recorded, suites_present
 
 if TYPE_CHECKING:
-    from rocmforge.define.lockschema import Lock
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.define.matrix import Matrix
     from rocmforge.render.plan import BuildPlan
     from rocmforge.host.engines import Engine

@@ -20,7 +20,7 @@ from rocmforge.shared.errors import UserError
 from rocmforge.verify import manifest as manifests
 
 if TYPE_CHECKING:
-    from rocmforge.define.lockschema import Lock
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.render.plan import BuildPlan
     from rocmforge.verify.suites import SuitesReport
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
-from rocmforge.define.lockschema import Lock
+from rocmforge.resolve.lockmodel import Lock
 from rocmforge.define.matrix import Matrix, load_matrix, variant_suffix
 from rocmforge.render import archprune
 from rocmforge.render.contexts import BaseArg, Renderer, TargetInputs

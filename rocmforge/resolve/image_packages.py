@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocmforge.define.lockschema import Lock
+from rocmforge.resolve.lockmodel import Lock
 from rocmforge.define.matrix import Matrix
 
 

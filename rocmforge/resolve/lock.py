@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, TYPE_CHECKING
 
 from rocmforge.define.kinds import LockEntry
-from rocmforge.define.lockschema import SECTIONS, BaseEntry, Lock
+from rocmforge.resolve.lockmodel import SECTIONS, BaseEntry, Lock
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources, registrybase
 from rocmforge.host.container import TrackedContainer, remove_session_leftovers

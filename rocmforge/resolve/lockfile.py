@@ -1,4 +1,4 @@
-"""matrix.lock: what `build.py lock` resolved (its model: define/lockschema.py). Pure read/write and the
+"""matrix.lock: what `build.py lock` resolved (its model: define/lockmodel.py). Pure read/write and the
 matrix ↔ lock comparison."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from rocmforge.define import lockschema
-from rocmforge.define.lockschema import SECTIONS, Lock
+from rocmforge.resolve import lockmodel
+from rocmforge.resolve.lockmodel import SECTIONS, Lock
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptsources
 from rocmforge.shared import yamlsrc
@@ -90,7 +90,7 @@ def load(path: Path) -> Lock:
     try:
         return Lock.model_validate({**data, "schema": 1})
     except ValidationError as exc:
-        loc, message = lockschema.refusal(tuple(exc.errors()[0]["loc"]), data)
+        loc, message = lockmodel.refusal(tuple(exc.errors()[0]["loc"]), data)
         raise src.error(loc, message) from None
 
 

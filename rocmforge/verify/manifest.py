@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 from rocmforge.define.kinds import GitSourceFetch
-from rocmforge.define.lockschema import Lock
+from rocmforge.resolve.lockmodel import Lock
 from rocmforge.host import aptmirror
 from rocmforge.render import archprune
 from rocmforge.define.matrix import variant_suffix

@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from rocmforge.define.lockschema import Lock
+from rocmforge.resolve.lockmodel import Lock
 from rocmforge.render.plan import load_plan, require_resolved
 from rocmforge.resolve import lockfile
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError

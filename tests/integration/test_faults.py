@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmforge.define.lockschema import PythonFile
+from rocmforge.resolve.lockmodel import PythonFile
 from rocmforge.host import fetch
 from rocmforge.resolve import lockfile
 from rocmforge.verify import suites as suite_runs

@@ -3,7 +3,7 @@ committed matrix and lock, and the comparison with an installed set."""
 
 from __future__ import annotations
 
-from rocmforge.define.lockschema import BaseEntry
+from rocmforge.resolve.lockmodel import BaseEntry
 from rocmforge.resolve import lockfile
 from rocmforge.resolve.image_packages import ExpectedPackages, compare, expected_packages, parse_dpkg_status
 from rocmforge.define.matrix import load_matrix

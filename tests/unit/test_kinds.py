@@ -26,7 +26,7 @@ from rocmforge.host import fetch
 from rocmforge.resolve import lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.define.kinds import KIND_NAMES, GitSourceFetch, WheelsFetch
-from rocmforge.define.lockschema import GitEntry, Lock, PythonFile
+from rocmforge.resolve.lockmodel import GitEntry, Lock, PythonFile
 from rocmforge.resolve.lock import LockRun, Outcome
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import make_plan

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocmforge.host import pylock
+from rocmforge.resolve import pylock
 
 
 def _item(name, version, url, **archive):

@@ -1,7 +1,7 @@
 """A torch version the lock cannot hold with a pip constraint is refused at lock time, with the
 value; the versions AMD's and Debian's images report are held."""
 
-from rocmforge.host.pylock import torch_version_problem
+from rocmforge.resolve.pylock import torch_version_problem
 
 
 def test_versions_amd_and_debian_report_are_held():

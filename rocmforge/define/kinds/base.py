@@ -14,7 +14,7 @@ from rocmforge.define.schema import Strict
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
-    from rocmforge.define.lockschema import Lock
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.define.schema import Stack, Target, TorchPin
     from rocmforge.shared.yamlsrc import SourceMap
 

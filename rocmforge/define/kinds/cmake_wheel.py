@@ -14,7 +14,7 @@ from rocmforge.define.kinds.git_source import GitSource, GitSourceFetch, GitSour
 from rocmforge.host.container import TrackedContainer
 
 if TYPE_CHECKING:
-    from rocmforge.define.lockschema import Lock
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.shared.yamlsrc import SourceMap
 
 HIP_SHORT_RE = re.compile(r"^([0-9]+)\.([0-9]+)")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmforge.define.kinds.base import LockContext
-from rocmforge.define.lockschema import GitEntry, Lock
+from rocmforge.resolve.lockmodel import GitEntry, Lock
 from rocmforge.define.schema import COMMIT_RE, Strict, null_or_matching
 from rocmforge.host import fetch
 

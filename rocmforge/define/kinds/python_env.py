@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockContext, LockEntry, TargetUse
-from rocmforge.define.lockschema import HeldEntry, Lock, PythonFile, python_files
+from rocmforge.resolve.lockmodel import HeldEntry, Lock, PythonFile, python_files
 from rocmforge.host import fetch, pylock
 from rocmforge.shared import packagedata
 

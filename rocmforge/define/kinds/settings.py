@@ -13,7 +13,7 @@ from rocmforge.define.kinds.base import ComponentPlan, TargetUse, WithoutBuilder
 from rocmforge.shared.errors import UserError
 
 if TYPE_CHECKING:
-    from rocmforge.define.lockschema import Lock
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.shared.yamlsrc import SourceMap
 
 SETTINGS_EXTS = (".json", ".yaml", ".yml")  # the formats settings_bytes can write
