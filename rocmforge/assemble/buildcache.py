@@ -24,6 +24,7 @@ from rocmforge.host.enginebase import EngineError
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
+from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
@@ -48,7 +49,7 @@ def budget() -> int:
 
 
 def _record(state: Path, target: str) -> Path:
-    return state / "cache" / f"{target}.json"
+    return StateDir(state).build_cache(target)
 
 
 def recorded(state: Path, target: str) -> list[str]:

@@ -69,14 +69,12 @@ def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
 def final_base(client: Engine, tp: TargetPlan, *, fetch: bool = True) -> str | None:
     """The image the target's last stage starts FROM, as the engine knows it: its layers are the
     ones normalisation passes through. With fetch=False: None when it is not on the engine."""
-    froms = [line.split()[1] for line in tp.files["Dockerfile"].decode().splitlines()
-             if line.upper().startswith("FROM ") and len(line.split()) > 1]
-    if not froms:
+    if not tp.final_from:
         raise BuildError(f"the Dockerfile of {tp.name} has no FROM")
-    if froms[-1].startswith("${") and tp.registry_base:
+    if tp.final_from.startswith("${") and tp.registry_base:
         image, digest = tp.registry_base
         return registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env(), fetch=fetch)
-    return froms[-1] if fetch or image_id(client, froms[-1]) else None
+    return tp.final_from if fetch or image_id(client, tp.final_from) else None
 
 
 # Two builds of one target at once each get their own raw tag: one's clean-up must not untag the

@@ -9,15 +9,13 @@ from pathlib import Path
 from rocmforge.assemble import engine, steplock
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
-from rocmforge.release import matrix_report as report
 from rocmforge.define.matrix import variant_suffix
-from rocmforge.resolve import lock as locking, lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.verify import suites
-from rocmforge.workflow import cleanup
+from rocmforge.workflow import cleanup, locking
 from rocmforge.workflow.pipeline import require_built
-from rocmforge.workflow.project import ca_bundle, writable_dir, writable_file
+from rocmforge.workflow.project import writable_dir, writable_file
 from rocmforge.workflow.repro_check import verify_repro as run
 
 
@@ -30,7 +28,7 @@ def build(inv: Invocation) -> int:
     name = inv.target_name()
     results = inv.pipeline.build(name)
 
-    show.build_table(inv.out, engine.connect(), inv.plan, results)
+    show.build_table(inv.out, inv.plan, results)
     return 0
 
 
@@ -49,19 +47,23 @@ def test(inv: Invocation) -> int:
         project.buildable_target(target)
     client = engine.connect()
     # A target's test covers its main image and every variant its build makes.
-    plans = [None] if image else list(inv.plan.images_of(target))
-    for tp in plans:
-        if tp is not None:
-            require_built(client, tp)
-    if image and engine.image_id(client, image) is None:
-        raise UserError(f"image {image!r} not found on the engine", field="--image")
+    if image:
+        image_id = engine.image_id(client, image)
+        if image_id is None:
+            raise UserError(f"image {image!r} not found on the engine", field="--image")
+        # An image given by reference that is one of the target's own gets the suites in its manifest.
+        own = next((tp for tp in inv.plan.images_of(target) if engine.image_id(client, tp.content_tag) == image_id),
+                   None) if target else None
+        runs = [(image, image_id, own)]
+    else:
+        runs = [(tp.content_tag, require_built(client, tp), tp) for tp in inv.plan.images_of(target)]
     require_gpu = bool(getattr(args, "require_gpu", False))
     reports = []
-    for tp in plans:
+    for ref, image_id, tp in runs:
         own_junit = junit
         if junit and tp is not None and tp.variant:
             own_junit = junit.with_name(f"{junit.stem}{variant_suffix(tp.variant)}{junit.suffix}")
-        reports.append(inv.pipeline.test(client, image or tp.content_tag, target, own_junit, require_gpu=require_gpu))
+        reports.append(inv.pipeline.test(client, ref, image_id, target, own_junit, require_gpu=require_gpu, own=tp))
     report, *variants = reports
     if getattr(args, "json", False):
         # The main image's report, as ever; its variants' reports beside it.
@@ -97,9 +99,10 @@ def manifest(inv: Invocation) -> int:
     client = engine.connect()
     require_built(client, tp)
     for each in inv.plan.images_of(name):
-        if each is not tp and not engine.image_id(client, each.content_tag):
+        image_id = engine.image_id(client, each.content_tag)
+        if image_id is None:
             continue      # a variant not built: its manifest comes with its build
-        folder = inv.pipeline.write_manifest(client, each)
+        folder = inv.pipeline.write_manifest(client, each, image_id)
         print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
     return 0
 
@@ -124,32 +127,17 @@ def context(inv: Invocation) -> int:
 
 def lock(inv: Invocation) -> int:
     project, args = inv.project, inv.args
-    targets = args.lock_targets
-    for t in targets or []:
-        project.target(t)
-    project.writable_state()
-    if not args.check:
-        writable_file(project.lock_path, None)
-    old = project.lock()
-    m = inv.plan.matrix
-    client = engine.connect()
-    work, log = project.state / "work", project.log("lock")
     if args.check:
-        with inv.progress.status("checking matrix.lock against the matrix and the mirrors"):
-            out = locking.check(client, m, old, targets=targets, work=work, log=log)
-        report.save_check(project.state, "lock", {"targets": m.order(targets), "problems": list(out.problems)})
+        out = locking.check(project, args.lock_targets, inv.progress)
         for p in out.problems:
             print(f"stale: {p}")
         if out.problems:
             print(f"{len(out.problems)} stale or unavailable pin(s); fix matrix.yaml and run `python build.py lock`",
                   file=sys.stderr)
             return 1
-        print(f"{project.lock_path.name}: every pin resolves ({', '.join(m.order(targets))})")
+        print(f"{project.lock_path.name}: every pin resolves ({', '.join(inv.plan.order(args.lock_targets))})")
         return 0
-    with inv.progress.status("resolving pins"):
-        out = locking.resolve(client, m, old, targets=targets, work=work, ca_bundle=ca_bundle(args.ca_bundle), log=log)
-
-    atomic_write(project.lock_path, lockfile.dump(out.lock).encode())
+    out = locking.resolve(project, args.lock_targets, args.ca_bundle, inv.progress)
     for r in out.resolved:
         print(f"resolved: {r}")
     for f in out.failed:

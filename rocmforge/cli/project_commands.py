@@ -17,6 +17,7 @@ from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.verify import manifest
 from rocmforge.workflow.project import writable_dir, writable_file
+from rocmforge.shared.statedir import StateDir
 
 
 def list_targets(inv: Invocation) -> int:
@@ -69,7 +70,7 @@ def render(inv: Invocation) -> int:
 
 def report(inv: Invocation) -> int:
     project, args = inv.project, inv.args
-    out_dir = Path(args.report_out) if args.report_out else project.state / "report"
+    out_dir = Path(args.report_out) if args.report_out else StateDir(project.state).report
     writable_dir(out_dir, "--out" if args.report_out else "--state-dir")
     if args.markdown:
         writable_file(Path(args.markdown), "--markdown", replaced=False)

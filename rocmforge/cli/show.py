@@ -12,8 +12,10 @@ from rocmforge.render.archprune import describe
 from rocmforge.verify.suites import SuiteStatus
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from rocmforge.render.plan import BuildPlan
-    from rocmforge.host.engines import Engine
+    from rocmforge.workflow.pipeline import BuiltTarget
 
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
@@ -35,15 +37,16 @@ def targets_table(out, title: str, rows: list[dict]) -> None:
             out.print(f"  {b if b.startswith(r['name'] + ':') else r['name'] + ': ' + b}", highlight=False, markup=False)
 
 
-def build_table(out, client: Engine, plan: BuildPlan, results) -> None:
+def build_table(out: Console, plan: BuildPlan, results: list[BuiltTarget]) -> None:
+    """The build's rows as the pipeline found them (no engine asked again), then the references to copy."""
     table = Table(title="build")
     table.add_column("target", no_wrap=True)
     for col in ("status", "image", "size"):
         table.add_column(col, no_wrap=True)
     for r in results:
-        img = client.inspect(plan.by_key(r.target).content_tag)
-        shown = "" if img["Id"] == r.image_id else f" (engine: {img['Id'][7:19]})"   # a store's manifest digest
-        table.add_row(r.target, r.status, r.image_id[7:19] + shown, f"{img['Size'] / 1e9:.2f} GB")
+        shown = "" if r.engine_id in ("", r.image_id) else f" (engine: {r.engine_id[7:19]})"   # a manifest digest
+        size = f"{r.size / 1e9:.2f} GB" if r.size is not None else "?"
+        table.add_row(r.target, r.status, r.image_id[7:19] + shown, size)
     out.print(table)
     for r in results:      # whole references, one per line, to copy
         tp = plan.by_key(r.target)

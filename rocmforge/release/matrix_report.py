@@ -23,6 +23,7 @@ from rocmforge.shared.records import load_internal
 from rocmforge.verify import manifest
 from rocmforge.verify.manifest import checked_artifacts
 from rocmforge.verify.suites import SuiteStatus, recorded, suites_present
+from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
     from rocmforge.resolve.lockmodel import Lock
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
     from rocmforge.host.engines import Engine
 
-CHECKS = "checks"          # <state>/checks/: what lock --check and verify-repro last found
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Report:
 def save_check(state: Path, name: str, data: dict) -> None:
     """Keeps what a check found (lock --check, verify-repro), atomically, for the report."""
     record = {**data, "checked": iso_utc(time.time())}
-    atomic_write(state / CHECKS / f"{name}.json", json.dumps(record, indent=2).encode())
+    atomic_write(StateDir(state).check(name), json.dumps(record, indent=2).encode())
 
 
 def _lock_check_problem(data) -> str | None:
@@ -99,12 +99,12 @@ def _repro_problem(data, name: str) -> str | None:
 
 
 def _lock_check(state: Path) -> dict | None:
-    return load_internal(state / CHECKS / "lock.json", _lock_check_problem,
+    return load_internal(StateDir(state).check("lock"), _lock_check_problem,
                          "run `python build.py lock --check` again")
 
 
 def _repro(state: Path, name: str) -> dict | None:
-    return load_internal(state / CHECKS / f"repro-{name}.json", lambda d: _repro_problem(d, name),
+    return load_internal(StateDir(state).check(f"repro-{name}"), lambda d: _repro_problem(d, name),
                          f"run `python build.py verify-repro --target {name}` again")
 
 

@@ -21,6 +21,7 @@ from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import BadRecord, read_json
 from rocmforge.verify import suites
+from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan
@@ -212,7 +213,7 @@ def _other_tested(state: Path, content_tag: str, image_id: str) -> str | None:
     """The most recently tested other image under this content tag: tells 'rebuilt since' from
     'never tested' (a variant's tag is its own, so its main image's results do not count)."""
     found = []
-    for path in (state / "results").glob("*.json"):
+    for path in StateDir(state).results.glob("*.json"):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):

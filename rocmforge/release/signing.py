@@ -18,6 +18,7 @@ from rocmforge.release import cosign as cosigns
 from rocmforge.release.cosign import Cosign
 from rocmforge.shared.errors import UserError
 from rocmforge.verify import manifest as manifests
+from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
     from rocmforge.resolve.lockmodel import Lock
@@ -118,7 +119,7 @@ def _repro_record(state: Path, target: str, image_id: str) -> dict | None:
     this very image (a byproduct, never required: a record of another image, or an unreadable one,
     is left out)."""
     try:
-        data = json.loads((state / "checks" / f"repro-{target}.json").read_text(encoding="utf-8"))
+        data = json.loads(StateDir(state).check(f"repro-{target}").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):

@@ -41,6 +41,15 @@ class TargetInputs:
     components: dict[str, ComponentPlan]       # in the target's order
 
 
+def apt_values(sources: object) -> dict:
+    """What the templates say about apt, as context: the Debian mirror's ARG and the lines that set
+    it up, update and clear it (host.aptmirror), and what the stack's apt_sources does to a
+    registry base's own lists (host.aptsources)."""
+    return {"mirror_arg": aptmirror.ARG, "mirror_setup": aptmirror.SETUP, "mirror_update": aptmirror.UPDATE,
+            "mirror_scratch": aptmirror.SCRATCH, "checked_update_lines": aptsources.checked_update_lines(sources),
+            "sources_described": aptsources.describe(sources), "policy_script": aptsources.policy_script(sources)}
+
+
 class Renderer:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -51,8 +60,6 @@ class Renderer:
             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True, autoescape=False, bytecode_cache=TemplateCache())
         self.env.filters["pin"] = lambda name, pins: (name, pins[name])
-        self.env.globals["apt_mirror"] = aptmirror   # its ARG, SETUP, UPDATE and SCRATCH
-        self.env.globals["apt_sources"] = aptsources   # a registry base's own lists: checked_update, describe
 
     def _template_error(self, exc: Exception, target: str) -> UserError:
         name = getattr(exc, "filename", None) or getattr(exc, "name", None)
@@ -122,6 +129,7 @@ class Renderer:
             "pins": stack.apt,
             "wheel_stages": [c["stage"] for c in components if c["spec"].builds_wheel],
             "debian": stack.base.bootstrap is not None,
+            "apt": apt_values(stack.apt_sources),
             "prune": ({"dir": archprune.PRUNE_DIR, "probes": archprune.PROBES,
                        "command": archprune.command(name, t.archs, stack.python_bin)} if t.prune_archs else None),
         }

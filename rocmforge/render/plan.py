@@ -39,6 +39,9 @@ class TargetPlan:
     fetches: tuple[FetchItem, ...] = ()   # host-side inputs added to the context at build time
     registry_base: PinnedImage | None = None   # pulled before the build; FROM names it through BASE_ARG
     variant: tuple[str, ...] = ()       # a variant's archs; () for the target's main (all-archs) image
+    # What the last stage's FROM names, read from the rendered Dockerfile when the plan is made (a
+    # project's own template may start it elsewhere than the plan's base); "" when there is none.
+    final_from: str = ""
 
     @property
     def content_tag(self) -> str:
@@ -58,6 +61,7 @@ class TargetPlan:
 @dataclass
 class BuildPlan:
     matrix: Matrix
+    lock: Lock              # matrix.lock as read once for the command; every later stage takes it from here
     targets: dict[str, TargetPlan] = field(default_factory=dict)
     variants: dict[str, tuple[TargetPlan, ...]] = field(default_factory=dict)   # by target, in matrix order
 
@@ -115,7 +119,7 @@ def make_plan(m: Matrix, root: Path, lock: Lock | None = None) -> BuildPlan:
     lock is matrix.lock's content."""
     lock = lock if lock is not None else lockfile.empty()
     renderer = Renderer(root)
-    plan = BuildPlan(m)
+    plan = BuildPlan(m, lock)
     steps = lockfile.apt_steps(m)
     for name in m.order():
         plan.targets[name] = _target_plan(plan, m, name, lock, renderer, steps)
@@ -158,7 +162,14 @@ def _target_plan(plan: BuildPlan, m: Matrix, name: str, lock: Lock, renderer: Re
         name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
         content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
         bootstrap_stack=base.bootstrap_stack, fetches=tuple(f for cp in components.values() for f in cp.fetches),
-        registry_base=base.registry_base, variant=variant)
+        registry_base=base.registry_base, variant=variant, final_from=final_from(files["Dockerfile"]))
+
+
+def final_from(dockerfile: bytes) -> str:
+    """The image the Dockerfile's last FROM names ("" when it has none)."""
+    froms = [line.split()[1] for line in dockerfile.decode().splitlines()
+             if line.upper().startswith("FROM ") and len(line.split()) > 1]
+    return froms[-1] if froms else ""
 
 
 def _component_plans(m: Matrix, name: str, lock: Lock) -> dict[str, ComponentPlan]:
@@ -166,7 +177,7 @@ def _component_plans(m: Matrix, name: str, lock: Lock) -> dict[str, ComponentPla
     t = m.targets[name]
     stack = m.stacks[t.stack]
     has_torch = m.torch_of(name).version is not None
-    return {cname: m.components[cname].plan(cname, lock, TargetUse(name, i, t, stack, has_torch))
+    return {cname: m.components[cname].plan(cname, lockfile.component_lock(lock, cname), TargetUse(name, i, t, stack, has_torch))
             for i, cname in enumerate(t.components)}
 
 

@@ -14,7 +14,7 @@ from rocmforge.resolve.lockmodel import SECTIONS, BaseEntry, Lock
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources, registrybase
 from rocmforge.host.container import TrackedContainer, remove_session_leftovers
-from rocmforge.resolve import bases, bootstrap, lockfile
+from rocmforge.resolve import bases, bootstrap, entries, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
 from rocmforge.shared.errors import BuildError
 
@@ -34,7 +34,7 @@ class Outcome:
 
 @dataclass
 class LockRun:
-    """What a component's lock entries (rocmforge/define/kinds/) resolve and check with."""
+    """What the lock entries the kinds describe are resolved and checked with (resolve.entries)."""
     client: Any
     matrix: Matrix
     names: list[str]            # the targets this run covers, in build order
@@ -248,7 +248,7 @@ def resolve(client: Engine, m: Matrix, old: Lock, *, targets: list[str] | None, 
                 p.close()
     run = LockRun(client, m, names, lock, out, work, ca_bundle, log)
     for entry in _lock_entries(m, names):
-        entry.resolve(run)
+        entries.resolve(entry, run)
     return out
 
 
@@ -310,5 +310,5 @@ def check(client: Engine, m: Matrix, lock: Lock, *, targets: list[str] | None, w
                 out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))
     run = LockRun(client, m, names, lock, out, work, None, log)
     for entry in _lock_entries(m, names):
-        entry.check(run)
+        entries.check(entry, run)
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from rocmforge.define.kinds import ComponentLock
 from rocmforge.resolve import lockmodel
 from rocmforge.resolve.lockmodel import SECTIONS, Lock
 from rocmforge.define.matrix import Matrix
@@ -169,3 +170,10 @@ def builder_image_pins(lock: Lock, m: Matrix, target: str, component: str) -> tu
     for key in wanted:
         pins.update(lock.apt.get(key, {}))
     return sorted(pins.items()), [k for k in wanted if k not in lock.apt]
+
+
+def component_lock(lock: Lock, component: str) -> ComponentLock:
+    """What the lock holds for one component, as its kind's plan reads it."""
+    git = lock.git.get(component)
+    return ComponentLock(commit=git.commit if git else None, wheels=lock.python.get(component) or {},
+                         held=lock.held.get(component))

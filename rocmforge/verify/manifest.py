@@ -18,6 +18,7 @@ from rocmforge.define.matrix import variant_suffix
 from rocmforge.render.plan import TargetPlan
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
+from rocmforge.shared.statedir import StateDir
 
 
 def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: Lock, suites: dict | None,
@@ -78,7 +79,7 @@ def make_sbom(manifest: dict) -> str:
 
 
 def write(state: Path, manifest: dict) -> Path:
-    folder = state / "artifacts" / (manifest["target"] + variant_suffix(manifest.get("variant", ())))
+    folder = StateDir(state).artifacts(manifest["target"] + variant_suffix(manifest.get("variant", ())))
     folder.mkdir(parents=True, exist_ok=True)
     sbom = make_sbom(manifest)
     # Each replaced whole: a full disk leaves the previous file, never a truncated one.
@@ -94,7 +95,7 @@ def describes(state: Path, key: str, image_id: str) -> bool:
     """Whether the state dir holds a manifest of the target (or variant: TargetPlan.key) that names
     exactly this image."""
     try:
-        data = json.loads((state / "artifacts" / key / "manifest.json").read_text())
+        data = json.loads((StateDir(state).artifacts(key) / "manifest.json").read_text())
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and data.get("image_id") == image_id
@@ -105,7 +106,7 @@ def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | Non
     """The target's manifest and SBOM, each only when it is what `write` made: a manifest of this
     target, and an SBOM whose sha256 its manifest records. Anything else is not linked, with a
     warning naming the file."""
-    folder = state / "artifacts" / target
+    folder = StateDir(state).artifacts(target)
     fix = f"run `python build.py manifest --target {target}` again"
     manifest = load_internal(folder / "manifest.json", lambda d: _manifest_problem(d, target), fix)
     if manifest is None:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge import __version__
-from rocmforge.assemble import engine
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
 from rocmforge.host.enginebase import EngineError
 from rocmforge.define.matrix import variant_suffix
@@ -23,11 +22,12 @@ from rocmforge.shared import packagedata
 from rocmforge.verify import suiteprocs
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
+from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
 
-SUITES = ("contents", "linkage", "config", "rocminfo", "gemm", "versions", "archs", "workload")
+SUITE_NAMES = ("contents", "linkage", "config", "rocminfo", "gemm", "versions", "archs", "workload")
 
 
 class SuiteStatus(str, Enum):
@@ -50,8 +50,8 @@ NOT_GPU_VERIFIED = SuiteStatus.NOT_GPU_VERIFIED.value
 
 
 def suites_present() -> list[str]:
-    """The suites of SUITES whose module the package ships (rocmforge/data/suites/test_<suite>.py)."""
-    return [s for s in SUITES if (packagedata.SUITES / f"test_{s}.py").is_file()]
+    """The suites of SUITE_NAMES whose module the package ships (rocmforge/data/suites/test_<suite>.py)."""
+    return [s for s in SUITE_NAMES if (packagedata.SUITES / f"test_{s}.py").is_file()]
 
 
 @dataclass
@@ -139,7 +139,7 @@ def judged_against(matrix: Path, target: str | None, content_hash: str | None) -
 
 def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
     out: dict[str, SuiteOutcome] = {}
-    for suite in suites_present() + sorted({r["suite"] for r in results} - set(SUITES)):
+    for suite in suites_present() + sorted({r["suite"] for r in results} - set(SUITE_NAMES)):
         rows = [r for r in results if r["suite"] == suite]
         failed = [r for r in rows if r["outcome"] == "failed"]
         ngv = [r for r in rows if r["outcome"] == "skipped" and r["detail"].startswith(NOT_GPU_VERIFIED)]
@@ -159,10 +159,11 @@ def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
     return out
 
 
-def run_suites(client: Engine, image_ref: str, target: str | None, matrix: Path,
+def run_suites(client: Engine, image_ref: str, image_id: str, target: str | None, matrix: Path,
                junit: Path | None = None, require_gpu: bool = False,
                content_hashes: dict[str, str] | None = None) -> SuitesReport:
-    """require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd).
+    """The suites run against a container of image_ref, whose ID (image_id) the caller found.
+    require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd).
     content_hashes: TargetPlan.key (a target, or a target's variant) -> content hash of the plan the
     image is judged against, for the record."""
     # The suites take the target from the image's label when none is given; the record says so too.
@@ -185,7 +186,7 @@ def run_suites(client: Engine, image_ref: str, target: str | None, matrix: Path,
             cmd += ["--target", target]
         if require_gpu:
             cmd += ["--require-gpu"]
-        # Every suite module the package ships runs, listed in SUITES or not.
+        # Every suite module the package ships runs, listed in SUITE_NAMES or not.
         names = [p.stem.removeprefix("test_") for p in sorted(root.glob("test_*.py"))]
         try:
             proc = suiteprocs.run_groups(cmd, root, names, Path(tmp), junit)
@@ -201,7 +202,7 @@ def run_suites(client: Engine, image_ref: str, target: str | None, matrix: Path,
     summary = judge(summarise(results), results, proc.exit_code, proc.log)
     gpu = host_gpu_access()
     host = (f"GPU host ({len(gpu.devices)} device node(s))" if gpu.present else f"no GPU: {gpu.reason_absent()}")
-    return SuitesReport(image=image_ref, image_id=engine.image_id(client, image_ref), target=judged_target,
+    return SuitesReport(image=image_ref, image_id=image_id, target=judged_target,
                         pytest_exit=proc.exit_code, suites=summary, tests=results, log=proc.log, judged=judged,
                         host=host,
                         ok=proc.exit_code == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
@@ -245,7 +246,7 @@ def recorded(state: Path, image_id: str) -> SuitesReport | None:
 
 
 def results_path(state: Path, image_id: str) -> Path:
-    return state / "results" / f"{image_id.split(':')[-1]}.json"
+    return StateDir(state).result(image_id)
 
 
 def _results_problem(data, image_id: str) -> str | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge.assemble import buildcache, engine, steplock
 from rocmforge.workflow.project import Project
+from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,5 +60,5 @@ def remove(client: Engine, project: Project, found: Found, names: list[str], alo
     for n in names:
         buildcache.forget(client, project.state, n)
     if alone:   # while another build runs, it may be writing there
-        shutil.rmtree(project.state / "logs", ignore_errors=True)
-        shutil.rmtree(project.state / "work", ignore_errors=True)
+        shutil.rmtree(StateDir(project.state).logs, ignore_errors=True)
+        shutil.rmtree(StateDir(project.state).work, ignore_errors=True)

@@ -18,15 +18,16 @@ from rocmforge.assemble import buildcache, engine, image
 from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
 from rocmforge.workflow import registry_cache
-from rocmforge.resolve import bootstrap
+from rocmforge.resolve import bootstrap, inputs
 from rocmforge.shared import background
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
 from rocmforge.verify import inventory, manifest, suites
 from rocmforge.workflow.project import Project, ca_bundle
+from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
-    from rocmforge.render.plan import TargetPlan
+    from rocmforge.render.plan import BuildPlan, TargetPlan
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class BuiltTarget:
     target: str
     status: str           # built, up-to-date or from cache
     image_id: str
+    size: int | None = None   # bytes, as the engine reports the image
+    engine_id: str = ""       # the ID the engine shows for it (its containerd store: the manifest digest)
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,12 @@ class Pipeline:
         """The CA bundle of builder stages (a bad one is a UserError)."""
         return ca_bundle(self.options.ca_bundle)
 
+    def check_ca(self) -> Path | None:
+        """The CA bundle, read now: a bad one, like a bad setting, is refused before anything is built."""
+        return self.ca
+
     @property
-    def plan(self):
+    def plan(self) -> BuildPlan:
         return self.project.plan
 
     # -- the chain of a target ----------------------------------------------------------------
@@ -98,7 +105,7 @@ class Pipeline:
         self.project.target(name)
         self.project.writable_state()
         tp = self.project.buildable_target(name)
-        self.ca                  # a bad bundle, like a bad setting, is refused before anything is built
+        self.check_ca()
         buildcache.budget()
         cache = registry_cache.from_options(self.options.cache_registry, self.options.cache_readonly)
         client = connecting.result()
@@ -119,18 +126,23 @@ class Pipeline:
                 if dp.name == name and not manifest.describes(self.project.state, dp.key, existing):
                     # Built under another state dir (or before it was cleared): `build` leaves the
                     # manifest and SBOM here all the same, as it says it does.
-                    self.write_manifest(client, dp)
-                results.append(BuiltTarget(dp.key, "from cache" if dp.key in self.cached else "up-to-date", existing))
+                    self.write_manifest(client, dp, existing)
+                status, image_id = ("from cache" if dp.key in self.cached else "up-to-date"), existing
             else:
-                results.append(self.build_one(client, dp, cache))
+                status, image_id = "built", self.build_one(client, dp, cache)
+            shown = client.inspect(dp.content_tag)     # what the table shows: the engine's ID and size
+            size = shown.get("Size")
+            results.append(BuiltTarget(dp.key, status, image_id, size if isinstance(size, int) else None,
+                                       shown.get("Id") or image_id))
         return results
 
-    def build_one(self, client: Engine, tp: TargetPlan, cache=None) -> BuiltTarget:
+    def build_one(self, client: Engine, tp: TargetPlan, cache: registry_cache.Cache | None = None) -> str:
+        """Build one image of the chain, its manifest and SBOM beside it; returns its image ID."""
         name = tp.key
         if self.options.check_disk:
             self.check_disk(client, tp.name)
         self.ensure_base(client, tp)
-        log_path = self.project.state / "logs" / f"{name}.log"
+        log_path = StateDir(self.project.state).log(name)
         self.progress.line(f"[bold]building[/bold] {name} -> {tp.content_tag} (log: {log_path})")
         with self.progress.status(f"{name}: starting") as status:
             built = self.build_image(client, tp, tags=[tp.content_tag, tp.readable_tag], status=status)
@@ -138,18 +150,19 @@ class Pipeline:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 settled = pool.submit(buildcache.settle, client, self.project.state, name,
                                       engine.raw_tag(tp), built.made)
-                self.write_manifest(client, tp, built)
+                self.write_manifest(client, tp, built.image_id, built)
                 kept = settled.result()
         if cache and registry_cache.store(client, cache, tp, self.progress.warn):
             self.progress.line(f"  stored {name} in the cache {cache.where.repository(tp.name)}")
         shown = client.manifest_digest(tp.content_tag)
         also = f" (the engine's containerd store shows it as {shown[7:19]}, its manifest digest)" if shown else ""
         self.progress.line(f"[green]built[/green] {name}: {built.image_id[7:19]}{also} tags {tp.content_tag}, "
-                           f"{tp.readable_tag}; manifest and SBOM in {self.project.state / 'artifacts' / name}"
+                           f"{tp.readable_tag}; manifest and SBOM in {StateDir(self.project.state).artifacts(name)}"
                            + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else ""))
-        return BuiltTarget(name, "built", built.image_id)
+        return built.image_id
 
-    def from_cache(self, client: Engine, cache, tp: TargetPlan) -> str | None:
+    def from_cache(self, client: Engine, cache: registry_cache.Cache, tp: TargetPlan) -> str | None:
+        """The image of tp from the cache registry, or None on a miss."""
         epoch = iso_utc(self.plan.matrix.targets[tp.name].source_date_epoch)
         with self.progress.status(f"{tp.key}: asking the cache {cache.where.host}"):
             image = registry_cache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch,
@@ -158,7 +171,7 @@ class Pipeline:
             self.cached.add(tp.key)
             self.progress.line(f"[green]from cache[/green] {tp.key}: {cache.where.repository(tp.name)}:content-"
                                f"{tp.content_hash[:12]}… ({image[7:19]}); no build step run")
-            self.write_manifest(client, tp)
+            self.write_manifest(client, tp, image)
         return image
 
     def check_disk(self, client: Engine, name: str) -> None:
@@ -174,17 +187,17 @@ class Pipeline:
         if tp.bootstrap_stack:
             stack = self.plan.matrix.stacks[tp.bootstrap_stack]
             with self.progress.status(f"bootstrapping base of {tp.bootstrap_stack}"):
-                bootstrap.ensure_base(client, tp.bootstrap_stack, stack, self.project.state / "work",
+                bootstrap.ensure_base(client, tp.bootstrap_stack, stack, StateDir(self.project.state).work,
                                       self.project.log(f"base-{tp.bootstrap_stack}"))
 
     # -- the steps ----------------------------------------------------------------------------
     def fetch_inputs(self, tp: TargetPlan) -> dict[str, bytes]:
         """Host-side inputs of a build (locked wheels, git sources), from the state's cache or fetched."""
-        lock = self.project.lock()
+        lock = self.plan.lock
         context: dict[str, bytes] = {}
         try:
             for item in tp.fetches:
-                context.update(item.fetch(lock, self.project.state / "work", self.ca))
+                context.update(inputs.fetch(item, lock, StateDir(self.project.state).work, self.ca))
         except fetch.FetchError as exc:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return context
@@ -203,7 +216,7 @@ class Pipeline:
             self.progress.line(f"  {text[:160]}", markup=False)
 
         background.preload("rocmforge.assemble.image.normalise", *manifest.SBOM_LIBRARIES)   # needed after it
-        raw = engine.build(client, tp, log_path=self.project.state / "logs" / f"{log_name}.log",
+        raw = engine.build(client, tp, log_path=StateDir(self.project.state).log(log_name),
                            ca_bundle=self.ca, progress=step, extra_files=self.fetch_inputs(tp),
                            tag=raw_tag, nocache=nocache, made=made)
         built = time.monotonic()
@@ -223,7 +236,7 @@ class Pipeline:
                   base: str | None, progress=None) -> image.NormalisedImage:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
         return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
-                                     tags=tags, workdir=self.project.state / "work", log=self.project.log(log_name),
+                                     tags=tags, workdir=StateDir(self.project.state).work, log=self.project.log(log_name),
                                      base_ref=base, progress=progress, steps=engine.history_steps(tp),
                                      merged=engine.merged_steps(tp))
 
@@ -235,31 +248,32 @@ class Pipeline:
             pass
         engine.discard(client, made)
 
-    def write_manifest(self, client: Engine, tp: TargetPlan, built: BuiltImage | None = None) -> Path:
-        """built: this run's build of tp, whose added layers may spare the inventory its container."""
-        image_id = engine.image_id(client, tp.content_tag)
-        rec = suites.recorded(self.project.state, image_id)
+    def write_manifest(self, client: Engine, tp: TargetPlan, image_id: str, built: BuiltImage | None = None,
+                       report: suites.SuitesReport | None = None) -> Path:
+        """The manifest and SBOM of tp's image image_id. built: this run's build of it, whose added
+        layers may spare the inventory its container; report: its suites, just run (else the ones
+        recorded for the image, if any)."""
+        rec = report or suites.recorded(self.project.state, image_id)
         # Said in the build log of a build (a target taken from the engine or the cache has none).
         inv = inventory.inventory(client, tp.content_tag, base=built and built.base,
                                   added_paths=built and built.added_paths,
                                   log=self.project.log(tp.key) if built else lambda line: None)
-        data = manifest.make_manifest(tp, image_id, inv, self.project.lock(), rec.statuses() if rec else None)
+        data = manifest.make_manifest(tp, image_id, inv, self.plan.lock, rec.statuses() if rec else None)
         data["source_revision"] = self.project.revision() or None   # the checkout that last wrote it
         return manifest.write(self.project.state, data)
 
-    def test(self, client: Engine, image: str, target: str | None, junit: Path | None = None,
-             require_gpu: bool = False):
-        """Run the suites in image and record them; a target's own image gets them in its manifest too."""
+    def test(self, client: Engine, image: str, image_id: str, target: str | None, junit: Path | None = None,
+             require_gpu: bool = False, own: TargetPlan | None = None) -> suites.SuitesReport:
+        """Run the suites in image (whose ID the caller found) and record them; own, the target's
+        image it is, gets them in its manifest too."""
         with self.progress.status(f"running suites in {image}"):
-            report = suites.run_suites(client, image, target, self.project.matrix_path.resolve(),
+            report = suites.run_suites(client, image, image_id, target, self.project.matrix_path.resolve(),
                                        junit, require_gpu=require_gpu,
                                        content_hashes={tp.key: tp.content_hash for n in self.plan.targets
                                                        for tp in self.plan.images_of(n)})
         suites.record(self.project.state, report)
-        own = next((tp for tp in self.plan.images_of(target) if engine.image_id(client, tp.content_tag)
-                    == report.image_id), None) if target else None
         if own is not None:
-            self.write_manifest(client, own)
+            self.write_manifest(client, own, image_id, report=report)
         return report
 
     def context(self, name: str) -> dict[str, bytes]:

@@ -11,9 +11,9 @@ from typing import Callable
 
 from rocmforge.resolve.lockmodel import Lock
 from rocmforge.render.plan import load_plan, require_resolved
-from rocmforge.resolve import lockfile
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 from rocmforge.shared.files import append_line
+from rocmforge.shared.statedir import StateDir
 
 CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 
@@ -38,7 +38,8 @@ class Project:
         return load_plan(self.matrix_path)
 
     def lock(self) -> Lock:
-        return lockfile.load(self.lock_path)
+        """matrix.lock as the plan read it: once per command."""
+        return self.plan.lock
 
     def target(self, name: str, flag: str = "--target"):
         if name not in self.plan.targets:
@@ -56,7 +57,7 @@ class Project:
 
     def log(self, name: str) -> Callable[[str], None]:
         """A writer of whole lines to logs/<name>.log."""
-        path = self.state / "logs" / f"{name}.log"
+        path = StateDir(self.state).log(name)
         return lambda msg: append_line(path, msg)
 
     def revision(self) -> str:

@@ -210,7 +210,7 @@ def _record_passed(matrix, state, image_id: str) -> None:
 
     tp = load_plan(matrix).targets[TARGET]
     data = {"image": tp.content_tag, "image_id": image_id, "target": TARGET, "ok": True,
-            "suites": {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITES},
+            "suites": {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITE_NAMES},
             **dataclasses.asdict(suite_runs.judged_against(matrix, TARGET, tp.content_hash))}
     suite_runs.record(state, suite_runs.SuitesReport.from_json(data))
 

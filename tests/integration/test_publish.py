@@ -97,7 +97,7 @@ def record_result(state: Path, image_id: str, tp: TargetPlan, ok: bool = True, j
                   **other) -> None:
     """The record `build.py test` writes, judged against the matrix and lock beside the state folder
     (written here when missing) and tp; other: fields of that judgement replaced."""
-    suites = {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITES}
+    suites = {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITE_NAMES}
     if not ok:
         suites["gemm"] = {"status": "failed", "detail": "fp16: 3% of peak"}
     matrix = state.parent / "matrix.yaml"
@@ -160,7 +160,7 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
     assert on_disk == rec
     assert rec == {"archs": ["gfx1100"], "content_hash": tp.content_hash, "digest": rec["digest"], "image_id": image_id,
                    "registry": local_registry, "repository": repository,
-                   "suites": {s: "passed" for s in suite_runs.SUITES}, "tags": tags, "target": tp.name}
+                   "suites": {s: "passed" for s in suite_runs.SUITE_NAMES}, "tags": tags, "target": tp.name}
     assert rec["digest"].startswith("sha256:") and len(rec["digest"]) == 71
     # The registry holds both tags at that digest; the push left no registry-named local tags.
     assert f"rocmforge/{tp.name}" in _get_json(f"http://{local_registry}/v2/_catalog")["repositories"]

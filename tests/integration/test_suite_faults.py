@@ -366,14 +366,14 @@ def test_fault_fails_the_right_suite(docker_client, built_image, own_images, tmp
 def test_table_is_well_formed():
     """Every row names a target of the matrix, a suite that exists, and a unique id."""
     from rocmforge.define.matrix import load_matrix
-    from rocmforge.verify.suites import SUITES
+    from rocmforge.verify.suites import SUITE_NAMES
 
     m = load_matrix(ROOT / "matrix.yaml")
     names = [f.name for f in FAULTS]
     assert len(names) == len(set(names)), "duplicate row ids"
     for f in FAULTS:
         assert f.target in m.targets, f"{f.name}: no target {f.target}"
-        assert f.suite in SUITES and set(f.also_failed) <= set(SUITES), f"{f.name}: unknown suite"
+        assert f.suite in SUITE_NAMES and set(f.also_failed) <= set(SUITE_NAMES), f"{f.name}: unknown suite"
         assert set(f.matrix_edit) <= set(m.targets) | {f"stacks.{s}" for s in m.stacks}, \
             f"{f.name}: edits an unknown target or stack"
         assert f.run or f.dockerfile or f.matrix_edit, f"{f.name}: neither a mutation nor a matrix edit"

@@ -81,7 +81,7 @@ def test_every_bitsandbytes_stack_is_checked():
 @pytest.mark.parametrize("component,stack", CASES, ids=[f"{c}@{s}" for c, s in CASES])
 def test_built_library_is_the_name_the_forks_loader_opens(fork, component, stack):
     comp = MATRIX.components[component]
-    commit = comp.source.pinned_commit(component, LOCK)
+    commit = comp.source.pinned_commit(lockfile.component_lock(LOCK, component))
     assert commit, f"{component} has no locked commit (run `build.py lock`)"
     rocm = MATRIX.stacks[stack].rocm
     assert comp.library_for(rocm) == loader_library_name(fork, commit, torch_hip_of(rocm))

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from rocmforge.host import fetch
+from rocmforge.resolve import entries, inputs
 from rocmforge.resolve import lockfile
 from rocmforge.shared.errors import UserError
 from rocmforge.define.kinds import KIND_NAMES, GitSourceFetch, WheelsFetch
@@ -122,9 +123,9 @@ def test_fetch_items_fetch_into_their_context_folders(monkeypatch, tmp_path):
     monkeypatch.setattr(fetch, "wheels_for", wheels_for)
     monkeypatch.setattr(fetch, "source_tree", lambda url, commit, work: {"setup.py": f"{url}@{commit}".encode()})
     ca = tmp_path / "ca.pem"
-    assert WheelsFetch("env", "3.14").fetch(lock, tmp_path, ca) == {"wheels/env/numpy-2.3.5.whl": b"wheel"}
+    assert inputs.fetch(WheelsFetch("env", "3.14"), lock, tmp_path, ca) == {"wheels/env/numpy-2.3.5.whl": b"wheel"}
     assert calls == [(lock.python["env"], "3.14", tmp_path, ca)]
-    assert GitSourceFetch("src", "https://x.invalid/r", "c" * 40).fetch(lock, tmp_path, None) == {
+    assert inputs.fetch(GitSourceFetch("src", "https://x.invalid/r", "c" * 40), lock, tmp_path, None) == {
         "sources/src/setup.py": f"https://x.invalid/r@{'c' * 40}".encode()}
 
 
@@ -140,7 +141,7 @@ def test_lock_entries_check_the_lock_without_a_network(monkeypatch):
     run = lock_run(lock)
     for cname in ("locked-env", "unlocked-env", "fork-wheel", "plain-wheel", "config", "smoke"):
         for entry in MATRIX.components[cname].lock_entries(cname):
-            entry.check(run)
+            entries.check(entry, run)
     assert run.out.problems == [
         "python locked-env: numpy matrix 2.3.5 vs lock 2.3.4",
         "python unlocked-env: numpy is not locked",
@@ -154,11 +155,11 @@ def test_git_lock_entry_keeps_the_old_entry_when_unreachable(monkeypatch):
     lock = lockfile.empty()
     run = lock_run(lock)
     (entry,) = MATRIX.components["plain-wheel"].lock_entries("plain-wheel")
-    entry.resolve(run)
+    entries.resolve(entry, run)
     assert lock.git["plain-wheel"] == GitEntry(url="https://example.invalid/plain", ref="v0.1.0", commit=None)
     assert run.out.failed == ["git plain-wheel: offline; entry left as it was"]
     monkeypatch.setattr(fetch, "ls_remote", lambda url, ref: "d" * 40)
-    entry.resolve(run)
+    entries.resolve(entry, run)
     assert lock.git["plain-wheel"].commit == "d" * 40
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.resolve import lockfile
+from rocmforge.render.plan import load_plan
 from rocmforge.host.container import TrackedContainer, host_gpu_access
 from rocmforge.host import engines
 from rocmforge.shared.errors import BuildError, UserError
@@ -236,17 +236,30 @@ def torch_info(container, has_python, torch_expected, target_name):
 
 
 @pytest.fixture(scope="session")
-def locked_packages(request, matrix, target_name, target):
+def loaded_plan(request):
+    """The plan of --matrix and the matrix.lock it carries, made once for the run; what stops it
+    is kept, so each test that needs it fails saying what it wanted the plan for."""
+    try:
+        return load_plan(Path(request.config.getoption("--matrix")))
+    except UserError as exc:
+        return exc
+
+
+def plan_for(loaded_plan, why: str):
+    """The plan, or the test fails: `why` (it could not be made), then what stopped it."""
+    if isinstance(loaded_plan, UserError):
+        pytest.fail(f"{why}: {loaded_plan}", pytrace=False)
+    return loaded_plan
+
+
+@pytest.fixture(scope="session")
+def locked_packages(loaded_plan, matrix, target_name, target):
     """The dpkg packages (name -> version) the image must hold, from matrix.lock on the host side
     (rocmforge.resolve.image_packages): a package removed inside the image is still expected. None for an
     image that is not from a matrix target."""
     if target is None:
         return None
-    lock_path = Path(request.config.getoption("--matrix")).with_suffix(".lock")
-    try:
-        lock = lockfile.load(lock_path)
-    except UserError as exc:
-        pytest.fail(f"cannot read the lock the image's packages are checked against: {exc}", pytrace=False)
+    lock = plan_for(loaded_plan, "cannot read the lock the image's packages are checked against").lock
     return expected_packages(lock, matrix, target_name)
 
 

@@ -23,11 +23,9 @@ import pytest
 
 from rocmforge.assemble.engine import build_labels
 from rocmforge.assemble.image.history import stage_steps
-from rocmforge.data.suites.conftest import registry_base_image
+from rocmforge.data.suites.conftest import plan_for, registry_base_image
 from rocmforge.host import imageid
-from rocmforge.render.plan import load_plan
-from rocmforge.resolve import bootstrap, lockfile
-from rocmforge.shared.errors import UserError
+from rocmforge.resolve import bootstrap
 
 FIELDS = ("Env", "Entrypoint", "Cmd", "User", "WorkingDir", "Labels", "Shell",
           "ExposedPorts", "Volumes", "Healthcheck", "StopSignal", "OnBuild")
@@ -245,11 +243,8 @@ def _json(v) -> str:
 
 # -- fixtures --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def plan(request):
-    try:
-        return load_plan(Path(request.config.getoption("--matrix")))
-    except UserError as exc:
-        pytest.fail(f"cannot render the matrix the image is compared with: {exc}", pytrace=False)
+def plan(loaded_plan):
+    return plan_for(loaded_plan, "cannot render the matrix the image is compared with")
 
 
 def _base_config(client, plan, name: str, matrix_path: Path, variant=()) -> dict:
@@ -262,7 +257,7 @@ def _base_config(client, plan, name: str, matrix_path: Path, variant=()) -> dict
     stack = plan.matrix.stacks[tp.stack]
     if stack.base.bootstrap:
         return json.loads(bootstrap.image_config("sha256:" + "0" * 64, tp.stack, stack))["config"]
-    locked = lockfile.load(matrix_path.with_suffix(".lock")).base(tp.stack)
+    locked = plan.lock.base(tp.stack)
     refs = [locked.image_id, tp.registry_base and f"{tp.registry_base.image}@{tp.registry_base.digest}"]
     found = tp.registry_base and registry_base_image(client, tp.registry_base.image, tp.registry_base.digest,
                                                      locked.image_id)

@@ -11,16 +11,13 @@ stack's apt_sources), and every excused file is counted in the suite's figures."
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from rocmforge.data.suites.conftest import (EXPECTED_IN_CONTAINER, PROBES_IN_CONTAINER, probe_container,
+from rocmforge.data.suites.conftest import (EXPECTED_IN_CONTAINER, PROBES_IN_CONTAINER, plan_for, probe_container,
                                             registry_base_image, target_chain)
 from rocmforge.host import aptsources
-from rocmforge.render.plan import load_plan
-from rocmforge.resolve import bootstrap, lockfile
-from rocmforge.shared.errors import UserError
+from rocmforge.resolve import bootstrap
 
 SHOWN = 25              # problems per test in a failure message; the count says how many more
 OUTPUT_KINDS = ("hip-program", "cmake-wheel")
@@ -39,18 +36,17 @@ def _apt_sources_changes(policy) -> list[str]:
     return sorted(f"{aptsources.LISTS_DIR}/{n}" for n in [*policy.drop, *policy.replace])
 
 
-def _registry_base_as_shipped(request, client, gpu, matrix_path: Path, target_name: str) -> dict:
+def _registry_base_as_shipped(request, client, gpu, plan, target_name: str) -> dict:
     """path -> sha256 (None: absent) of each file the registry base at the root of the target's chain
     ships different from its own package or RECORD, read by the same probe in a container of that
     base; {} for a bootstrapped base (rocmforge made it: every difference is a failure)."""
-    plan = load_plan(matrix_path)
     name = target_name
     while plan.matrix.targets[name].from_target:
         name = plan.matrix.targets[name].from_target
     pinned = plan.targets[name].registry_base
     if pinned is None:
         return {}
-    lock = lockfile.load(matrix_path.with_suffix(".lock")).base(plan.targets[name].stack)
+    lock = plan.lock.base(plan.targets[name].stack)
     found = registry_base_image(client, pinned.image, pinned.digest, lock.image_id)
     if found is None:
         pytest.fail(f"the registry base {pinned.image}@{pinned.digest} (pinned in matrix.lock) is not on this engine: "
@@ -68,16 +64,14 @@ def _registry_base_as_shipped(request, client, gpu, matrix_path: Path, target_na
 
 
 @pytest.fixture(scope="module")
-def expected(request, client, gpu, matrix, target_name, target, stack, locked_packages, declared_components):
+def expected(request, client, gpu, loaded_plan, matrix, target_name, target, stack, locked_packages,
+             declared_components):
     """What the image must hold, from matrix.lock and the matrix (host side)."""
     if target is None:
         pytest.fail("the image is not from a matrix target (no --target, no io.rocmforge.target label): "
                     "there is no lock to check its contents against", pytrace=False)
-    matrix_path = Path(request.config.getoption("--matrix"))
-    try:
-        lock = lockfile.load(matrix_path.with_suffix(".lock"))
-    except UserError as exc:
-        pytest.fail(f"cannot read the lock the image's contents are checked against: {exc}", pytrace=False)
+    plan = plan_for(loaded_plan, "cannot read the lock the image's contents are checked against")
+    lock = plan.lock
     python = {}
     for t in reversed(target_chain(matrix, target_name)):          # a child's lock entries win
         for cname in t.components:
@@ -90,7 +84,7 @@ def expected(request, client, gpu, matrix, target_name, target, stack, locked_pa
                 python[name] = (version, f"matrix.lock held.{cname}")
     changes = {"bootstrap": _bootstrap_changes() if stack.base.bootstrap else [],
                "apt-sources": _apt_sources_changes(stack.apt_sources),
-               "base-as-shipped": _registry_base_as_shipped(request, client, gpu, matrix_path, target_name)}
+               "base-as-shipped": _registry_base_as_shipped(request, client, gpu, plan, target_name)}
     return {"packages": sorted(locked_packages.packages) if locked_packages else [], "python": python,
             "outputs": [c for c in declared_components if matrix.components[c].kind in OUTPUT_KINDS],
             "build_changes": changes}

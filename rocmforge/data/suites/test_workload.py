@@ -25,9 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified, target_chain
-from rocmforge.render.plan import load_plan
-from rocmforge.shared.errors import UserError
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified, plan_for, target_chain
 
 CHECKS = ["settings/training_args.json", "settings/amp.json", "settings/config.yaml",
           "train", "lora", "qlora-4bit", "inference"]
@@ -185,16 +183,13 @@ def settings_differences(want: Any, got: Any, path: tuple = ()) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def settings_files(request, target_name, target):
+def settings_files(request, loaded_plan, target_name, target):
     """(declared settings files, components no Dockerfile copies), or None for an image of no target."""
     if target is None:
         return None
     matrix_path = Path(request.config.getoption("--matrix"))
-    try:
-        return declared_settings(load_plan(matrix_path), target_name)
-    except UserError as exc:
-        pytest.fail(f"cannot render {matrix_path} to find where target {target_name}'s settings go: {exc}",
-                    pytrace=False)
+    why = f"cannot render {matrix_path} to find where target {target_name}'s settings go"
+    return declared_settings(plan_for(loaded_plan, why), target_name)
 
 
 def test_settings_equal_the_matrix(request, container, settings_files, target_name, record_property):

@@ -1,73 +1,56 @@
 """What every component kind provides. A kind is one module under rocmforge/define/kinds/ holding its
-matrix model, the plan it makes for one target from the lock (template variables, build-context
-files, fetch items, what is unresolved), its lock entries and its checks; data/templates/kinds/<kind>.j2
-is its partial. matrix.py, plan.py, render.py and lock.py call these hooks and never test a kind's
-name, so a component of an existing kind is added in matrix.yaml alone."""
+matrix model, its checks, the plan it makes for one target from what the lock holds for it (template
+variables, build-context files, what to fetch, what is unresolved) and what `lock` must resolve for
+it; data/templates/kinds/<kind>.j2 is its partial. Kinds describe; the resolve stage runs what they
+describe (resolve.entries, resolve.inputs). matrix.py, plan.py and the resolve stage call these hooks
+and never test a kind's name, so a component of an existing kind is added in matrix.yaml alone."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
 from rocmforge.define.schema import Strict
 
 if TYPE_CHECKING:
-    from rocmforge.host.engines import Engine
-    from rocmforge.resolve.lockmodel import Lock
-    from rocmforge.define.schema import Stack, Target, TorchPin
+    from rocmforge.define.schema import Stack, Target
     from rocmforge.shared.yamlsrc import SourceMap
 
 
-class FetchItem(Protocol):
-    """A host-side input of a build, fetched (or taken from the cache) when the build starts."""
-
-    def fetch(self, lock: Lock, work_dir: Path, ca: Path | None) -> dict[str, bytes]:
-        """Build-context-relative path → bytes; raises fetch.FetchError."""
-        ...
-
-
-class MatrixView(Protocol):
-    """The part of the matrix a lock entry reads (define.matrix.Matrix is one)."""
-    targets: Mapping[str, Target]
-    stacks: Mapping[str, Stack]
-    components: Mapping[str, Any]
-
-    def torch_of(self, name: str) -> TorchPin: ...
+@dataclass(frozen=True)
+class FetchItem:
+    """A host-side input of a build that a kind describes; resolve.inputs fetches it (or takes it
+    from the cache) when the build starts."""
+    component: str
 
 
-class LockOutcome(Protocol):
-    """Where a lock entry reports: one line per entry resolved, failed here, or found stale."""
-    resolved: list[str]
-    failed: list[str]
-    problems: list[str]
+@dataclass(frozen=True)
+class LockEntry:
+    """What `build.py lock` must resolve for a component, and `lock --check` check again, as the kind
+    describes it; resolve.entries runs each kind of entry."""
+    component: str
 
 
-class LockContext(Protocol):
-    """What a component's lock entries resolve and check with; resolve.lock.LockRun provides it.
-    Declared here so that kinds name it without importing the resolve stage, which imports them."""
-    client: Engine
-    matrix: MatrixView
-    names: list[str]            # the targets the run covers, in build order
-    lock: Lock                  # the lock being written (resolve) or read (check)
-    out: LockOutcome
-    work: Path
-    ca_bundle: Path | None
-    log: Callable[[str], None]
-
-    def first_user(self, component: str) -> str: ...
-
-    def base_image(self, stack_name: str) -> str: ...
-
-    def builder_image_pins(self, target: str, component: str) -> tuple[list[tuple[str, str]], list[str]]: ...
+class LockedWheel(Protocol):
+    """One wheel of an environment's locked closure (resolve.lockmodel.PythonFile is one)."""
+    version: str
+    sha256: list[str]
 
 
-class LockEntry(Protocol):
-    """What `build.py lock` resolves for a component, and what `lock --check` checks again."""
+class HeldTorch(Protocol):
+    """The torch family a torch image already has (resolve.lockmodel.HeldEntry is one)."""
+    packages: dict[str, str]
+    torch_version: str
+    torch_hip: str | None
 
-    def resolve(self, run: LockContext) -> None: ...
 
-    def check(self, run: LockContext) -> None: ...
+@dataclass(frozen=True)
+class ComponentLock:
+    """What matrix.lock holds for one component, as its kind's plan reads it; resolve.lockfile's
+    component_lock makes it, so kinds never read the lock's file or model."""
+    commit: str | None = None                                      # git.<component>
+    wheels: Mapping[str, LockedWheel] = field(default_factory=dict)  # python.<component>
+    held: HeldTorch | None = None                                  # held.<component>
 
 
 @dataclass(frozen=True)
@@ -109,10 +92,12 @@ class ComponentKind(Strict):
         """The version the image's io.rocmforge.components label records, if any."""
         return None
 
-    def plan(self, name: str, lock: Lock, use: TargetUse) -> ComponentPlan:
+    def plan(self, name: str, locked: ComponentLock, use: TargetUse) -> ComponentPlan:
+        """What the component brings to one target's build, given what the lock holds for it."""
         return ComponentPlan()
 
     def lock_entries(self, name: str) -> tuple[LockEntry, ...]:
+        """What `lock` resolves for the component (resolve.entries runs them)."""
         return ()
 
 

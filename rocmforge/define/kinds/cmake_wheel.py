@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
-from rocmforge.define.kinds.base import ComponentKind, ComponentPlan, LockContext, LockEntry, TargetUse
+from rocmforge.define.kinds.base import ComponentKind, ComponentLock, ComponentPlan, LockEntry, TargetUse
 from rocmforge.define.kinds.git_source import GitSource, GitSourceFetch, GitSourceLock
-from rocmforge.host.container import TrackedContainer
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.shared.yamlsrc import SourceMap
 
 HIP_SHORT_RE = re.compile(r"^([0-9]+)\.([0-9]+)")
@@ -60,8 +58,8 @@ class CmakeWheel(ComponentKind):
     def label_version(self) -> str | None:
         return self.version
 
-    def plan(self, name: str, lock: Lock, use: TargetUse) -> ComponentPlan:
-        commit = self.source.pinned_commit(name, lock)
+    def plan(self, name: str, locked: ComponentLock, use: TargetUse) -> ComponentPlan:
+        commit = self.source.pinned_commit(locked)
         if not commit:
             return ComponentPlan(template_vars={"commit": None, "library": self.library_for(use.stack.rocm)},
                                  unresolved_source=(self.source.unresolved_message(name),))
@@ -69,47 +67,15 @@ class CmakeWheel(ComponentKind):
                              fetches=(GitSourceFetch(name, self.source.url, commit),))
 
     def lock_entries(self, name: str) -> tuple[LockEntry, ...]:
-        return (GitSourceLock(name, self.source),) + ((CmakeToolLock(name, self),) if self.cmake_minimum else ())
+        cmake = (CmakeToolLock(name, self.cmake_minimum, tuple(self.builder_apt)),) if self.cmake_minimum else ()
+        return (GitSourceLock(name, self.source), *cmake)
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"[0-9]+", v)[:3])
-
-
-@dataclass(frozen=True, eq=False)
-class CmakeToolLock:
+@dataclass(frozen=True)
+class CmakeToolLock(LockEntry):
     """At lock time, the CMake of a registry base whose builder stage brings none of its own: the
-    fork's CMakeLists needs cmake_minimum, and finding out only when a build reaches its cmake step
+    fork's CMakeLists needs `minimum`, and finding out only when a build reaches its cmake step
     would be late. (Bootstrapped stacks pin cmake in their apt list; a builder target is an image
     built here, checked in its own build.)"""
-    component: str
-    spec: CmakeWheel
-
-    def resolve(self, run: LockContext) -> None:
-        minimum = self.spec.cmake_minimum
-        if not minimum or "cmake" in self.spec.builder_apt:
-            return
-        for tname in run.names:
-            t = run.matrix.targets[tname]
-            stack = run.matrix.stacks[t.stack]
-            if self.component not in t.components or t.builder or t.from_target or not stack.base.registry:
-                continue
-            try:
-                image = run.base_image(t.stack)
-            except RuntimeError:
-                return   # the base's own failure is reported by its entry
-            with TrackedContainer(run.client, image) as tc:
-                r = tc.exec(["sh", "-c", "p=$(command -v cmake) && echo \"$p\" && cmake --version"])
-            lines = r.stdout.split("\n") if r.rc == 0 else []
-            found = next((ln.split()[-1] for ln in lines if ln.startswith("cmake version")), None)
-            if found and _version_tuple(found) >= _version_tuple(minimum):
-                continue
-            have = f"CMake {found} at {lines[0]}" if found else "no cmake on PATH"
-            run.out.failed.append(
-                f"cmake {self.component}: stack {t.stack} (target {tname}): the base {image} has {have}; "
-                f"the fork needs CMake >= {minimum}: pin a cmake >= {minimum} under stacks.{t.stack}.apt and add it "
-                f"to components.{self.component}.builder_apt")
-            return
-
-    def check(self, run: LockContext) -> None:
-        """Nothing pinned to compare: `lock` looks at the base itself."""
+    minimum: str
+    builder_apt: tuple[str, ...]

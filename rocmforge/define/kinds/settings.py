@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import Field
 
-from rocmforge.define.kinds.base import ComponentPlan, TargetUse, WithoutBuilderApt
+from rocmforge.define.kinds.base import ComponentLock, ComponentPlan, TargetUse, WithoutBuilderApt
 from rocmforge.shared.errors import UserError
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.shared.yamlsrc import SourceMap
 
 SETTINGS_EXTS = (".json", ".yaml", ".yml")  # the formats settings_bytes can write
@@ -37,7 +36,7 @@ class Settings(WithoutBuilderApt):
                 raise src.error(("components", name, "files", fname),
                                 f"settings file {fname!r} must end in {', '.join(SETTINGS_EXTS)}")
 
-    def plan(self, name: str, lock: Lock, use: TargetUse) -> ComponentPlan:
+    def plan(self, name: str, locked: ComponentLock, use: TargetUse) -> ComponentPlan:
         folder = f"settings/{name}"
         return ComponentPlan(template_vars={"settings_dir": folder},
                              files={f"{folder}/{fname}": settings_bytes(fname, data, f"components.{name}.files.{fname}")
