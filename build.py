@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """rocmforge entry point: `python build.py --target hip-runtime`, `python build.py list`, ..."""
+
 import sys
 from pathlib import Path
 

@@ -27,8 +27,14 @@ DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 
 def timed(cmd: list[str], env: dict | None = None) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                   env={**os.environ, **(env or {})})
+    subprocess.run(
+        cmd,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
     return time.perf_counter() - t0
 
 
@@ -42,17 +48,21 @@ def main() -> int:
     ours_cmd = [sys.executable, "build.py", "build", "--target", "hip-runtime"]
     theirs_cmd = [DOCKER, "build", "-q", "-t", "rocmforge-bench/hip-runtime:docker-build", "images/hip-runtime"]
     classic = {"DOCKER_BUILDKIT": "0"}
-    timed(ours_cmd)                 # makes sure the target is built and up to date
-    timed(theirs_cmd, classic)      # fills docker build's cache for this context
+    timed(ours_cmd)  # makes sure the target is built and up to date
+    timed(theirs_cmd, classic)  # fills docker build's cache for this context
     ours = [timed(ours_cmd) for _ in range(args.runs)]
     theirs = [timed(theirs_cmd, classic) for _ in range(args.runs)]
     subprocess.run([DOCKER, "rmi", "rocmforge-bench/hip-runtime:docker-build"], capture_output=True)
     o, t = statistics.median(ours), statistics.median(theirs)
-    print(f"(a) up-to-date build, hip-runtime, median of {args.runs}: build.py {o:.2f} s, "
-          f"docker build (full cache) {t:.2f} s, ratio {o / t:.2f} (goal <= 0.5)")
+    print(
+        f"(a) up-to-date build, hip-runtime, median of {args.runs}: build.py {o:.2f} s, "
+        f"docker build (full cache) {t:.2f} s, ratio {o / t:.2f} (goal <= 0.5)"
+    )
 
     def size(ref: str) -> int:
-        out = subprocess.run([DOCKER, "image", "inspect", "-f", "{{.Size}}", ref], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [DOCKER, "image", "inspect", "-f", "{{.Size}}", ref], capture_output=True, text=True, check=True
+        )
         return int(out.stdout.strip())
 
     r, d = size(rt.content_tag), size(dv.content_tag)

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rocmforge.assemble import engine  # noqa: E402
-from rocmforge.resolve import lockfile
-from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
+from rocmforge.resolve import lockfile  # noqa: E402
+from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
 from rocmforge.workflow.project import Project  # noqa: E402
 from tests import engine_host, local_registry, observed  # noqa: E402
 from tests.conftest import copy_project  # noqa: E402
@@ -55,8 +55,9 @@ def timed(cmd: list[str], env: dict | None = None) -> float:
 
 
 def cli(matrix: Path, *args: str, env: dict | None = None) -> float:
-    return timed([sys.executable, "build.py", "--matrix", str(matrix), "--state-dir", str(matrix.parent / "state"),
-                  *args], env)
+    return timed(
+        [sys.executable, "build.py", "--matrix", str(matrix), "--state-dir", str(matrix.parent / "state"), *args], env
+    )
 
 
 def docker_save(ref: str) -> float:
@@ -76,8 +77,13 @@ def scratch(tmp: Path, edit) -> Path:
 
 
 def small_file_target(data: dict, name: str, **fields) -> None:
-    data["targets"][name] = {"description": "one small file on its base", "version": "1", "archs": ["gfx90a"],
-                             "source_date_epoch": 1764547200, **fields}
+    data["targets"][name] = {
+        "description": "one small file on its base",
+        "version": "1",
+        "archs": ["gfx90a"],
+        "source_date_epoch": 1764547200,
+        **fields,
+    }
 
 
 def inject(matrix: Path, name: str, step: str) -> None:
@@ -88,10 +94,10 @@ def inject(matrix: Path, name: str, step: str) -> None:
 def warm_docker_build(matrix: Path, target: str, change) -> float:
     """Builds the target's rendered context with plain `docker build` (cache warm), applies
     change(matrix) and times `docker build` of the changed context. Removes what it made."""
-    client = observed.connect()   # the bench drives the engine itself, as a user would
+    client = observed.connect()  # the bench drives the engine itself, as a user would
     made: list[str] = []
 
-    def context():   # the same files `build.py context` writes
+    def context():  # the same files `build.py context` writes
         return engine.context_tar(Pipeline(Project(matrix, matrix.parent / "state")).context(target), None)
 
     def build(ctx) -> float:
@@ -150,7 +156,7 @@ def case_b(tmp: Path, home: bool) -> tuple[float, float]:
             subprocess.run([DOCKER, "rmi", tag], capture_output=True)
         buildcache.forget(engine.connect(), matrix.parent / "state", "hip-python")
         if home:
-            timed([sys.executable, "build.py", "build", "--target", "hip-python"])   # its readable tag back home
+            timed([sys.executable, "build.py", "build", "--target", "hip-python"])  # its readable tag back home
     baseline_dir = tmp / "baseline"
     baseline_dir.mkdir()
     return ours, warm_docker_build(scratch(baseline_dir, lambda d: None), "hip-python", one_line_requirements_change)
@@ -167,17 +173,20 @@ def case_c(tmp: Path, where: dict) -> tuple[float, float, float, float]:
     with local_registry.serve(**where) as host:
         repo, tag = f"{host}/bench/hip-devel", name
         client.images.get(devel).tag(repo, tag)
-        digest = publish.push_one(client, repo, tag)   # the containerd store's stream names no digest
+        digest = publish.push_one(client, repo, tag)  # the containerd store's stream names no digest
         client.images.remove(f"{repo}:{tag}")
 
         def edit(d):
             debian = d["stacks"]["debian13-rocm5.7"]
-            d["stacks"][stack] = {"description": "hip-devel served by a registry", "os": "debian13",
-                                  "rocm": debian["rocm"], "python": debian["python"],
-                                  "base": {"registry": {"image": f"{host}/bench/hip-devel", "tag": tag,
-                                                        "digest": digest}},
-                                  "apt_sources": {"keep": True},   # our own image: its lists answer
-                                  "gpu_libraries": debian["gpu_libraries"]}
+            d["stacks"][stack] = {
+                "description": "hip-devel served by a registry",
+                "os": "debian13",
+                "rocm": debian["rocm"],
+                "python": debian["python"],
+                "base": {"registry": {"image": f"{host}/bench/hip-devel", "tag": tag, "digest": digest}},
+                "apt_sources": {"keep": True},  # our own image: its lists answer
+                "gpu_libraries": debian["gpu_libraries"],
+            }
             small_file_target(d, name, stack=stack)
 
         matrix = scratch(tmp, edit)
@@ -186,13 +195,15 @@ def case_c(tmp: Path, where: dict) -> tuple[float, float, float, float]:
         try:
             ours = cli(matrix, "build", "--target", name)
             save = docker_save(base_ref)
-            inject(matrix, name, f"RUN echo {uuid.uuid4().hex} > /opt/changed")   # ours, rebuilt with its cache warm
+            inject(matrix, name, f"RUN echo {uuid.uuid4().hex} > /opt/changed")  # ours, rebuilt with its cache warm
             rebuilt = cli(matrix, "build", "--target", name)
             baseline = tmp / "baseline"
             baseline.mkdir()
             other = scratch(baseline, edit)
             inject(other, name, f"RUN echo {name} > /opt/small")
-            warm = warm_docker_build(other, name, lambda m: inject(m, name, f"RUN echo {uuid.uuid4().hex} > /opt/changed"))
+            warm = warm_docker_build(
+                other, name, lambda m: inject(m, name, f"RUN echo {uuid.uuid4().hex} > /opt/changed")
+            )
         finally:
             cli(matrix, "clean", "--target", name)
             subprocess.run([DOCKER, "rmi", base_ref], capture_output=True)
@@ -208,7 +219,7 @@ def pointed_at(env: dict | None):
     to the engine env names: the cases need no client or env passed around. None: as it was."""
     saved = {k: os.environ.get(k) for k in ENGINE_KEYS}
     if env is not None:
-        for k in ENGINE_KEYS:   # an absent ROCMFORGE_ENGINE_ROOT is what makes an engine remote
+        for k in ENGINE_KEYS:  # an absent ROCMFORGE_ENGINE_ROOT is what makes an engine remote
             os.environ.pop(k, None)
         os.environ.update(env)
     try:
@@ -223,7 +234,7 @@ def pointed_at(env: dict | None):
 
 def ensure_targets(cases: set[str], tmp: Path) -> str:
     """Builds on the current engine what the cases start from (a no-op where it is there)."""
-    target = "hip-python" if "b" in cases else "hip-devel"   # hip-python's chain holds hip-devel
+    target = "hip-python" if "b" in cases else "hip-devel"  # hip-python's chain holds hip-devel
     took = cli(copy_project(tmp), "build", "--target", target)
     return f"{target} and its prerequisites present on this engine ({took:.0f} s to build or find)"
 
@@ -240,8 +251,9 @@ def run_cases(cases: set[str], tmp: Path, registry: dict) -> None:
     if "a" in cases:
         row("(a) one small file on hip-devel vs docker save hip-devel", *case_a(tmp / "a"), "<=0.5")
     if "b" in cases:
-        row("(b) hip-python, one-line requirements change vs warm build", *case_b(tmp / "b", home=not registry),
-            "<=1.5")
+        row(
+            "(b) hip-python, one-line requirements change vs warm build", *case_b(tmp / "b", home=not registry), "<=1.5"
+        )
     if "c" in cases:
         try:
             c_ours, c_save, c_rebuilt, c_docker = case_c(tmp / "c", registry)
@@ -249,7 +261,7 @@ def run_cases(cases: set[str], tmp: Path, registry: dict) -> None:
             row("(c) on a registry base, one step changed vs warm build", c_rebuilt, c_docker, "<=1.5")
         except local_registry.RegistryUnavailable as exc:
             print(f"(c) skipped: {exc}")
-        except (Exception, SystemExit) as exc:   # optional: a registry base on an engine in a container
+        except (Exception, SystemExit) as exc:  # optional: a registry base on an engine in a container
             if not registry:
                 raise
             print(f"(c) skipped on this engine (optional here), it failed: {str(exc)[-1500:]}")
@@ -265,16 +277,19 @@ def bench_engine(name: str, cases: set[str], tmp: Path) -> None:
         print(f"== engine host: {engine.connect().described.describe()}", flush=True)
         run_cases(cases, tmp / "host", {})
         return
-    host_client = observed.connect()   # before pointed_at: the inner engine runs on the host's
+    host_client = observed.connect()  # before pointed_at: the inner engine runs on the host's
     with engine_host.running(host_client, name, workdir=tmp) as inner:
         registry = {"host": inner.gateway, "port": inner.registry_port}
         modes = [("store visible", inner.env())]
-        if inner.containerd_snapshotter or engine_host.ENGINES[name].kind == "podman":   # then as a remote engine
+        if inner.containerd_snapshotter or engine_host.ENGINES[name].kind == "podman":  # then as a remote engine
             modes.append(("store not visible: the docker save fallback", inner.env(store_visible=False)))
         for i, (mode, env) in enumerate(modes):
             with pointed_at(env):
-                print(f"== engine {name}: {engine.connect().described.describe()}; {mode} "
-                      f"({', '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
+                print(
+                    f"== engine {name}: {engine.connect().described.describe()}; {mode} "
+                    f"({', '.join(f'{k}={v}' for k, v in env.items())})",
+                    flush=True,
+                )
                 run_cases(cases, tmp / f"mode{i}", registry)
 
 
@@ -282,13 +297,24 @@ def main() -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("a", "b", "c"), action="append",
-                        help="run only these cases (repeatable); (a) needs only hip-devel")
+    parser.add_argument(
+        "--only",
+        choices=("a", "b", "c"),
+        action="append",
+        help="run only these cases (repeatable); (a) needs only hip-devel",
+    )
     names = ("host", *engine_host.ENGINES)
-    parser.add_argument("--engine", choices=(*names, "all"), action="append",
-                        help="run on this engine (repeatable; default host; all: every one)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep each engine's scratch folder (matrices, state, build logs) and say where")
+    parser.add_argument(
+        "--engine",
+        choices=(*names, "all"),
+        action="append",
+        help="run on this engine (repeatable; default host; all: every one)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep each engine's scratch folder (matrices, state, build logs) and say where",
+    )
     args = parser.parse_args()
     cases = set(args.only or ("a", "b", "c"))
     chosen = names if "all" in (args.engine or ()) else tuple(dict.fromkeys(args.engine or ("host",)))
@@ -298,7 +324,7 @@ def main() -> int:
         started = time.perf_counter()
         try:
             bench_engine(name, cases, tmp)
-        except (Exception, SystemExit) as exc:   # the other engines still run
+        except (Exception, SystemExit) as exc:  # the other engines still run
             failed.append(name)
             print(f"!! engine {name} failed: {type(exc).__name__}: {exc}", flush=True)
         finally:

@@ -72,18 +72,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     plan = load_plan(ROOT / "matrix.yaml")
     here = [n for n in plan.order() if buildability(plan, n)[0]]
-    ap.add_argument("targets", nargs="*", default=here, help=f"default: every target that builds here ({', '.join(here)})")
+    ap.add_argument(
+        "targets", nargs="*", default=here, help=f"default: every target that builds here ({', '.join(here)})"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocmforge-bench-prune-") as tmp:
         other = unpruned_copy(Path(tmp) / "unpruned")
         for target in args.targets:
             after, t_after = measure(ROOT, Path(tmp) / "state-pruned", target, f"rocmforge-bench/{target}:pruned")
-            before, t_before = measure(other, Path(tmp) / "state-unpruned", target, f"rocmforge-bench/{target}:unpruned")
-            print(f"{target}: unpruned {before / 1e9:.2f} GB, pruned {after / 1e9:.2f} GB, ratio {after / before:.3f}; "
-                  f"no-cache build {t_before:.0f} s unpruned, {t_after:.0f} s pruned (ratio {t_after / t_before:.2f})",
-                  flush=True)
-            subprocess.run([DOCKER, "rmi", f"rocmforge-bench/{target}:pruned", f"rocmforge-bench/{target}:unpruned"],
-                           capture_output=True)
+            before, t_before = measure(
+                other, Path(tmp) / "state-unpruned", target, f"rocmforge-bench/{target}:unpruned"
+            )
+            print(
+                f"{target}: unpruned {before / 1e9:.2f} GB, pruned {after / 1e9:.2f} GB, ratio {after / before:.3f}; "
+                f"no-cache build {t_before:.0f} s unpruned, {t_after:.0f} s pruned (ratio {t_after / t_before:.2f})",
+                flush=True,
+            )
+            subprocess.run(
+                [DOCKER, "rmi", f"rocmforge-bench/{target}:pruned", f"rocmforge-bench/{target}:unpruned"],
+                capture_output=True,
+            )
     return 0
 
 

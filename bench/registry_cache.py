@@ -39,7 +39,7 @@ def renamed_chain(tmp: Path, suffix: str) -> Path:
         data["targets"][f"{name}-{suffix}"] = t
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     lock = yaml.safe_load(matrix.with_suffix(".lock").read_text())
-    for section in lock.values():            # per-target lock entries follow their target's new name
+    for section in lock.values():  # per-target lock entries follow their target's new name
         if isinstance(section, dict):
             for key in list(section):
                 head, _, rest = key.partition("/")

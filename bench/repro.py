@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge.resolve import bases  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
+from rocmforge.resolve import bases  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 
@@ -34,15 +34,19 @@ def main() -> int:
     base = bases.bootstrap_ref("debian13-rocm5.7", plan.matrix.stacks["debian13-rocm5.7"])
     check_s, proc = timed([sys.executable, "build.py", "lock", "--check", "--target", "hip-python"])
     floor_s, _ = timed([DOCKER, "run", "--rm", base, "apt-get", "update", "-qq"])
-    print(f"lock --check (hip-devel, hip-runtime, hip-python): {check_s:.1f} s, exit {proc.returncode}; "
-          f"one apt-get update in the base: {floor_s:.1f} s; ratio {check_s / floor_s:.1f}x")
+    print(
+        f"lock --check (hip-devel, hip-runtime, hip-python): {check_s:.1f} s, exit {proc.returncode}; "
+        f"one apt-get update in the base: {floor_s:.1f} s; ratio {check_s / floor_s:.1f}x"
+    )
     total_s, proc = timed([sys.executable, "build.py", "verify-repro", "--target", "hip-runtime", "--json"])
     report = json.loads(proc.stdout)
     build_s = sum(t["build_s"] for t in report["timings"])
     norm_s = sum(t["normalise_s"] for t in report["timings"])
-    print(f"verify-repro hip-runtime: {total_s:.1f} s, identical={report['identical']}; the two no-cache builds "
-          f"{build_s:.1f} s, normalisation {norm_s:.1f} s = {norm_s / (build_s + norm_s):.0%} of the rebuild time; "
-          f"verify-repro / raw builds = {total_s / build_s:.2f}")
+    print(
+        f"verify-repro hip-runtime: {total_s:.1f} s, identical={report['identical']}; the two no-cache builds "
+        f"{build_s:.1f} s, normalisation {norm_s:.1f} s = {norm_s / (build_s + norm_s):.0%} of the rebuild time; "
+        f"verify-repro / raw builds = {total_s / build_s:.2f}"
+    )
     return 0
 
 

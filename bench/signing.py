@@ -42,8 +42,10 @@ def main() -> int:
         print(f"{TARGET} push into an empty registry, {ROUNDS} round(s), {cosign.describe()}:")
         print(f"  plain  {plain:6.1f} s  {times['plain']}")
         print(f"  signed {signed:6.1f} s  {times['signed']}  (+{signed - plain:.1f} s)")
-        print(f"  ratio  {signed / plain:.3f} of the medians, {min(times['signed']) / min(times['plain']):.3f} of the "
-              "fastest runs (goal <= 1.1; a shared engine's noise can exceed the difference)")
+        print(
+            f"  ratio  {signed / plain:.3f} of the medians, {min(times['signed']) / min(times['plain']):.3f} of the "
+            "fastest runs (goal <= 1.1; a shared engine's noise can exceed the difference)"
+        )
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -31,8 +31,12 @@ def timed_suites(checkout: Path, image: str, target: str) -> tuple[float, dict, 
     """(wall seconds, suite statuses, seconds per suite) of one `build.py test` from a checkout."""
     with tempfile.TemporaryDirectory(prefix="rocmforge-bench-") as state:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "build.py", "--state-dir", state, "test", "--image", image,
-                               "--target", target, "--json"], cwd=checkout, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "build.py", "--state-dir", state, "test", "--image", image, "--target", target, "--json"],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+        )
         wall = time.perf_counter() - t0
     try:
         report = json.loads(proc.stdout)
@@ -54,8 +58,12 @@ def main() -> int:
         base_checkout = None
         if args.baseline:
             base_checkout = Path(tmp) / "checkout"
-            subprocess.run(["git", "worktree", "add", "--detach", str(base_checkout), args.baseline], cwd=ROOT,
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "add", "--detach", str(base_checkout), args.baseline],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            )
         try:
             for name in args.targets:
                 ref = plan.targets[name].content_tag
@@ -63,18 +71,23 @@ def main() -> int:
                 subprocess.run([DOCKER, "run", "--rm", "--entrypoint", "true", ref], check=True)
                 bare = time.perf_counter() - t0
                 wall, statuses, per_suite = timed_suites(ROOT, ref, name)
-                print(f"{name} ({ref}): suites {wall:.1f} s, {wall / GOAL_S:.2f} of the {GOAL_S:.0f} s goal; "
-                      f"bare container start+remove {bare:.1f} s ({wall / bare:.1f}x)")
+                print(
+                    f"{name} ({ref}): suites {wall:.1f} s, {wall / GOAL_S:.2f} of the {GOAL_S:.0f} s goal; "
+                    f"bare container start+remove {bare:.1f} s ({wall / bare:.1f}x)"
+                )
                 print(f"  statuses: {statuses}")
                 print("  test time per suite: " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(per_suite.items())))
                 if base_checkout:
                     bwall, bstat, _ = timed_suites(base_checkout, ref, name)
-                    print(f"  baseline {args.baseline}: suites {bwall:.1f} s; this revision / baseline = "
-                          f"{wall / bwall:.2f}x; baseline statuses: {bstat}")
+                    print(
+                        f"  baseline {args.baseline}: suites {bwall:.1f} s; this revision / baseline = "
+                        f"{wall / bwall:.2f}x; baseline statuses: {bstat}"
+                    )
         finally:
             if base_checkout:
-                subprocess.run(["git", "worktree", "remove", "--force", str(base_checkout)], cwd=ROOT,
-                               capture_output=True)
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(base_checkout)], cwd=ROOT, capture_output=True
+                )
     return 0
 
 

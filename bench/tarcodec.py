@@ -30,14 +30,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream  # noqa: E402
 from rocmforge.assemble.image.tarcodec import BLOCK, REG, TarReader, TarWriter, looks_like_tar_header  # noqa: E402
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream  # noqa: E402
 
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
 EPOCH = 1764547200
-HEADER_FIELDS = ((0, "name"), (100, "mode"), (108, "uid"), (116, "gid"), (124, "size"), (136, "mtime"),
-                 (148, "checksum"), (156, "type"), (157, "linkname"), (257, "magic"), (265, "uname"),
-                 (297, "gname"), (329, "devmajor"), (337, "devminor"), (345, "prefix"), (500, "padding"))
+HEADER_FIELDS = (
+    (0, "name"),
+    (100, "mode"),
+    (108, "uid"),
+    (116, "gid"),
+    (124, "size"),
+    (136, "mtime"),
+    (148, "checksum"),
+    (156, "type"),
+    (157, "linkname"),
+    (257, "magic"),
+    (265, "uname"),
+    (297, "gname"),
+    (329, "devmajor"),
+    (337, "devminor"),
+    (345, "prefix"),
+    (500, "padding"),
+)
 
 
 class HashSink:
@@ -74,8 +89,10 @@ def codec_copy(src, out) -> None:
     reader = TarReader(ChunkStream(src))
     w = TarWriter(out)
     for e in reader:
-        w.add(replace(e, mode=e.mode & 0o7777, uname=b"", gname=b"", mtime=min(e.mtime, EPOCH)),
-              reader.data() if e.type == REG else None)
+        w.add(
+            replace(e, mode=e.mode & 0o7777, uname=b"", gname=b"", mtime=min(e.mtime, EPOCH)),
+            reader.data() if e.type == REG else None,
+        )
     w.close()
 
 
@@ -102,8 +119,10 @@ def layer_of_image(ref: str, tmp: Path) -> Path:
     saved = tmp / "image.tar"
     subprocess.run([DOCKER, "save", "-o", str(saved), ref], check=True)
     with tarfile.open(saved) as t:
-        m = max((m for m in t.getmembers() if m.isfile() and not m.name.endswith((".json", "json", "VERSION"))),
-                key=lambda m: m.size)
+        m = max(
+            (m for m in t.getmembers() if m.isfile() and not m.name.endswith((".json", "json", "VERSION"))),
+            key=lambda m: m.size,
+        )
         (tmp / "layer.tar").write_bytes(t.extractfile(m).read())
     saved.unlink()
     return tmp / "layer.tar"
@@ -135,13 +154,15 @@ def generated_layer(mb: int, tmp: Path) -> Path:
 
 
 def image_default() -> str | None:
-    refs = subprocess.run([DOCKER, "images", "--format", "{{.Repository}}:{{.Tag}}", "rocmforge/base-*"],
-                          capture_output=True, text=True).stdout.split()
+    refs = subprocess.run(
+        [DOCKER, "images", "--format", "{{.Repository}}:{{.Tag}}", "rocmforge/base-*"], capture_output=True, text=True
+    ).stdout.split()
     return sorted(refs)[0] if refs else None
 
 
 def identity_cases() -> dict[str, bytes]:
     """Small layers, each holding one thing normalisation must write the same way every time."""
+
     def tar(*members) -> bytes:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
@@ -160,16 +181,22 @@ def identity_cases() -> dict[str, bytes]:
     cap = "\x01\x00\x00\x02\x00\x20\x00\x00" + "\x00" * 12
     return {
         "plain files and directories": tar((ti("etc", tarfile.DIRTYPE, mode=0o755), None), (ti("etc/a"), b"a\n")),
-        "xattr (security.capability)": tar((ti("usr/bin/ping", mode=0o755,
-                                               pax_headers={"SCHILY.xattr.security.capability": cap}), b"ELF")),
-        "long name and long link target": tar((ti("usr/share/" + "d" * 120 + "/f"), b"x"),
-                                              (ti("usr/lib/l", tarfile.SYMTYPE, linkname="/" + "t" * 130), None)),
-        "devices and a fifo": tar((ti("dev/null", tarfile.CHRTYPE, devmajor=1, devminor=3), None),
-                                  (ti("dev/loop0", tarfile.BLKTYPE, devmajor=7), None),
-                                  (ti("run/fifo", tarfile.FIFOTYPE), None)),
+        "xattr (security.capability)": tar(
+            (ti("usr/bin/ping", mode=0o755, pax_headers={"SCHILY.xattr.security.capability": cap}), b"ELF")
+        ),
+        "long name and long link target": tar(
+            (ti("usr/share/" + "d" * 120 + "/f"), b"x"),
+            (ti("usr/lib/l", tarfile.SYMTYPE, linkname="/" + "t" * 130), None),
+        ),
+        "devices and a fifo": tar(
+            (ti("dev/null", tarfile.CHRTYPE, devmajor=1, devminor=3), None),
+            (ti("dev/loop0", tarfile.BLKTYPE, devmajor=7), None),
+            (ti("run/fifo", tarfile.FIFOTYPE), None),
+        ),
         "uid beyond octal, mtime before 1970": tar((ti("big", uid=3_000_000, mtime=-1), b"x")),
-        "hard link": tar((ti("usr/bin/perl5"), b"ELF"),
-                         (ti("usr/bin/perl", tarfile.LNKTYPE, linkname="usr/bin/perl5"), None)),
+        "hard link": tar(
+            (ti("usr/bin/perl5"), b"ELF"), (ti("usr/bin/perl", tarfile.LNKTYPE, linkname="usr/bin/perl5"), None)
+        ),
         "empty layer": bytes(2 * BLOCK),
     }
 
@@ -178,14 +205,16 @@ def first_difference(ours: bytes, theirs: bytes) -> str:
     if ours == theirs:
         return "identical"
     at = next((i for i, (x, y) in enumerate(zip(ours, theirs)) if x != y), min(len(ours), len(theirs)))
-    block = ours[at - at % BLOCK:at - at % BLOCK + BLOCK]
+    block = ours[at - at % BLOCK : at - at % BLOCK + BLOCK]
     where = f"byte {at}"
     if at < min(len(ours), len(theirs)) and block != bytes(BLOCK) and looks_like_tar_header(block):
         start, field = [(offset, name) for offset, name in HEADER_FIELDS if offset <= at % BLOCK][-1]
         end = next((offset for offset, _ in HEADER_FIELDS if offset > start), BLOCK)
         base = at - at % BLOCK
-        where += (f", header field {field}: codec {ours[base + start:base + end].rstrip(bytes(1))!r}, "
-                  f"tarfile {theirs[base + start:base + end].rstrip(bytes(1))!r}")
+        where += (
+            f", header field {field}: codec {ours[base + start : base + end].rstrip(bytes(1))!r}, "
+            f"tarfile {theirs[base + start : base + end].rstrip(bytes(1))!r}"
+        )
     return f"differs at {where} (codec {len(ours)} bytes, tarfile {len(theirs)})"
 
 
@@ -199,12 +228,16 @@ def speed(layer: Path, runs: int) -> None:
     entries = sum(1 for _ in TarReader(ChunkStream(open(layer, "rb"))))
     mb = layer.stat().st_size / 1e6
     print(f"layer: {mb:,.1f} MB, {entries} entries; best of {runs}")
-    rows = [("read", codec_read, tarfile_read),
-            ("read+write", lambda f: codec_copy(f, HashSink()), lambda f: tarfile_copy(f, HashSink()))]
+    rows = [
+        ("read", codec_read, tarfile_read),
+        ("read+write", lambda f: codec_copy(f, HashSink()), lambda f: tarfile_copy(f, HashSink())),
+    ]
     for name, ours, theirs in rows:
         a, b = best_of(runs, ours, layer), best_of(runs, theirs, layer)
-        print(f"  {name:<11} codec {a:6.2f} s ({mb / a:5.0f} MB/s)   tarfile {b:6.2f} s ({mb / b:5.0f} MB/s)   "
-              f"tarfile / codec = {b / a:.2f}")
+        print(
+            f"  {name:<11} codec {a:6.2f} s ({mb / a:5.0f} MB/s)   tarfile {b:6.2f} s ({mb / b:5.0f} MB/s)   "
+            f"tarfile / codec = {b / a:.2f}"
+        )
     with open(layer, "rb") as f:
         data = f.read()
     ours = copy_bytes(codec_copy, data)

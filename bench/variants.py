@@ -32,8 +32,9 @@ def main() -> int:
     for name in names:
         if not plan.variants.get(name):
             sys.exit(f"{name} declares no variants")
-        proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "build", "--target", name],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "build.py"), "build", "--target", name], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             sys.exit(f"build of {name} failed:\n{proc.stderr[-3000:]}")
         main_size = None
@@ -41,8 +42,9 @@ def main() -> int:
             info = client.inspect(tp.content_tag)
             size = info["Size"]
             main_size = main_size or size
-            print(f"{tp.key:<28} {','.join(tp.archs):<18} {size / 1e9:>8.3f} {size / main_size:>7.2f}  "
-                  f"{info['Id'][7:19]}")
+            print(
+                f"{tp.key:<28} {','.join(tp.archs):<18} {size / 1e9:>8.3f} {size / main_size:>7.2f}  {info['Id'][7:19]}"
+            )
     return 0
 
 

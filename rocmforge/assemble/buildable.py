@@ -18,10 +18,14 @@ def _local_images() -> set[str] | None:
         return None
 
 
-def buildability(plan: BuildPlan, name: str, _cache: dict = {}) -> tuple[bool, list[str]]:
-    if "images" not in _cache:
-        _cache["images"] = _local_images()
-    images = _cache["images"]
+# The engine's images, asked once per process (`list` asks for every target).
+_LOCAL_IMAGES: dict[str, object] = {}
+
+
+def buildability(plan: BuildPlan, name: str) -> tuple[bool, list[str]]:
+    if "images" not in _LOCAL_IMAGES:
+        _LOCAL_IMAGES["images"] = _local_images()
+    images = _LOCAL_IMAGES["images"]
     blockers: list[str] = []
     for dep in plan.order([name]):
         tp = plan.targets[dep]

@@ -43,8 +43,10 @@ def budget() -> int:
     except ValueError:
         value = -1
     if value < 0:
-        raise UserError(f"ROCMFORGE_BUILD_CACHE_MAX={raw!r} is not a size in bytes (0 keeps no build cache)",
-                        field="ROCMFORGE_BUILD_CACHE_MAX")
+        raise UserError(
+            f"ROCMFORGE_BUILD_CACHE_MAX={raw!r} is not a size in bytes (0 keeps no build cache)",
+            field="ROCMFORGE_BUILD_CACHE_MAX",
+        )
     return value
 
 
@@ -56,15 +58,18 @@ def recorded(state: Path, target: str) -> list[str]:
     """Step images the target's kept cache holds (short or full IDs). A record that is not one reads
     as no cache, with a warning: its images are then left for `clean`, never removed on its word,
     and the next build of the target writes a new record."""
-    data = load_internal(_record(state, target), _record_problem,
-                         f"delete it; `python build.py clean --target {target}` removes what it kept")
+    data = load_internal(
+        _record(state, target),
+        _record_problem,
+        f"delete it; `python build.py clean --target {target}` removes what it kept",
+    )
     return list(data["images"]) if data else []
 
 
 def _record_problem(data) -> str | None:
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, list) or not all(isinstance(i, str) and _IMAGE_ID.match(i) for i in images):
-        return "not a build-cache record (expected {\"images\": [image IDs]})"
+        return 'not a build-cache record (expected {"images": [image IDs]})'
     return None
 
 
@@ -74,9 +79,10 @@ def added_bytes(client: Engine, made: list[str]) -> int:
     for short in set(made):
         try:
             img = client.inspect(short)
-            if img.get("RepoTags") and not any(t.startswith(f"{REPO}/") or t.startswith("rocmforge-raw/")
-                                               for t in img["RepoTags"]):
-                continue               # a base or prerequisite, not a step of this build
+            if img.get("RepoTags") and not any(
+                t.startswith(f"{REPO}/") or t.startswith("rocmforge-raw/") for t in img["RepoTags"]
+            ):
+                continue  # a base or prerequisite, not a step of this build
             parent = img.get("Parent")
             total += img.get("Size", 0) - (client.inspect(parent).get("Size", 0) if parent else 0)
         except EngineError:
@@ -128,5 +134,5 @@ def forget(client: Engine, state: Path, target: str) -> None:
 def _untag(client: Engine, ref: str) -> None:
     try:
         client.untag(ref)
-    except EngineError:   # never made, or already gone
+    except EngineError:  # never made, or already gone
         pass

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from rocmforge.assemble import steplock
 from rocmforge.assemble.image.history import TrailingLabels, stage_steps, trailing_labels
 from rocmforge.host import aptmirror, aptsources, engines, registrybase
+from rocmforge.host.enginebase import EngineError
 from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
-from rocmforge.host.enginebase import EngineError
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")   # the image a finished step left
+STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")  # the image a finished step left
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -87,16 +87,34 @@ def raw_tag(tp: TargetPlan) -> str:
     return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}-{_RUN}"
 
 
-def build(client: Engine, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
-          progress: Callable[[str], None], extra_files: dict[str, bytes] | None = None, tag: str | None = None,
-          nocache: bool = False, made: list[str] | None = None) -> str:
+def build(
+    client: Engine,
+    tp: TargetPlan,
+    *,
+    log_path: Path,
+    ca_bundle: Path | None,
+    progress: Callable[[str], None],
+    extra_files: dict[str, bytes] | None = None,
+    tag: str | None = None,
+    nocache: bool = False,
+    made: list[str] | None = None,
+) -> str:
     """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
     temporary tag). The caller moves the real tags after normalising, then discards `made`: the
     image of every step (every stage's, not only the last stage's), which this function discards
     itself when the build fails or is interrupted."""
-    with steplock.building():   # our step images may be another build's cache hits, and theirs ours
-        return _build(client, tp, log_path=log_path, ca_bundle=ca_bundle, progress=progress,
-                      extra_files=extra_files, tag=tag, nocache=nocache, made=[] if made is None else made)
+    with steplock.building():  # our step images may be another build's cache hits, and theirs ours
+        return _build(
+            client,
+            tp,
+            log_path=log_path,
+            ca_bundle=ca_bundle,
+            progress=progress,
+            extra_files=extra_files,
+            tag=tag,
+            nocache=nocache,
+            made=[] if made is None else made,
+        )
 
 
 def build_labels(tp: TargetPlan) -> dict[str, str]:
@@ -125,9 +143,10 @@ def history_steps(tp: TargetPlan) -> list[str]:
 @dataclass(frozen=True)
 class BuildRequest:
     """One call of the engine's build API: what it is given."""
+
     name: str
     content_tag: str
-    context: dict[str, bytes]        # the target's files and the fetched inputs
+    context: dict[str, bytes]  # the target's files and the fetched inputs
     tag: str
     labels: dict[str, str]
     buildargs: dict[str, str]
@@ -140,9 +159,10 @@ class BuildRequest:
 class BuildTrace:
     """What the build's output named as it went: on a failure or an interrupt, the step in progress
     is stopped from it and the step images are discarded from it."""
-    made: list[str]                                       # the image of every step, in order
-    reused: set[str] = field(default_factory=set)         # cache hits: an earlier build's, not ours to discard
-    running: list[str] = field(default_factory=list)      # the container of the step in progress (last)
+
+    made: list[str]  # the image of every step, in order
+    reused: set[str] = field(default_factory=set)  # cache hits: an earlier build's, not ours to discard
+    running: list[str] = field(default_factory=list)  # the container of the step in progress (last)
     step: str = "(before the first step)"
     image_id: str | None = None
     error: str | None = None
@@ -151,26 +171,36 @@ class BuildTrace:
         return [m for m in self.made if m not in self.reused]
 
 
-def _build(client: Engine, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | None,
-           progress: Callable[[str], None], extra_files: dict[str, bytes] | None, tag: str | None, nocache: bool,
-           made: list[str]) -> str:
+def _build(
+    client: Engine,
+    tp: TargetPlan,
+    *,
+    log_path: Path,
+    ca_bundle: Path | None,
+    progress: Callable[[str], None],
+    extra_files: dict[str, bytes] | None,
+    tag: str | None,
+    nocache: bool,
+    made: list[str],
+) -> str:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
     buildargs = {}
     mirror = aptmirror.from_env()
-    if mirror:   # dropped from the normalised history: the mirror is not part of the image
+    if mirror:  # dropped from the normalised history: the mirror is not part of the image
         buildargs[aptmirror.ARG] = mirror
-    if tp.registry_base:   # present on the engine by digest, pulled through the mirror when one is set
+    if tp.registry_base:  # present on the engine by digest, pulled through the mirror when one is set
         image, digest = tp.registry_base
         buildargs[bases.BASE_ARG] = registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env())
     files, labels = {**tp.files, **(extra_files or {})}, build_labels(tp)
     given = given_as_labels(tp)
-    if given:   # the classic builder makes a step of each label it is given: one LABEL line instead
+    if given:  # the classic builder makes a step of each label it is given: one LABEL line instead
         files["Dockerfile"] = given.with_labels(labels).encode()
         labels = {}
-    request = BuildRequest(tp.name, tp.content_tag, files, tag or raw_tag(tp), labels, buildargs, nocache,
-                           ca_bundle, log_path)
+    request = BuildRequest(
+        tp.name, tp.content_tag, files, tag or raw_tag(tp), labels, buildargs, nocache, ca_bundle, log_path
+    )
     trace = BuildTrace(made)
     try:
         _stream_build(client, request, trace, progress)
@@ -182,10 +212,10 @@ def _build(client: Engine, tp: TargetPlan, *, log_path: Path, ca_bundle: Path | 
         raise
     if trace.error or not trace.image_id:
         discard(client, trace.ours())
-        why = (trace.error or 'no image produced').strip()
+        why = (trace.error or "no image produced").strip()
         tail = _tail(log_path)
         sources = aptsources.failure_message(tp.stack, tail, mirror=mirror) if aptsources.update_failed(tail) else None
-        if sources:   # names the list file and host that failed (the Debian mirror only when it was that)
+        if sources:  # names the list file and host that failed (the Debian mirror only when it was that)
             why = sources
         elif aptmirror.unreachable_hint(tail):
             why = aptmirror.unreachable_message(mirror)
@@ -214,26 +244,30 @@ def _stop_step(client: Engine, trace: BuildTrace, wait: float = 5.0) -> None:
         if stopped or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    time.sleep(1)    # the builder fails the step and removes the container (forcerm)
+    time.sleep(1)  # the builder fails the step and removes the container (forcerm)
 
 
 def _stream_build(client: Engine, req: BuildRequest, trace: BuildTrace, progress: Callable[[str], None]) -> None:
     try:
         _stream_build_logged(client, req, trace, progress)
-    except OSError as exc:      # a full disk under the log: a write names no path, so say which
+    except OSError as exc:  # a full disk under the log: a write names no path, so say which
         if exc.errno is not None and exc.filename is None:
             exc.filename = str(req.log_path)
         raise
 
 
-def _stream_build_logged(client: Engine, req: BuildRequest, trace: BuildTrace,
-                         progress: Callable[[str], None]) -> None:
+def _stream_build_logged(client: Engine, req: BuildRequest, trace: BuildTrace, progress: Callable[[str], None]) -> None:
     cached = False
     started = time.monotonic()
-    with open(req.log_path, "w", encoding="utf-8", buffering=1) as log:   # line by line: people tail it
+    with open(req.log_path, "w", encoding="utf-8", buffering=1) as log:  # line by line: people tail it
         log.write(f"# rocmforge build {req.name} -> {req.content_tag}\n")
-        stream = client.build(context_tar(req.context, req.ca_bundle), tag=req.tag, labels=req.labels,
-                              buildargs=req.buildargs, nocache=req.nocache)
+        stream = client.build(
+            context_tar(req.context, req.ca_bundle),
+            tag=req.tag,
+            labels=req.labels,
+            buildargs=req.buildargs,
+            nocache=req.nocache,
+        )
         for chunk in stream:
             if "stream" in chunk:
                 text = ANSI_RE.sub("", chunk["stream"])
@@ -275,7 +309,7 @@ def remove_untagged(client: Engine, images: list[str]) -> None:
             if client.inspect(short).get("RepoTags"):
                 continue
             client.remove_image(short)
-        except EngineError:   # gone with a child removed before it, or still in use
+        except EngineError:  # gone with a child removed before it, or still in use
             pass
 
 
@@ -284,16 +318,17 @@ def short_name(repo: str) -> str:
     the containerd store may qualify it with docker.io."""
     for prefix in ("localhost/", "docker.io/library/", "docker.io/"):
         if repo.startswith(prefix):
-            return repo[len(prefix):]
+            return repo[len(prefix) :]
     return repo
 
 
-LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")   # a build or verify-repro stopped before its clean-up
+LEFTOVER_REPOS = ("rocmforge-raw", "rocmforge-repro")  # a build or verify-repro stopped before its clean-up
 CACHE_REPO = "rocmforge-cache"
 
 
-def leftovers(client: Engine, targets: list[str], stacks: list[str], cached: set[str] = frozenset(),
-              kept: set[str] = frozenset()) -> list[tuple[str, str, int]]:
+def leftovers(
+    client: Engine, targets: list[str], stacks: list[str], cached: set[str] = frozenset(), kept: set[str] = frozenset()
+) -> list[tuple[str, str, int]]:
     """(kind, reference, bytes) of what `clean` removes: the tags of the targets' images and of the
     stacks' bases, the targets' kept build cache (tags, and the step images in `cached`), tags and
     step images an interrupted build left, and containers of such images. Step images carry no
@@ -316,11 +351,14 @@ def leftovers(client: Engine, targets: list[str], stacks: list[str], cached: set
                 out.append(("leftover tag", tag, img.get("Size", 0)))
     for img in client.list_images(dangling=True, label="io.rocmforge.content-hash"):
         if img["Id"][7:19] in kept and img["Id"][7:19] not in cached:
-            continue   # another target's kept build cache
+            continue  # another target's kept build cache
         kind = "build cache" if img["Id"][7:19] in cached else "leftover image"
         out.append((kind, img["Id"], img.get("Size", 0)))
-    ours = {img["Id"] for img in images
-            if any(short_name(t.rsplit(":", 1)[0]) in leftover for t in img.get("RepoTags") or [])}
+    ours = {
+        img["Id"]
+        for img in images
+        if any(short_name(t.rsplit(":", 1)[0]) in leftover for t in img.get("RepoTags") or [])
+    }
     for c in client.list_containers():
         if c.get("ImageID") in ours:
             out.append(("container", c["Id"], 0))

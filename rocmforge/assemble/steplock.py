@@ -26,8 +26,8 @@ from pathlib import Path
 # One descriptor for the life of the process: closing any descriptor of the file would drop every
 # POSIX lock the process holds on it.
 _fd: int | None = None
-_shared = False      # this process is building
-_exclusive = False   # this process holds the exclusive lock (nested uses see True at once)
+_shared = False  # this process is building
+_exclusive = False  # this process holds the exclusive lock (nested uses see True at once)
 
 
 def _base() -> Path:
@@ -91,7 +91,7 @@ def _pending_file():
         fcntl.lockf(fd, fcntl.LOCK_EX)
         try:
             items = json.loads(path.read_text()) if path.exists() else []
-        except (OSError, ValueError):   # a torn list from a killed process: its images are found by `clean`
+        except (OSError, ValueError):  # a torn list from a killed process: its images are found by `clean`
             items = []
         box = [i for i in items if isinstance(i, str)]
         yield box

@@ -1,7 +1,8 @@
 """Command line: `python build.py [--matrix M] COMMAND ...`; `python build.py --target X` builds then tests.
 
 The CLI parses, calls and prints: builds go through rocmforge.workflow.pipeline, each command is a
-function in build_commands, project_commands, reader_commands, host_commands or release_commands, and parser.py names the function of each subcommand."""
+function in build_commands, project_commands, reader_commands, host_commands or release_commands,
+and parser.py names the function of each subcommand."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     with signals.handled():
         try:
             return _main(argv)
-        except KeyboardInterrupt as exc:      # Ctrl-C, and SIGTERM and SIGHUP as signals.py raises them
+        except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM and SIGHUP as signals.py raises them
             stop = signals.stopped(exc)
             print(stop.message, file=sys.stderr)
             return stop.exit_code
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.run == MAIN_JOB and not args.target:   # a bare `build.py`: the usage
+    if args.run == MAIN_JOB and not args.target:  # a bare `build.py`: the usage
         parser.print_help()
         return 2
     try:
@@ -47,13 +48,13 @@ def _main(argv: list[str] | None) -> int:
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:        # `build.py list --json | head`: the reader left; not an error of ours
+    except BrokenPipeError:  # `build.py list --json | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
-    except OSError as exc:         # requests' and most of docker's errors are OSErrors too
+    except OSError as exc:  # requests' and most of docker's errors are OSErrors too
         return os_error_exit(exc)
     except Exception as exc:
         if not type(exc).__module__.startswith("docker."):
-            raise              # a bug of ours: the traceback is what a report needs
+            raise  # a bug of ours: the traceback is what a report needs
         print("error: Docker engine: " + " ".join(str(exc).split()), file=sys.stderr)
         return 1

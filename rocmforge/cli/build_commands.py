@@ -39,11 +39,11 @@ def test(inv: Invocation) -> int:
         raise UserError("give --target TARGET or --image REF", field="test")
     if target:
         project.target(target)
-    junit = Path(args.junit).resolve() if getattr(args, "junit", None) else None   # pytest runs in the checkout
+    junit = Path(args.junit).resolve() if getattr(args, "junit", None) else None  # pytest runs in the checkout
     if junit:
         writable_file(junit, "--junit", replaced=False)
     project.writable_state()
-    if target and not image:    # its image exists only if it could be built
+    if target and not image:  # its image exists only if it could be built
         project.buildable_target(target)
     client = engine.connect()
     # A target's test covers its main image and every variant its build makes.
@@ -52,8 +52,11 @@ def test(inv: Invocation) -> int:
         if image_id is None:
             raise UserError(f"image {image!r} not found on the engine", field="--image")
         # An image given by reference that is one of the target's own gets the suites in its manifest.
-        own = next((tp for tp in inv.plan.images_of(target) if engine.image_id(client, tp.content_tag) == image_id),
-                   None) if target else None
+        own = (
+            next((tp for tp in inv.plan.images_of(target) if engine.image_id(client, tp.content_tag) == image_id), None)
+            if target
+            else None
+        )
         runs = [(image, image_id, own)]
     else:
         runs = [(tp.content_tag, require_built(client, tp), tp) for tp in inv.plan.images_of(target)]
@@ -67,8 +70,11 @@ def test(inv: Invocation) -> int:
     report, *variants = reports
     if getattr(args, "json", False):
         # The main image's report, as ever; its variants' reports beside it.
-        print(json.dumps({**report.to_json(), **({"variants": [v.to_json() for v in variants]} if variants else {})},
-                         indent=2))
+        print(
+            json.dumps(
+                {**report.to_json(), **({"variants": [v.to_json() for v in variants]} if variants else {})}, indent=2
+            )
+        )
     else:
         for each in reports:
             show.suites_table(inv.out, each)
@@ -86,8 +92,11 @@ def verify_repro(inv: Invocation) -> int:
     else:
         for each in [result] + result.variants:
             a, b = each.image_ids
-            print(f"identical: both builds of {each.target} gave {a}" if a == b else
-                  f"DIFFERENT: {each.target}: {a[7:19]} vs {b[7:19]}: {each.explanation}")
+            print(
+                f"identical: both builds of {each.target} gave {a}"
+                if a == b
+                else f"DIFFERENT: {each.target}: {a[7:19]} vs {b[7:19]}: {each.explanation}"
+            )
     return 0 if result.identical else 1
 
 
@@ -101,7 +110,7 @@ def manifest(inv: Invocation) -> int:
     for each in inv.plan.images_of(name):
         image_id = engine.image_id(client, each.content_tag)
         if image_id is None:
-            continue      # a variant not built: its manifest comes with its build
+            continue  # a variant not built: its manifest comes with its build
         folder = inv.pipeline.write_manifest(client, each, image_id)
         print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
     return 0
@@ -113,10 +122,11 @@ def context(inv: Invocation) -> int:
     out = Path(inv.args.out)
     inv.project.buildable_target(name)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError("must be an empty folder or not exist yet (nothing is overwritten)", file=str(out),
-                        field="--out")
+        raise UserError(
+            "must be an empty folder or not exist yet (nothing is overwritten)", file=str(out), field="--out"
+        )
     writable_dir(out, "--out")
-    inv.project.writable_state()      # fetched inputs are cached there
+    inv.project.writable_state()  # fetched inputs are cached there
     files = inv.pipeline.context(name)
     for rel, data in sorted(files.items()):
         atomic_write(out / rel, data)
@@ -132,8 +142,10 @@ def lock(inv: Invocation) -> int:
         for p in out.problems:
             print(f"stale: {p}")
         if out.problems:
-            print(f"{len(out.problems)} stale or unavailable pin(s); fix matrix.yaml and run `python build.py lock`",
-                  file=sys.stderr)
+            print(
+                f"{len(out.problems)} stale or unavailable pin(s); fix matrix.yaml and run `python build.py lock`",
+                file=sys.stderr,
+            )
             return 1
         print(f"{project.lock_path.name}: every pin resolves ({', '.join(inv.plan.order(args.lock_targets))})")
         return 0
@@ -154,10 +166,12 @@ def clean(inv: Invocation) -> int:
     if not dry_run:
         project.writable_state()
     client = engine.connect()
-    with steplock.exclusive() as alone:   # no build starts while we remove
+    with steplock.exclusive() as alone:  # no build starts while we remove
         found = cleanup.find(client, project, names, all_targets=not target, alone=alone, dry_run=dry_run)
         if found.waiting:
-            inv.progress.line(f"keeping {found.waiting} untagged step image(s): another build is running on this engine")
+            inv.progress.line(
+                f"keeping {found.waiting} untagged step image(s): another build is running on this engine"
+            )
         for item in found.items:
             print(f"{'would remove' if dry_run else 'remove'} {item.kind}: {item.ref} ({item.size / 1e9:.2f} GB)")
         if dry_run:

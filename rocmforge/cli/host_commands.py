@@ -19,8 +19,12 @@ from rocmforge.shared.errors import UserError
 
 
 def doctor(inv: Invocation) -> int:
-    report = host_doctor.run(plan=inv.plan, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology,
-                             host_root=host_gpus.host_root(inv))
+    report = host_doctor.run(
+        plan=inv.plan,
+        rocminfo_file=inv.args.rocminfo,
+        kfd_topology=inv.args.kfd_topology,
+        host_root=host_gpus.host_root(inv),
+    )
     print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
     return report.exit_code
 
@@ -32,8 +36,11 @@ def local_images(client, plans) -> list[pick.Candidate]:
         ref = next((r for r in (tp.content_tag, tp.readable_tag) if engine.image_id(client, r)), None)
         if ref is not None:
             size = client.inspect(ref).get("Size")
-            out.append(pick.Candidate(tp.variant or tp.archs, ref, size if isinstance(size, int) else None,
-                                      variant=bool(tp.variant)))
+            out.append(
+                pick.Candidate(
+                    tp.variant or tp.archs, ref, size if isinstance(size, int) else None, variant=bool(tp.variant)
+                )
+            )
     return out
 
 
@@ -49,8 +56,11 @@ def run(inv: Invocation) -> int:
     client = engine.connect()
     candidates = local_images(client, inv.plan.images_of(target))
     if not candidates:
-        raise UserError(f"target {target!r} is neither built nor pulled; run `python build.py build --target "
-                        f"{target}` or `python build.py pull --target {target}`", field="--target")
+        raise UserError(
+            f"target {target!r} is neither built nor pulled; run `python build.py build --target "
+            f"{target}` or `python build.py pull --target {target}`",
+            field="--target",
+        )
     gpu = host_gpu_access()
     env: dict[str, str] = {}
     access = host_doctor.RunAccess()
@@ -61,7 +71,7 @@ def run(inv: Invocation) -> int:
         if refusal:
             raise UserError(refusal, field="--target")
         access = job.report.access
-        if host_root is not None:   # the copied host's nodes and groups, not this machine's
+        if host_root is not None:  # the copied host's nodes and groups, not this machine's
             gpu = GpuAccess(devices=access.devices, group_ids=access.group_ids)
         env = job.report.env_for(target) if gpu.present else {}
         # The user's own choice of GPUs goes to the job, and decides which GPUs the image must cover.
@@ -69,22 +79,40 @@ def run(inv: Invocation) -> int:
             env["HIP_VISIBLE_DEVICES"] = job.chosen
     choice = host_gpus.chooser(job, inv.args.arch, target)(candidates)
     image = choice.image.ref
-    print(f"image: {choice.image.describe()}, {engine.image_id(client, image)[7:19]}: {choice.reason}",
-          file=sys.stderr)
+    print(f"image: {choice.image.describe()}, {engine.image_id(client, image)[7:19]}: {choice.reason}", file=sys.stderr)
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
-    argv = dockerrun.docker_run_argv(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
-                                     docker=docker, cdi_devices=access.cdi_devices, keep_groups=access.keep_groups,
-                                     shm_size=access.shm_size)
+    argv = dockerrun.docker_run_argv(
+        image,
+        gpu,
+        env,
+        cmd,
+        interactive=sys.stdin.isatty() and sys.stdout.isatty(),
+        docker=docker,
+        cdi_devices=access.cdi_devices,
+        keep_groups=access.keep_groups,
+        shm_size=access.shm_size,
+    )
     where = "the copied host" if host_root else "this host"
     if gpu.wsl:
-        print(f"note: WSL2 on {where}: the container gets /dev/dxg and {dockerrun.WSL_LIBS}, but this image's ROCm "
-              "reaches the GPU only through AMD's WSL runtime (librocdxg); see `python build.py doctor` (wsl)",
-              file=sys.stderr)
+        print(
+            f"note: WSL2 on {where}: the container gets /dev/dxg and {dockerrun.WSL_LIBS}, but this image's ROCm "
+            "reaches the GPU only through AMD's WSL runtime (librocdxg); see `python build.py doctor` (wsl)",
+            file=sys.stderr,
+        )
     elif not gpu.present:
         print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)
     if inv.args.dry_run:
-        print(dockerrun.dry_run_text(image, gpu, env, cmd, interactive=sys.stdin.isatty() and sys.stdout.isatty(),
-                                     docker_cdi=access.docker_cdi_devices, podman_cdi=access.podman_cdi_devices,
-                                     shm_size=access.shm_size))
+        print(
+            dockerrun.dry_run_text(
+                image,
+                gpu,
+                env,
+                cmd,
+                interactive=sys.stdin.isatty() and sys.stdout.isatty(),
+                docker_cdi=access.docker_cdi_devices,
+                podman_cdi=access.podman_cdi_devices,
+                shm_size=access.shm_size,
+            )
+        )
         return 0
     return signals.run_passing_on(argv)

@@ -16,9 +16,8 @@ from rocmforge.doctor.diagnosis import Gpu
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
-    from rocmforge.host.engines import Engine
-
     from rocmforge.cli.invocation import Invocation
+    from rocmforge.host.engines import Engine
     from rocmforge.render.plan import BuildPlan
 
 
@@ -29,8 +28,9 @@ def host_root(inv: Invocation) -> str | None:
         return None
     if not Path(root).is_dir():
         why = "not a folder" if Path(root).exists() else "no such folder"
-        raise UserError(f"{why}: {root} (a copied host: DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc)",
-                        field="--host-root")
+        raise UserError(
+            f"{why}: {root} (a copied host: DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc)", field="--host-root"
+        )
     return str(Path(root).resolve())
 
 
@@ -41,19 +41,19 @@ def check_arch(inv: Invocation) -> None:
 
 @dataclass
 class JobGpus:
-    report: host_doctor.Report | None    # None: no GPU facts at all (no /dev/kfd, nothing saved)
+    report: host_doctor.Report | None  # None: no GPU facts at all (no /dev/kfd, nothing saved)
     gpus: tuple[Gpu, ...] = ()
     why: str = "no /dev/kfd on this host"
-    chosen: str | None = None            # the user's HIP_VISIBLE_DEVICES, passed on to the job
+    chosen: str | None = None  # the user's HIP_VISIBLE_DEVICES, passed on to the job
 
 
-def read(inv: Invocation, client: Engine, plan: BuildPlan | None, *, kfd_present: bool,
-         root: str | None) -> JobGpus:
+def read(inv: Invocation, client: Engine, plan: BuildPlan | None, *, kfd_present: bool, root: str | None) -> JobGpus:
     saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
     if not (kfd_present or saved or root is not None):
         return JobGpus(None)
-    report = host_doctor.run(plan=plan, client=client, rocminfo_file=inv.args.rocminfo,
-                             kfd_topology=inv.args.kfd_topology, host_root=root)
+    report = host_doctor.run(
+        plan=plan, client=client, rocminfo_file=inv.args.rocminfo, kfd_topology=inv.args.kfd_topology, host_root=root
+    )
     chosen = os.environ.get("HIP_VISIBLE_DEVICES") if root is None else None
     gpus, why = pick.job_gpus(report.diagnosis, chosen)
     return JobGpus(report, gpus, why, chosen)
@@ -61,9 +61,11 @@ def read(inv: Invocation, client: Engine, plan: BuildPlan | None, *, kfd_present
 
 def chooser(job: JobGpus, arch: str | None, label: str):
     """pick.choose over candidates, a refusal (no image covers the GPUs) as one error, exit 1."""
+
     def choose(candidates: list[pick.Candidate]) -> pick.Choice:
         try:
             return pick.choose(candidates, job.gpus, job.why, arch)
         except pick.NoImage as exc:
             raise BuildError(f"{label}: {exc}") from None
+
     return choose

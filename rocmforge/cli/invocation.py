@@ -22,7 +22,7 @@ class Invocation:
         self.project = Project(Path(args.matrix), Path(args.state_dir) if args.state_dir else None)
         self.out = Console()
         self.progress = Progress(Console(stderr=True))
-        aptmirror.from_env()   # a bad mirror setting is refused before anything runs
+        aptmirror.from_env()  # a bad mirror setting is refused before anything runs
 
     @property
     def plan(self):
@@ -37,7 +37,10 @@ class Invocation:
 
     @cached_property
     def pipeline(self) -> Pipeline:
-        options = BuildOptions(ca_bundle=self.option("ca_bundle"), cache_registry=self.option("cache_registry"),
-                               cache_readonly=bool(self.option("cache_readonly")),
-                               check_disk=bool(self.option("check_disk")))
+        options = BuildOptions(
+            ca_bundle=self.option("ca_bundle"),
+            cache_registry=self.option("cache_registry"),
+            cache_readonly=bool(self.option("cache_readonly")),
+            check_disk=bool(self.option("check_disk")),
+        )
         return Pipeline(self.project, self.progress, options)

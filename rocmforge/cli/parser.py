@@ -11,6 +11,7 @@ from dataclasses import dataclass
 class Command:
     """A subcommand's function, named here and imported when it runs: the command modules import
     every stage (pydantic, jinja2, the image codec: 0.6 s), which `--help` and a usage error skip."""
+
     module: str
     function: str
 
@@ -50,13 +51,25 @@ class _Parser(argparse.ArgumentParser):
 
 def _build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     """Options of a build, accepted before the subcommand (for the bare --target) and after `build`."""
-    p.add_argument("--cache-registry", dest=f"{prefix}cache_registry", default=None,
-                   help="HOST[:PORT][/NS]: pull targets by content tag from this registry instead of building "
-                        "them, push what was built (default $ROCMFORGE_CACHE_REGISTRY; namespace rocmforge-cache)")
-    p.add_argument("--cache-readonly", dest=f"{prefix}cache_readonly", action="store_true",
-                   help="only pull from the cache registry (pull requests)")
-    p.add_argument("--check-disk", dest=f"{prefix}check_disk", action="store_true",
-                   help="before each build, fail unless the engine has the disk the matrix says it needs (runner.disk_gb)")
+    p.add_argument(
+        "--cache-registry",
+        dest=f"{prefix}cache_registry",
+        default=None,
+        help="HOST[:PORT][/NS]: pull targets by content tag from this registry instead of building "
+        "them, push what was built (default $ROCMFORGE_CACHE_REGISTRY; namespace rocmforge-cache)",
+    )
+    p.add_argument(
+        "--cache-readonly",
+        dest=f"{prefix}cache_readonly",
+        action="store_true",
+        help="only pull from the cache registry (pull requests)",
+    )
+    p.add_argument(
+        "--check-disk",
+        dest=f"{prefix}check_disk",
+        action="store_true",
+        help="before each build, fail unless the engine has the disk the matrix says it needs (runner.disk_gb)",
+    )
 
 
 def _target(p: argparse.ArgumentParser, required: bool = True, help: str | None = None) -> None:
@@ -68,8 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--matrix", default="matrix.yaml", help="the matrix file (default ./matrix.yaml)")
     p.add_argument("--state-dir", default=None, help="logs and caches (default .rocmforge/ beside the matrix)")
     p.add_argument("--target", help="shorthand: build TARGET (with prerequisites), then test it")
-    p.add_argument("--ca-bundle", default=None, help="CA bundle for HTTPS behind a TLS-intercepting proxy "
-                   "(default: $PIP_CERT, $REQUESTS_CA_BUNDLE or $SSL_CERT_FILE); used only in builder stages")
+    p.add_argument(
+        "--ca-bundle",
+        default=None,
+        help="CA bundle for HTTPS behind a TLS-intercepting proxy "
+        "(default: $PIP_CERT, $REQUESTS_CA_BUNDLE or $SSL_CERT_FILE); used only in builder stages",
+    )
     _build_options(p)
     p.set_defaults(run=MAIN_JOB)
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
@@ -82,20 +99,31 @@ def build_parser() -> argparse.ArgumentParser:
 def _describing_commands(sub) -> None:
     ls = sub.add_parser("list", help="targets with stack, archs, dependencies and buildability here")
     ls.add_argument("--json", action="store_true")
-    ls.add_argument("--gpu-jobs", action="store_true",
-                    help="with --json: one entry per (target, arch) with the self-hosted runner labels for its GPU suites")
+    ls.add_argument(
+        "--gpu-jobs",
+        action="store_true",
+        help="with --json: one entry per (target, arch) with the self-hosted runner labels for its GPU suites",
+    )
     ls.set_defaults(run=project("list_targets"))
 
     r = sub.add_parser("render", help="write images/<target>/ from matrix.yaml and templates/")
     r.add_argument("--out", default=None, help="output folder (default images/ beside the matrix)")
-    r.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file")
+    r.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file"
+    )
     r.set_defaults(run=project("render"))
 
     rp = sub.add_parser("report", help="the matrix report: every target against every suite, as a static HTML page")
-    rp.add_argument("--out", dest="report_out", default=None, help="folder for index.html and report.json "
-                    "(default .rocmforge/report/)")
+    rp.add_argument(
+        "--out",
+        dest="report_out",
+        default=None,
+        help="folder for index.html and report.json (default .rocmforge/report/)",
+    )
     rp.add_argument("--json", action="store_true", help="print the report as JSON")
-    rp.add_argument("--markdown", default=None, help="append a Markdown summary to this file (CI: $GITHUB_STEP_SUMMARY)")
+    rp.add_argument(
+        "--markdown", default=None, help="append a Markdown summary to this file (CI: $GITHUB_STEP_SUMMARY)"
+    )
     rp.set_defaults(run=project("report"))
 
     ri = sub.add_parser("rocminfo", help="parse a saved rocminfo output")
@@ -117,18 +145,29 @@ def _building_commands(sub) -> None:
     b.set_defaults(run=build("build"))
 
     t = sub.add_parser("test", help="run the verification suites inside a built image")
-    _target(t, required=False, help="a built matrix target (with --image: the target whose archs and pins the "
-            "image is checked against)")
-    t.add_argument("--image", help="any image reference (without --target its io.rocmforge.* labels give target and archs)")
+    _target(
+        t,
+        required=False,
+        help="a built matrix target (with --image: the target whose archs and pins the image is checked against)",
+    )
+    t.add_argument(
+        "--image", help="any image reference (without --target its io.rocmforge.* labels give target and archs)"
+    )
     t.add_argument("--junit", help="write a JUnit XML report here")
     t.add_argument("--json", action="store_true", help="print the results as JSON")
-    t.add_argument("--require-gpu", action="store_true", dest="require_gpu",
-                   help="a GPU check that cannot see a GPU fails instead of being 'not GPU-verified' "
-                        "(implied on a host with /dev/kfd; the CI GPU job passes it)")
+    t.add_argument(
+        "--require-gpu",
+        action="store_true",
+        dest="require_gpu",
+        help="a GPU check that cannot see a GPU fails instead of being 'not GPU-verified' "
+        "(implied on a host with /dev/kfd; the CI GPU job passes it)",
+    )
     t.set_defaults(run=build("test"))
 
     lk = sub.add_parser("lock", help="resolve digests, apt closures, wheel hashes and git commits into matrix.lock")
-    lk.add_argument("--target", action="append", dest="lock_targets", help="only this target and its prerequisites (repeatable)")
+    lk.add_argument(
+        "--target", action="append", dest="lock_targets", help="only this target and its prerequisites (repeatable)"
+    )
     lk.add_argument("--check", action="store_true", help="write nothing; exit 1 listing every stale or unavailable pin")
     lk.set_defaults(run=build("lock"))
 
@@ -141,13 +180,18 @@ def _building_commands(sub) -> None:
     _target(mf)
     mf.set_defaults(run=build("manifest"))
 
-    cx = sub.add_parser("context", help="write a target's complete build context to a folder, for `docker build` by hand")
+    cx = sub.add_parser(
+        "context", help="write a target's complete build context to a folder, for `docker build` by hand"
+    )
     _target(cx)
     cx.add_argument("--out", required=True, help="the folder (created; must be empty or absent)")
     cx.set_defaults(run=build("context"))
 
-    cl = sub.add_parser("clean", help="remove the images rocmforge built (all targets or one), what interrupted "
-                        "builds left behind, and the logs")
+    cl = sub.add_parser(
+        "clean",
+        help="remove the images rocmforge built (all targets or one), what interrupted "
+        "builds left behind, and the logs",
+    )
     _target(cl, required=False)
     cl.add_argument("--dry-run", dest="clean_dry_run", action="store_true", help="list what would be removed")
     cl.set_defaults(run=build("clean"))
@@ -157,21 +201,33 @@ def _signer_options(p: argparse.ArgumentParser) -> None:
     """Whom the signature must come from: a key, or keyless, an identity and its issuer (one or the
     other; release_commands.signer_of checks the combination)."""
     p.add_argument("--key", default=None, metavar="PUB", help="cosign public key the image must be signed with")
-    p.add_argument("--certificate-identity", default=None, metavar="ID",
-                   help="keyless: the identity in the signing certificate, e.g. "
-                        "https://github.com/ORG/REPO/.github/workflows/FILE@refs/heads/main (with --certificate-oidc-issuer)")
-    p.add_argument("--certificate-oidc-issuer", default=None, metavar="URL",
-                   help="keyless: the OIDC issuer of that identity, e.g. https://token.actions.githubusercontent.com")
+    p.add_argument(
+        "--certificate-identity",
+        default=None,
+        metavar="ID",
+        help="keyless: the identity in the signing certificate, e.g. "
+        "https://github.com/ORG/REPO/.github/workflows/FILE@refs/heads/main (with --certificate-oidc-issuer)",
+    )
+    p.add_argument(
+        "--certificate-oidc-issuer",
+        default=None,
+        metavar="URL",
+        help="keyless: the OIDC issuer of that identity, e.g. https://token.actions.githubusercontent.com",
+    )
 
 
 def _host_gpu_options(p, host_root_help: str) -> None:
     """How `run` and `pull` learn the GPUs an image must cover: this host's, or saved ones."""
     p.add_argument("--rocminfo", help="judge the images against a saved rocminfo output instead of this host's GPUs")
-    p.add_argument("--kfd-topology", metavar="DIR",
-                   help="judge the images against a saved copy of /sys/class/kfd/kfd/topology")
-    p.add_argument("--arch", default=None, metavar="GFX",
-                   help="take the smallest of the target's images (main or variant) that carries GFX, whatever "
-                        "the host's GPUs")
+    p.add_argument(
+        "--kfd-topology", metavar="DIR", help="judge the images against a saved copy of /sys/class/kfd/kfd/topology"
+    )
+    p.add_argument(
+        "--arch",
+        default=None,
+        metavar="GFX",
+        help="take the smallest of the target's images (main or variant) that carries GFX, whatever the host's GPUs",
+    )
     p.add_argument("--host-root", metavar="DIR", help=host_root_help)
 
 
@@ -180,23 +236,38 @@ def _host_commands(sub) -> None:
     pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
     _target(pu)
     pu.add_argument("--registry", required=True, help="HOST[:PORT][/NAMESPACE]")
-    pu.add_argument("--sign-key", default=None, metavar="FILE",
-                    help="cosign private key (password in $COSIGN_PASSWORD): sign the pushed digest and attach "
-                         "the SBOM, SLSA provenance and the suite results to it")
-    pu.add_argument("--keyless", action="store_true",
-                    help="sign and attest as --sign-key does, keyless: a Sigstore (Fulcio) certificate for the "
-                         "GitHub Actions job's OIDC identity, logged in Rekor (GitHub Actions with "
-                         "`permissions: id-token: write` only)")
+    pu.add_argument(
+        "--sign-key",
+        default=None,
+        metavar="FILE",
+        help="cosign private key (password in $COSIGN_PASSWORD): sign the pushed digest and attach "
+        "the SBOM, SLSA provenance and the suite results to it",
+    )
+    pu.add_argument(
+        "--keyless",
+        action="store_true",
+        help="sign and attest as --sign-key does, keyless: a Sigstore (Fulcio) certificate for the "
+        "GitHub Actions job's OIDC identity, logged in Rekor (GitHub Actions with "
+        "`permissions: id-token: write` only)",
+    )
     pu.set_defaults(run=release("push"))
 
-    pl = sub.add_parser("pull", help="pull a published target (--target) or a signed image (REF --key) by "
-                        "digest; verify before tagging")
+    pl = sub.add_parser(
+        "pull", help="pull a published target (--target) or a signed image (REF --key) by digest; verify before tagging"
+    )
     _target(pl, required=False, help="a target of the checkout, pulled by its publish record")
-    pl.add_argument("ref", nargs="?", metavar="REGISTRY/REPO:TAG|@DIGEST",
-                    help="pull this signed image (no checkout needed; needs --key or the keyless identity)")
+    pl.add_argument(
+        "ref",
+        nargs="?",
+        metavar="REGISTRY/REPO:TAG|@DIGEST",
+        help="pull this signed image (no checkout needed; needs --key or the keyless identity)",
+    )
     _signer_options(pl)
-    _host_gpu_options(pl, "pick the image for the GPUs of a host copied under DIR (its rocminfo, KFD topology, "
-                          "environment) instead of this one's")
+    _host_gpu_options(
+        pl,
+        "pick the image for the GPUs of a host copied under DIR (its rocminfo, KFD topology, "
+        "environment) instead of this one's",
+    )
     pl.set_defaults(run=release("pull"))
 
     vf = sub.add_parser("verify", help="check a pushed image's signature and attestations (no layers are pulled)")
@@ -208,11 +279,17 @@ def _host_commands(sub) -> None:
     dr = sub.add_parser("doctor", help="check this host for running ROCm containers")
     dr.add_argument("--json", action="store_true")
     dr.add_argument("--rocminfo", help="diagnose a saved rocminfo output instead of this host's GPUs")
-    dr.add_argument("--kfd-topology", metavar="DIR",
-                    help="diagnose a saved copy of /sys/class/kfd/kfd/topology instead of this host's GPUs")
-    dr.add_argument("--host-root", metavar="DIR",
-                    help="diagnose a host copied under DIR (DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc/cdi, ...) "
-                         "instead of this one: every absolute path is read relative to DIR")
+    dr.add_argument(
+        "--kfd-topology",
+        metavar="DIR",
+        help="diagnose a saved copy of /sys/class/kfd/kfd/topology instead of this host's GPUs",
+    )
+    dr.add_argument(
+        "--host-root",
+        metavar="DIR",
+        help="diagnose a host copied under DIR (DIR/dev-stat.txt, DIR/proc, DIR/sys, DIR/etc/cdi, ...) "
+        "instead of this one: every absolute path is read relative to DIR",
+    )
     dr.set_defaults(run=host("doctor"))
 
     rn = sub.add_parser("run", help="docker run a target with the flags ROCm needs")

@@ -11,13 +11,14 @@ from rocmforge.assemble import engine
 from rocmforge.assemble.buildable import buildability
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
-from rocmforge.release import matrix_report as reports, publication, report_page
+from rocmforge.release import matrix_report as reports
+from rocmforge.release import publication, report_page
 from rocmforge.render import tree as rendered_tree
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
+from rocmforge.shared.statedir import StateDir
 from rocmforge.verify import manifest
 from rocmforge.workflow.project import writable_dir, writable_file
-from rocmforge.shared.statedir import StateDir
 
 
 def list_targets(inv: Invocation) -> int:
@@ -27,20 +28,48 @@ def list_targets(inv: Invocation) -> int:
         tp, t = plan.targets[name], m.targets[name]
         ok, blockers = buildability(plan, name)
         torch, torch_build = m.torch_of(name)
-        rows.append({"name": name, "stack": tp.stack, "archs": list(tp.archs), "deps": list(tp.deps),
-                     "devel": t.devel, "description": t.description, "buildable_here": ok,
-                     "pytorch": torch, "pytorch_build": torch_build if torch else None,
-                     "blockers": blockers, "content_tag": tp.content_tag, "tag": tp.readable_tag,
-                     "level": m.level(name), "runs_on": m.runner_of(name).labels,
-                     "disk_gb": m.runner_of(name).disk_gb, "pruned": m.prunes(name),
-                     "prune": manifest.prune_summary(inv.project.state, name),
-                     "signed": publication.signed(*publication.record(inv.project.record_dir, name)),
-                     "variants": [{"archs": list(v.variant), "content_tag": v.content_tag, "tag": v.readable_tag,
-                                   "prune": manifest.prune_summary(inv.project.state, v.key)}
-                                  for v in plan.variants.get(name, ())]})
+        rows.append(
+            {
+                "name": name,
+                "stack": tp.stack,
+                "archs": list(tp.archs),
+                "deps": list(tp.deps),
+                "devel": t.devel,
+                "description": t.description,
+                "buildable_here": ok,
+                "pytorch": torch,
+                "pytorch_build": torch_build if torch else None,
+                "blockers": blockers,
+                "content_tag": tp.content_tag,
+                "tag": tp.readable_tag,
+                "level": m.level(name),
+                "runs_on": m.runner_of(name).labels,
+                "disk_gb": m.runner_of(name).disk_gb,
+                "pruned": m.prunes(name),
+                "prune": manifest.prune_summary(inv.project.state, name),
+                "signed": publication.signed(*publication.record(inv.project.record_dir, name)),
+                "variants": [
+                    {
+                        "archs": list(v.variant),
+                        "content_tag": v.content_tag,
+                        "tag": v.readable_tag,
+                        "prune": manifest.prune_summary(inv.project.state, v.key),
+                    }
+                    for v in plan.variants.get(name, ())
+                ],
+            }
+        )
     if inv.args.json and inv.args.gpu_jobs:
-        print(json.dumps([{"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
-                          for r in rows for a in r["archs"]], indent=2))
+        print(
+            json.dumps(
+                [
+                    {"target": r["name"], "arch": a, "runs_on": ["self-hosted", "linux", "rocm", a]}
+                    for r in rows
+                    for a in r["archs"]
+                ],
+                indent=2,
+            )
+        )
     elif inv.args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -76,11 +105,12 @@ def report(inv: Invocation) -> int:
         writable_file(Path(args.markdown), "--markdown", replaced=False)
     try:
         client = engine.connect()
-    except BuildError as exc:      # the page still shows the plan and the records, without images
+    except BuildError as exc:  # the page still shows the plan and the records, without images
         inv.progress.warn(f"{exc}; images are shown as not built")
         client = None
-    rep = reports.gather(inv.plan, client, project.state, project.lock(), project.record_dir,
-                         out_dir.resolve(), str(project.matrix_path))
+    rep = reports.gather(
+        inv.plan, client, project.state, project.lock(), project.record_dir, out_dir.resolve(), str(project.matrix_path)
+    )
     data = json.dumps(rep.to_json(), indent=2)
     try:
         for name, text in (("index.html", report_page.to_html(rep)), ("report.json", data + "\n")):
@@ -89,7 +119,9 @@ def report(inv: Invocation) -> int:
             with open(args.markdown, "a", encoding="utf-8") as f:
                 f.write(report_page.to_markdown(rep))
     except OSError as exc:
-        raise UserError(f"cannot write the report: {exc.strerror or exc} ({exc.filename or out_dir})",
-                        field="--markdown" if args.markdown and exc.filename == args.markdown else "--out") from None
+        raise UserError(
+            f"cannot write the report: {exc.strerror or exc} ({exc.filename or out_dir})",
+            field="--markdown" if args.markdown and exc.filename == args.markdown else "--out",
+        ) from None
     print(data if args.json else out_dir / "index.html")
     return 0

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rocmforge.cli.invocation import Invocation
 from rocmforge.shared.errors import UserError
-from rocmforge.verify.readers import archs as arch_reader, rocminfo as rocminfo_reader
+from rocmforge.verify.readers import archs as arch_reader
+from rocmforge.verify.readers import rocminfo as rocminfo_reader
 
 
 def rocminfo(inv: Invocation) -> int:

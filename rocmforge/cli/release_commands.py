@@ -14,7 +14,8 @@ from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
 from rocmforge.doctor import pick
 from rocmforge.host.container import host_gpu_access
-from rocmforge.release import cosign as cosigns, imageindex, publish, trust
+from rocmforge.release import cosign as cosigns
+from rocmforge.release import imageindex, publish, trust
 from rocmforge.shared.errors import UserError
 from rocmforge.workflow.project import writable_dir
 
@@ -28,26 +29,41 @@ def push(inv: Invocation) -> int:
     project.target(target)
     writable_dir(project.record_dir, "publish records")
     project.buildable_target(target)
-    if key is not None and not key.is_file():        # before the engine is asked anything
+    if key is not None and not key.is_file():  # before the engine is asked anything
         raise UserError("no such key file", file=str(key), field="--sign-key")
     if keyless:
         cosigns.require_github_oidc()
     client = engine.connect()
     signer = None
     if key is not None or keyless:
-        from rocmforge.release.signing import Inputs, Signer   # cyclonedx and the lock model: only when signing
-        inputs = Inputs(inv.plan, project.lock(), project.matrix_path.read_bytes(),
-                        project.lock_path.read_bytes() if project.lock_path.is_file() else b"",
-                        project.revision(), project.state)
+        from rocmforge.release.signing import Inputs, Signer  # cyclonedx and the lock model: only when signing
+
+        inputs = Inputs(
+            inv.plan,
+            project.lock(),
+            project.matrix_path.read_bytes(),
+            project.lock_path.read_bytes() if project.lock_path.is_file() else b"",
+            project.revision(),
+            project.state,
+        )
         signer = Signer(cosigns.find(client, inv.progress.line), key, inputs)
     started = time.monotonic()
     how = " (signed keyless)" if keyless else " (signed)" if signer else ""
     with inv.progress.status(f"pushing {target} to {registry}{how}"):
-        rec = publish.push(client, inv.plan, target, registry, state_dir=project.state,
-                           record_dir=project.record_dir, matrix_path=project.matrix_path, signer=signer)
+        rec = publish.push(
+            client,
+            inv.plan,
+            target,
+            registry,
+            state_dir=project.state,
+            record_dir=project.record_dir,
+            matrix_path=project.matrix_path,
+            signer=signer,
+        )
     print(json.dumps(rec, indent=2, sort_keys=True))
-    inv.progress.line(f"publish record: {project.record_dir / (target + '.json')} "
-                      f"({time.monotonic() - started:.1f} s)", markup=False)
+    inv.progress.line(
+        f"publish record: {project.record_dir / (target + '.json')} ({time.monotonic() - started:.1f} s)", markup=False
+    )
     return 0
 
 
@@ -58,16 +74,24 @@ def signer_of(args) -> cosigns.Identity | None:
     identity = getattr(args, "certificate_identity", None)
     issuer = getattr(args, "certificate_oidc_issuer", None)
     if key is not None and (identity is not None or issuer is not None):
-        raise UserError("give either --key PUB or --certificate-identity with --certificate-oidc-issuer "
-                        "(keyless), not both", field="--key")
+        raise UserError(
+            "give either --key PUB or --certificate-identity with --certificate-oidc-issuer (keyless), not both",
+            field="--key",
+        )
     if identity is not None or issuer is not None:
         if identity is None:
-            raise UserError("--certificate-oidc-issuer needs --certificate-identity too: the signer's identity "
-                            "in its certificate (e.g. https://github.com/ORG/REPO/.github/workflows/FILE@refs/"
-                            "heads/main)", field="--certificate-identity")
+            raise UserError(
+                "--certificate-oidc-issuer needs --certificate-identity too: the signer's identity "
+                "in its certificate (e.g. https://github.com/ORG/REPO/.github/workflows/FILE@refs/"
+                "heads/main)",
+                field="--certificate-identity",
+            )
         if issuer is None:
-            raise UserError("--certificate-identity needs --certificate-oidc-issuer too: who vouched for that "
-                            f"identity (GitHub Actions: {cosigns.GITHUB_ISSUER})", field="--certificate-oidc-issuer")
+            raise UserError(
+                "--certificate-identity needs --certificate-oidc-issuer too: who vouched for that "
+                f"identity (GitHub Actions: {cosigns.GITHUB_ISSUER})",
+                field="--certificate-oidc-issuer",
+            )
         return cosigns.keyless_identity(identity, issuer)
     if key is None:
         return None
@@ -76,7 +100,7 @@ def signer_of(args) -> cosigns.Identity | None:
     return cosigns.Identity(key=Path(key))
 
 
-NEEDS_SIGNER = ("--key PUB, or --certificate-identity ID with --certificate-oidc-issuer URL (keyless)")
+NEEDS_SIGNER = "--key PUB, or --certificate-identity ID with --certificate-oidc-issuer URL (keyless)"
 
 
 def verify(inv: Invocation) -> int:
@@ -97,9 +121,20 @@ def verify(inv: Invocation) -> int:
         digest, entries = index
         every = [trust.verify_entry(client, cosign, ref.repository, e, i, signer) for i, e in enumerate(entries)]
     if inv.args.json:
-        print(json.dumps({"ref": str(ref), "index": digest, "images": [
-            {**f.to_json(), "archs": list(e.archs), "variant": i > 0}
-            for i, (e, f) in enumerate(zip(entries, every))]}, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    "ref": str(ref),
+                    "index": digest,
+                    "images": [
+                        {**f.to_json(), "archs": list(e.archs), "variant": i > 0}
+                        for i, (e, f) in enumerate(zip(entries, every))
+                    ],
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
     else:
         print(f"index {ref} ({digest}): {len(entries)} images, each verified")
         for i, (e, f) in enumerate(zip(entries, every)):
@@ -117,23 +152,27 @@ def pull(inv: Invocation) -> int:
     args = inv.args
     target, ref_text = inv.target_name(), getattr(args, "ref", None)
     if bool(target) == bool(ref_text):
-        raise UserError("give either --target TARGET (with its publish record) or REGISTRY/REPOSITORY:TAG|@DIGEST",
-                        field="pull")
+        raise UserError(
+            "give either --target TARGET (with its publish record) or REGISTRY/REPOSITORY:TAG|@DIGEST", field="pull"
+        )
     signer = signer_of(args)
     host_gpus.check_arch(inv)
     root = host_gpus.host_root(inv)
     if ref_text:
         if signer is None:
-            raise UserError(f"pulling by reference needs {NEEDS_SIGNER}: without a publish record the signature "
-                            "is the only thing to check the image against", field="--key")
+            raise UserError(
+                f"pulling by reference needs {NEEDS_SIGNER}: without a publish record the signature "
+                "is the only thing to check the image against",
+                field="--key",
+            )
         return _pull_ref(inv, trust.parse_ref(ref_text), signer, root)
     record_dir = inv.project.record_dir
-    publish.read_record(record_dir / f"{target}.json", target)   # a missing record needs no engine
+    publish.read_record(record_dir / f"{target}.json", target)  # a missing record needs no engine
     client = engine.connect()
     check = None
     if signer is not None:
         cosign = cosigns.find(client, inv.progress.line)
-        check = lambda pinned: _check_target(client, cosign, pinned, signer, target)   # noqa: E731
+        check = lambda pinned: _check_target(client, cosign, pinned, signer, target)  # noqa: E731
     picker = _picker(inv, client, root, target, lambda e: f"{target}@{e.digest[:19]}")
     with inv.progress.status(f"pulling {target}"):
         rec = publish.pull(client, target, record_dir=record_dir, check=check, pick=picker)
@@ -143,6 +182,7 @@ def pull(inv: Invocation) -> int:
 
 def _picker(inv: Invocation, client, root: str | None, label: str, name_of) -> publish.Pick:
     """Which entry of an index this host takes: the host's GPUs are read only when there is a choice."""
+
     def pick_entry(entries: list[imageindex.Entry]) -> tuple[int, str]:
         job = host_gpus.read(inv, client, None, kfd_present=host_gpu_access().present, root=root)
         candidates = [pick.Candidate(e.archs, name_of(e), e.size, variant=i > 0) for i, e in enumerate(entries)]
@@ -150,6 +190,7 @@ def _picker(inv: Invocation, client, root: str | None, label: str, name_of) -> p
         chosen = candidates.index(choice.image)
         print(f"image: {choice.image.describe()}: {choice.reason}", file=sys.stderr)
         return chosen, choice.reason
+
     return pick_entry
 
 
@@ -173,13 +214,28 @@ def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity, r
             chosen, why = _picker(inv, client, root, str(ref), lambda e: f"{ref.repository}@{e.digest[:19]}")(entries)
             found = trust.verify_entry(client, cosign, ref.repository, entries[chosen], chosen, signer)
             suffix = variant_suffix(entries[chosen].archs) if chosen else ""
-            picked = {"archs": list(entries[chosen].archs), "digest": entries[chosen].digest, "index": index[0],
-                      "variant": chosen > 0, "why": why}
+            picked = {
+                "archs": list(entries[chosen].archs),
+                "digest": entries[chosen].digest,
+                "index": index[0],
+                "variant": chosen > 0,
+                "why": why,
+            }
     stack = found.labels.get("io.rocmforge.stack", "")
     with inv.progress.status(f"pulling {ref.repository}@{found.digest}"):
-        local = publish.pull_verified(client, ref.repository, found.digest, target=found.target,
-                                      content_hash=found.content_hash, stack=stack + suffix if stack else "",
-                                      config_digest=found.config_digest, tag=ref.tag)
-    print(json.dumps({**found.to_json(), "local_tags": local, **({"picked": picked} if picked else {})},
-                     indent=2, sort_keys=True))
+        local = publish.pull_verified(
+            client,
+            ref.repository,
+            found.digest,
+            target=found.target,
+            content_hash=found.content_hash,
+            stack=stack + suffix if stack else "",
+            config_digest=found.config_digest,
+            tag=ref.tag,
+        )
+    print(
+        json.dumps(
+            {**found.to_json(), "local_tags": local, **({"picked": picked} if picked else {})}, indent=2, sort_keys=True
+        )
+    )
     return 0

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)   # 80 columns must stay readable
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)  # 80 columns must stay readable
     for col in ("target", "stack"):
         table.add_column(col, no_wrap=True)
     for col in ("archs", "torch", "here"):
@@ -28,13 +28,19 @@ def targets_table(out, title: str, rows: list[dict]) -> None:
         torch = f"{r['pytorch']} {r['pytorch_build']}" if r["pytorch"] else "-"
         needs = "".join(f"\n  on {d}" for d in r["deps"])
         variants = "".join(f"\nvariant {' '.join(v['archs'])}" for v in r.get("variants", []))
-        table.add_row(r["name"] + needs, r["stack"],
-                      " ".join(r["archs"]) + f"\n{describe(r['pruned'], r['prune'])}{variants}", torch,
-                      "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} below)")
+        table.add_row(
+            r["name"] + needs,
+            r["stack"],
+            " ".join(r["archs"]) + f"\n{describe(r['pruned'], r['prune'])}{variants}",
+            torch,
+            "yes" if r["buildable_here"] else f"no ({len(r['blockers'])} below)",
+        )
     out.print(table)
     for r in rows:
         for b in r["blockers"]:
-            out.print(f"  {b if b.startswith(r['name'] + ':') else r['name'] + ': ' + b}", highlight=False, markup=False)
+            out.print(
+                f"  {b if b.startswith(r['name'] + ':') else r['name'] + ': ' + b}", highlight=False, markup=False
+            )
 
 
 def build_table(out: Console, plan: BuildPlan, results: list[BuiltTarget]) -> None:
@@ -44,18 +50,22 @@ def build_table(out: Console, plan: BuildPlan, results: list[BuiltTarget]) -> No
     for col in ("status", "image", "size"):
         table.add_column(col, no_wrap=True)
     for r in results:
-        shown = "" if r.engine_id in ("", r.image_id) else f" (engine: {r.engine_id[7:19]})"   # a manifest digest
+        shown = "" if r.engine_id in ("", r.image_id) else f" (engine: {r.engine_id[7:19]})"  # a manifest digest
         size = f"{r.size / 1e9:.2f} GB" if r.size is not None else "?"
         table.add_row(r.target, r.status, r.image_id[7:19] + shown, size)
     out.print(table)
-    for r in results:      # whole references, one per line, to copy
+    for r in results:  # whole references, one per line, to copy
         tp = plan.by_key(r.target)
         out.print(f"{tp.content_tag}  {tp.readable_tag}", highlight=False, soft_wrap=True)
 
 
 def suites_table(out, report) -> None:
-    colour = {SuiteStatus.PASSED: "green", SuiteStatus.FAILED: "red", SuiteStatus.NOT_GPU_VERIFIED: "yellow",
-              SuiteStatus.NOT_APPLICABLE: "dim"}
+    colour = {
+        SuiteStatus.PASSED: "green",
+        SuiteStatus.FAILED: "red",
+        SuiteStatus.NOT_GPU_VERIFIED: "yellow",
+        SuiteStatus.NOT_APPLICABLE: "dim",
+    }
     table = Table(title=f"suites in {report.image} ({report.image_id[7:19]})")
     for col in ("suite", "result", "detail"):
         table.add_column(col, overflow="fold")

@@ -58,7 +58,7 @@ def handled():
     """For the length of a command: TERM and HUP stop it as Ctrl-C does; the previous handlers
     come back after (main() is called in-process by tests too)."""
     if threading.current_thread() is not threading.main_thread():
-        yield                  # only the main thread may set handlers, and only it gets signals
+        yield  # only the main thread may set handlers, and only it gets signals
         return
     handlers = _Handlers()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *STOPPING)}

@@ -8,8 +8,20 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from rocmforge.define.kinds import KIND_NAMES, Component, TargetUse, kinds_with_field
-from rocmforge.define.schema import (APT_NAME_RE, APT_VERSION_RE, GFX_RE, NAME_RE, Baselines, Gpu, Project,
-                                     Runner, Stack, Strict, Target, TorchPin)
+from rocmforge.define.schema import (
+    APT_NAME_RE,
+    APT_VERSION_RE,
+    GFX_RE,
+    NAME_RE,
+    Baselines,
+    Gpu,
+    Project,
+    Runner,
+    Stack,
+    Strict,
+    Target,
+    TorchPin,
+)
 from rocmforge.shared import yamlsrc
 from rocmforge.shared.errors import UserError
 
@@ -88,21 +100,29 @@ def _check_refs(m: Matrix, src: yamlsrc.SourceMap) -> None:
     _check_cycles(m, src)
     for sname, st in m.stacks.items():
         if st.base.registry and st.apt_sources is None:
-            raise src.error(("stacks", sname, "base"), "a registry base needs 'apt_sources' beside it: what happens to "
-                            "the apt lists the image ships (keep: true, drop: [LIST], or replace: {LIST: 'deb URL SUITE "
-                            "COMPONENT'}); AMD's images have shipped lists whose hosts do not answer")
+            raise src.error(
+                ("stacks", sname, "base"),
+                "a registry base needs 'apt_sources' beside it: what happens to "
+                "the apt lists the image ships (keep: true, drop: [LIST], or replace: {LIST: 'deb URL SUITE "
+                "COMPONENT'}); AMD's images have shipped lists whose hosts do not answer",
+            )
 
 
 def _check_stack_pins(m: Matrix, src: yamlsrc.SourceMap) -> None:
     for sname, st in m.stacks.items():
         if st.base.bootstrap and st.apt_sources is not None:
-            raise src.error(("stacks", sname, "apt_sources"), "a bootstrapped base has only the sources rocmforge "
-                            "writes: apt_sources is for registry bases")
+            raise src.error(
+                ("stacks", sname, "apt_sources"),
+                "a bootstrapped base has only the sources rocmforge writes: apt_sources is for registry bases",
+            )
         for pkg, ver in st.apt.items():
             if not APT_NAME_RE.match(pkg):
                 raise src.error(("stacks", sname, "apt", pkg), f"{pkg!r} is not a Debian package name")
             if ver is None or str(ver).strip() == "":
-                raise src.error(("stacks", sname, "apt", pkg), f"apt package {pkg!r} has no version: every package is pinned name=version")
+                raise src.error(
+                    ("stacks", sname, "apt", pkg),
+                    f"apt package {pkg!r} has no version: every package is pinned name=version",
+                )
             if not APT_VERSION_RE.match(str(ver)):
                 raise src.error(("stacks", sname, "apt", pkg), f"{ver!r} is not a Debian version")
 
@@ -119,23 +139,36 @@ def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
         if ref not in m.targets:
             raise src.error(("targets", tname, key), f"unknown target {ref!r}")
         if m.targets[ref].stack != t.stack:
-            raise src.error(("targets", tname, key), f"target {ref!r} is on stack {m.targets[ref].stack!r}, not {t.stack!r}")
+            raise src.error(
+                ("targets", tname, key), f"target {ref!r} is on stack {m.targets[ref].stack!r}, not {t.stack!r}"
+            )
     if stack.gpu_archs is not None and set(t.archs) - set(stack.gpu_archs):
         odd = [a for a in t.archs if a not in stack.gpu_archs]
-        raise src.error(("targets", tname, "archs"), f"target {tname!r} declares {', '.join(odd)}, for which the "
-                        f"packages of stack {t.stack!r} ship no GPU code; they ship {', '.join(stack.gpu_archs)}")
+        raise src.error(
+            ("targets", tname, "archs"),
+            f"target {tname!r} declares {', '.join(odd)}, for which the "
+            f"packages of stack {t.stack!r} ship no GPU code; they ship {', '.join(stack.gpu_archs)}",
+        )
     parent = m.targets.get(t.from_target) if t.from_target else None
     if parent is not None and parent.prune_archs and set(t.archs) - set(parent.archs):
         odd = [a for a in t.archs if a not in parent.archs]
-        raise src.error(("targets", tname, "archs"), f"target {tname!r} declares {', '.join(odd)}, but it is built on "
-                        f"{t.from_target!r}, whose image keeps GPU files only for {', '.join(parent.archs)} "
-                        f"(add them there, or set prune_archs: false on {t.from_target!r})")
+        raise src.error(
+            ("targets", tname, "archs"),
+            f"target {tname!r} declares {', '.join(odd)}, but it is built on "
+            f"{t.from_target!r}, whose image keeps GPU files only for {', '.join(parent.archs)} "
+            f"(add them there, or set prune_archs: false on {t.from_target!r})",
+        )
     _check_variants(m, tname, src)
     if t.builder and not m.targets[t.builder].devel:
-        raise src.error(("targets", tname, "builder"), f"builder target {t.builder!r} is not a devel image (devel: true)")
+        raise src.error(
+            ("targets", tname, "builder"), f"builder target {t.builder!r} is not a devel image (devel: true)"
+        )
     for i, pkg in enumerate(t.apt):
         if pkg not in stack.apt:
-            raise src.error(("targets", tname, "apt", i), f"apt package {pkg!r} has no pinned version in stack {t.stack!r} (add it under stacks.{t.stack}.apt)")
+            raise src.error(
+                ("targets", tname, "apt", i),
+                f"apt package {pkg!r} has no pinned version in stack {t.stack!r} (add it under stacks.{t.stack}.apt)",
+            )
     for i, cname in enumerate(t.components):
         if cname not in m.components:
             raise src.error(("targets", tname, "components", i), f"unknown component {cname!r}")
@@ -155,45 +188,59 @@ def _check_variants(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
         where, shown = ("targets", tname, "variants", i), f"variant [{', '.join(group)}] of target {tname!r}"
         odd = [a for a in group if a not in t.archs]
         if odd:
-            raise src.error(where, f"{shown} names {', '.join(odd)}, which the target does not declare (its archs: "
-                            f"{', '.join(t.archs)})")
+            raise src.error(
+                where,
+                f"{shown} names {', '.join(odd)}, which the target does not declare (its archs: {', '.join(t.archs)})",
+            )
         if set(group) == set(t.archs):
             raise src.error(where, f"{shown} is the target's own archs: the main image already is that image")
         if not m.prunes(tname):
-            raise src.error(where, f"target {tname!r} keeps every arch's GPU files (prune_archs: false, or no package "
-                            "step of its own or below it), so a variant would be the same image")
+            raise src.error(
+                where,
+                f"target {tname!r} keeps every arch's GPU files (prune_archs: false, or no package "
+                "step of its own or below it), so a variant would be the same image",
+            )
         named = tname + variant_suffix(group)
         if named in m.targets:
-            raise src.error(where, f"{shown} is named {named!r} (images/, tags, state files), which is another "
-                            "target's name")
+            raise src.error(
+                where, f"{shown} is named {named!r} (images/, tags, state files), which is another target's name"
+            )
         parent = m.targets.get(t.from_target) if t.from_target else None
         if parent is not None and m.prunes(t.from_target) and set(group) not in [set(g) for g in parent.variants]:
-            raise src.error(where, f"{shown} is built on the variant of the same archs of {t.from_target!r}, which "
-                            f"does not declare it (add [{', '.join(group)}] to its variants)")
+            raise src.error(
+                where,
+                f"{shown} is built on the variant of the same archs of {t.from_target!r}, which "
+                f"does not declare it (add [{', '.join(group)}] to its variants)",
+            )
 
 
 def _check_cycles(m: Matrix, src: yamlsrc.SourceMap) -> None:
     """Walks dependencies with an explicit stack so the first cycle is named in full, at the field
     (builder or from_target) that leaves the cycle's first target."""
     for start in m.targets:
-        path: list[str] = []
-        via: list[str | None] = []
+        _walk_from(m, src, start)
 
-        def walk(n: str, key: str | None) -> None:
-            if n in path:
-                i = path.index(n)
-                cycle = path[i:] + [n]
-                raise src.error(("targets", path[i], (via + [key])[i + 1]), "dependency cycle: " + " -> ".join(cycle))
-            path.append(n)
-            via.append(key)
-            t = m.targets[n]
-            for k in ("builder", "from_target"):
-                if getattr(t, k):
-                    walk(getattr(t, k), k)
-            path.pop()
-            via.pop()
 
-        walk(start, None)
+def _walk_from(m: Matrix, src: yamlsrc.SourceMap, start: str) -> None:
+    """Depth first from start, raising at the first cycle found."""
+    path: list[str] = []
+    via: list[str | None] = []
+
+    def walk(n: str, key: str | None) -> None:
+        if n in path:
+            i = path.index(n)
+            cycle = path[i:] + [n]
+            raise src.error(("targets", path[i], (via + [key])[i + 1]), "dependency cycle: " + " -> ".join(cycle))
+        path.append(n)
+        via.append(key)
+        t = m.targets[n]
+        for k in ("builder", "from_target"):
+            if getattr(t, k):
+                walk(getattr(t, k), k)
+        path.pop()
+        via.pop()
+
+    walk(start, None)
 
 
 def _pydantic_message(err: dict) -> str:
@@ -234,13 +281,34 @@ def load_matrix(path: Path | str) -> Matrix:
     path = Path(path)
     data, src = yamlsrc.load(path)
     if not isinstance(data, dict):
-        raise UserError("the matrix must be a mapping (schema, project, gpus, baselines, stacks, components, targets)", file=src.name, line=1)
+        raise UserError(
+            "the matrix must be a mapping (schema, project, gpus, baselines, stacks, components, targets)",
+            file=src.name,
+            line=1,
+        )
     try:
         m = Matrix.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("str", "int", "bool", "float", "list[str]", "dict[str,str]", "function-after[_one(), Base]", "[key]"))
-                    and not str(p).startswith(("function-", "constrained-", "lax-", "union[")))
+        loc = tuple(
+            p
+            for p in err["loc"]
+            if not (
+                isinstance(p, str)
+                and p
+                in (
+                    "str",
+                    "int",
+                    "bool",
+                    "float",
+                    "list[str]",
+                    "dict[str,str]",
+                    "function-after[_one(), Base]",
+                    "[key]",
+                )
+            )
+            and not str(p).startswith(("function-", "constrained-", "lax-", "union["))
+        )
         loc, message = _component_error(loc, err) if loc[:1] == ("components",) else (loc, _pydantic_message(err))
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise src.error(loc, message + more) from None

@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 class TorchPin(NamedTuple):
     """The torch a target's image must carry (version None: none) and its build."""
+
     version: str | None
-    build: str          # rocm or cpu
+    build: str  # rocm or cpu
 
 
 class Strict(BaseModel):
@@ -44,7 +45,7 @@ class Gpu(Strict):
     name: str
     integrated: bool = False
     fp32_tflops: float | None = None
-    fp32_matrix_tflops: float | None = None   # FP32 on matrix cores (CDNA), where SGEMM can run
+    fp32_matrix_tflops: float | None = None  # FP32 on matrix cores (CDNA), where SGEMM can run
     fp16_tflops: float | None = None
     bf16_tflops: float | None = None
     hbm_tbps: float | None = None
@@ -53,6 +54,7 @@ class Gpu(Strict):
 
 class Baselines(Strict):
     """The seed's acceptance figures, which belong to one reference GPU."""
+
     gpu: str
     fp32_tflops: float
     fp16_tflops: float
@@ -73,7 +75,9 @@ class RegistryBase(Strict):
     tag: str
     digest: str | None = None
 
-    _digest = null_or_matching("digest", DIGEST_RE, "must be 'sha256:' followed by 64 lower-case hex digits, or null until locked")
+    _digest = null_or_matching(
+        "digest", DIGEST_RE, "must be 'sha256:' followed by 64 lower-case hex digits, or null until locked"
+    )
 
     @field_validator("tag")
     @classmethod
@@ -88,9 +92,11 @@ class Base(Strict):
     registry: RegistryBase | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> "Base":
+    def _one(self) -> Base:
         if (self.bootstrap is None) == (self.registry is None):
-            raise ValueError("a base is exactly one of 'bootstrap' (a debootstrap recipe) or 'registry' (image by digest)")
+            raise ValueError(
+                "a base is exactly one of 'bootstrap' (a debootstrap recipe) or 'registry' (image by digest)"
+            )
         return self
 
 
@@ -102,12 +108,13 @@ SOURCE_LINE_RE = re.compile(r"^deb (\[[^\]'\"]*\] )?https?://[^\s'\"]+ [^\s'\"]+
 class AptSources(Strict):
     """What happens to the apt lists a registry base ships in /etc/apt/sources.list.d before any
     apt step: kept as they are, named lists dropped, or named lists replaced by one pinned line."""
+
     keep: bool = False
     drop: list[str] = Field(default_factory=list)
-    replace: dict[str, str] = Field(default_factory=dict)   # list file -> its one source line
+    replace: dict[str, str] = Field(default_factory=dict)  # list file -> its one source line
 
     @model_validator(mode="after")
-    def _one_choice(self) -> "AptSources":
+    def _one_choice(self) -> AptSources:
         if self.keep == bool(self.drop or self.replace):
             raise ValueError("say either 'keep: true' or which lists to 'drop' and/or 'replace'")
         for name in [*self.drop, *self.replace]:
@@ -118,16 +125,21 @@ class AptSources(Strict):
             raise ValueError(f"{both[0]} is both dropped and replaced")
         for name, line in self.replace.items():
             if not SOURCE_LINE_RE.match(line):
-                raise ValueError(f"replace {name}: {line!r} is not one source line "
-                                 "('deb [options] https://HOST/PATH SUITE COMPONENT', no quotes)")
+                raise ValueError(
+                    f"replace {name}: {line!r} is not one source line "
+                    "('deb [options] https://HOST/PATH SUITE COMPONENT', no quotes)"
+                )
             if re.search(r"/latest(/|\s|$)", line):
-                raise ValueError(f"replace {name}: {line!r} names a moving 'latest' path; pin the version "
-                                 "(e.g. https://repo.radeon.com/rocm/apt/5.7)")
+                raise ValueError(
+                    f"replace {name}: {line!r} names a moving 'latest' path; pin the version "
+                    "(e.g. https://repo.radeon.com/rocm/apt/5.7)"
+                )
         return self
 
 
 class Runner(Strict):
     """Where CI builds a stack's targets: runner labels, and the free disk a build needs (GB)."""
+
     labels: list[str] = Field(default_factory=lambda: ["ubuntu-24.04"], min_length=1)
     disk_gb: int | None = Field(default=None, ge=1)
 
@@ -137,7 +149,7 @@ class Stack(Strict):
     os: str
     rocm: str
     python: str | None = None
-    pytorch: str | None = None           # the torch the base image ships (registry stacks)
+    pytorch: str | None = None  # the torch the base image ships (registry stacks)
     pytorch_build: Literal["rocm", "cpu"] = "rocm"
     base: Base
     apt: dict[str, str | None] = Field(default_factory=dict)
@@ -173,15 +185,15 @@ class Target(Strict):
     source_date_epoch: int = Field(ge=0)
     version: str
     devel: bool = False
-    from_target: str | None = None      # built on another target's image
-    builder: str | None = None          # another target's image used as the builder stage
+    from_target: str | None = None  # built on another target's image
+    builder: str | None = None  # another target's image used as the builder stage
     apt: list[str] = Field(default_factory=list)
     components: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     # The torch this target's own packages bring (e.g. Debian's python3-torch); else its stack's.
     pytorch: str | None = None
     pytorch_build: Literal["rocm", "cpu"] | None = None
-    runner: Runner | None = None        # else its stack's
+    runner: Runner | None = None  # else its stack's
     # Keep per-arch GPU data files (Tensile code objects and catalogues, MIOpen databases) only
     # for archs; false for an image meant to run on any GPU the packages support.
     prune_archs: bool = True

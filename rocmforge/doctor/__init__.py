@@ -20,7 +20,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rocmforge.doctor.checks import CHECKS, diagnose
-from rocmforge.doctor.facts import HostFacts, NodeFacts, built_targets_from_labels, built_targets_from_plan, connect_engine, gather, image_details_from_plan, image_rocminfo_runner, pruned_targets_from_labels
+from rocmforge.doctor.facts import (
+    HostFacts,
+    NodeFacts,
+    built_targets_from_labels,
+    built_targets_from_plan,
+    connect_engine,
+    gather,
+    image_details_from_plan,
+    image_rocminfo_runner,
+    pruned_targets_from_labels,
+)
 from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Check, Recommendation, Report, RunAccess, Verdict
 from rocmforge.doctor.gfx import GFX_OVERRIDES, hsa_override_version
 from rocmforge.doctor.gpu_checks import SEED_ERROR
@@ -29,14 +39,32 @@ from rocmforge.render.archprune import LABEL
 from rocmforge.verify.readers import kfd, rocminfo
 
 if TYPE_CHECKING:
-    from rocmforge.render.plan import BuildPlan
     from rocmforge.host.engines import Engine
+    from rocmforge.render.plan import BuildPlan
 
 __all__ = [
-    "CHECKS", "FAIL", "GFX_OVERRIDES", "LOW_DISK_BYTES", "OK", "SEED_ERROR", "SKIPPED", "WARN",
-    "Check", "HostFacts", "NodeFacts", "Recommendation", "Report", "RunAccess", "Verdict",
-    "built_targets_from_labels", "built_targets_from_plan", "diagnose", "gather",
-    "hsa_override_version", "image_rocminfo_runner", "run",
+    "CHECKS",
+    "FAIL",
+    "GFX_OVERRIDES",
+    "LOW_DISK_BYTES",
+    "OK",
+    "SEED_ERROR",
+    "SKIPPED",
+    "WARN",
+    "Check",
+    "HostFacts",
+    "NodeFacts",
+    "Recommendation",
+    "Report",
+    "RunAccess",
+    "Verdict",
+    "built_targets_from_labels",
+    "built_targets_from_plan",
+    "diagnose",
+    "gather",
+    "hsa_override_version",
+    "image_rocminfo_runner",
+    "run",
 ]
 
 
@@ -47,14 +75,20 @@ def _reachable_client() -> Engine | None:
         return None
 
 
-def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, client: Engine | None = None,
-        kfd_topology: str | None = None, host_root: str | None = None) -> Report:
+def run(
+    *,
+    plan: BuildPlan | None = None,
+    rocminfo_file: str | None = None,
+    client: Engine | None = None,
+    kfd_topology: str | None = None,
+    host_root: str | None = None,
+) -> Report:
     """`build.py doctor`: gather, then diagnose. With a plan, the built targets are the plan's
     targets whose content tag exists, and rocminfo (when the host has none) runs in the first of
     them; without one, the engine's io.rocmforge.* labelled images are used. host_root: a copied
     host's folder (:mod:`.hostroot`), read instead of this one."""
     if rocminfo_file is not None:
-        rocminfo.read_saved(rocminfo_file)   # a file that is no rocminfo output is refused before the engine is asked
+        rocminfo.read_saved(rocminfo_file)  # a file that is no rocminfo output is refused before the engine is asked
     if kfd_topology is not None:
         kfd.read_saved_topology(kfd_topology)
     if client is None:
@@ -76,6 +110,14 @@ def run(*, plan: BuildPlan | None = None, rocminfo_file: str | None = None, clie
             pruned = pruned_targets_from_labels(client)
         except Exception:  # engine trouble: gather reports it
             pruned = frozenset()
-    facts = gather(client=client, built_targets=built, rocminfo_runner=runner, rocminfo_file=rocminfo_file,
-                   kfd_topology=kfd_topology, pruned_targets=pruned, host_root=host_root, images=images)
+    facts = gather(
+        client=client,
+        built_targets=built,
+        rocminfo_runner=runner,
+        rocminfo_file=rocminfo_file,
+        kfd_topology=kfd_topology,
+        pruned_targets=pruned,
+        host_root=host_root,
+        images=images,
+    )
     return diagnose(facts, from_file=rocminfo_file is not None or kfd_topology is not None)

@@ -29,9 +29,9 @@ KFD = "/dev/kfd"
 
 @dataclass(frozen=True)
 class CdiDevice:
-    name: str                          # "0", "1", ..., "all"
-    nodes: tuple[str, ...]             # host paths of its device nodes
-    missing: tuple[str, ...] = ()      # those the host does not have
+    name: str  # "0", "1", ..., "all"
+    nodes: tuple[str, ...]  # host paths of its device nodes
+    missing: tuple[str, ...] = ()  # those the host does not have
 
     @property
     def numbered(self) -> bool:
@@ -40,11 +40,11 @@ class CdiDevice:
 
 @dataclass(frozen=True)
 class CdiSpec:
-    path: str                          # the host path of the spec file
+    path: str  # the host path of the spec file
     kind: str = ""
     version: str = ""
     devices: tuple[CdiDevice, ...] = ()
-    error: str | None = None           # why it could not be read as a CDI spec
+    error: str | None = None  # why it could not be read as a CDI spec
 
     @property
     def folder(self) -> str:
@@ -138,12 +138,13 @@ def engine_reads(spec: CdiSpec, cdi_dirs: tuple[str, ...] | None, podman: bool) 
     if not cdi_dirs:
         return False
     folders = {d.rstrip("/") for d in cdi_dirs}
-    folders |= {"/var" + d for d in folders if d.startswith("/run/")}   # /var/run is /run on every current distro
+    folders |= {"/var" + d for d in folders if d.startswith("/run/")}  # /var/run is /run on every current distro
     return spec.folder in folders
 
 
-def run_devices(specs: tuple[CdiSpec, ...], render_nodes: tuple[str, ...], cdi_dirs: tuple[str, ...] | None,
-                podman: bool) -> tuple[str, ...]:
+def run_devices(
+    specs: tuple[CdiSpec, ...], render_nodes: tuple[str, ...], cdi_dirs: tuple[str, ...] | None, podman: bool
+) -> tuple[str, ...]:
     """The CDI names `run` passes instead of raw device nodes (amd.com/gpu=0, =1, ...), or ()
     when there is no spec that fits this host and the engine reads."""
     spec = usable(specs, render_nodes)

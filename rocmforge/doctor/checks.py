@@ -7,7 +7,7 @@ once per built target (sorted), its function then taking the target as a second 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rocmforge.doctor import cdi, container_checks, driver, gpu_checks, host_checks, platform_checks
 from rocmforge.doctor.diagnosis import Diagnosis
@@ -64,12 +64,18 @@ def run_access(d: Diagnosis) -> RunAccess:
     nodes = [d.kfd, *d.render_nodes]
     mode = container_checks.engine_mode(d)
     gids = tuple(sorted({n.gid for n in nodes if n.gid} - {0}))
-    return RunAccess(devices=tuple(n.path for n in nodes), group_ids=gids, cdi_devices=container_checks.cdi_names(d),
-                     keep_groups=bool(mode.rootless) and mode.engine == container_checks.rootless.PODMAN,
-                     shm_size=shm, docker_cdi_devices=_cdi_for(d, podman=False), podman_cdi_devices=_cdi_for(d, podman=True))
+    return RunAccess(
+        devices=tuple(n.path for n in nodes),
+        group_ids=gids,
+        cdi_devices=container_checks.cdi_names(d),
+        keep_groups=bool(mode.rootless) and mode.engine == container_checks.rootless.PODMAN,
+        shm_size=shm,
+        docker_cdi_devices=_cdi_for(d, podman=False),
+        podman_cdi_devices=_cdi_for(d, podman=True),
+    )
 
 
 def _cdi_for(d: Diagnosis, *, podman: bool) -> tuple[str, ...]:
     traits = d.facts.engine_traits
-    dirs = traits.cdi_dirs if not podman and not traits.podman else None   # podman's info lists no Docker folders
+    dirs = traits.cdi_dirs if not podman and not traits.podman else None  # podman's info lists no Docker folders
     return cdi.run_devices(d.facts.cdi_specs, tuple(n.path for n in d.render_nodes), dirs, podman)

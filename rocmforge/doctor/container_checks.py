@@ -18,8 +18,9 @@ def cdi_names(d: Diagnosis) -> tuple[str, ...]:
     """What `run` passes as ``--device`` instead of the raw nodes: the fitting AMD spec's GPUs,
     when the engine reads it; () otherwise."""
     f = d.facts
-    return cdi.run_devices(f.cdi_specs, tuple(n.path for n in d.render_nodes), f.engine_traits.cdi_dirs,
-                           bool(f.engine_traits.podman))
+    return cdi.run_devices(
+        f.cdi_specs, tuple(n.path for n in d.render_nodes), f.engine_traits.cdi_dirs, bool(f.engine_traits.podman)
+    )
 
 
 def engine_mode(d: Diagnosis) -> rootless.EngineMode:
@@ -36,34 +37,52 @@ def cdi_spec(d: Diagnosis) -> Verdict:
     has. skipped: no such spec (`run` passes the nodes themselves)."""
     specs = d.facts.cdi_specs
     if not specs:
-        return Verdict(SKIPPED, f"no CDI spec of kind {cdi.KIND} in {' or '.join(cdi.SPEC_DIRS)}: `run` passes the "
-                                f"device nodes themselves")
+        return Verdict(
+            SKIPPED,
+            f"no CDI spec of kind {cdi.KIND} in {' or '.join(cdi.SPEC_DIRS)}: `run` passes the device nodes themselves",
+        )
     renders = tuple(n.path for n in d.render_nodes)
     readable = [s for s in specs if s.kind == cdi.KIND]
     if len(readable) > 1:
-        return Verdict(FAIL, f"{len(readable)} specs define {cdi.KIND} ({', '.join(s.path for s in readable)}): "
-                             f"runtimes refuse devices defined twice; keep one")
+        return Verdict(
+            FAIL,
+            f"{len(readable)} specs define {cdi.KIND} ({', '.join(s.path for s in readable)}): "
+            f"runtimes refuse devices defined twice; keep one",
+        )
     fatal = [p for s in specs for p in s.problems()]
     if fatal:
-        return Verdict(FAIL, "; ".join(fatal) + f": `docker run --device {cdi.KIND}=...` fails on this host; "
-                             f"{REGENERATE}. `run` passes the device nodes instead")
+        return Verdict(
+            FAIL,
+            "; ".join(fatal) + f": `docker run --device {cdi.KIND}=...` fails on this host; "
+            f"{REGENERATE}. `run` passes the device nodes instead",
+        )
     spec = readable[0]
     listed = "; ".join(f"{cdi.KIND}={g.name}: {', '.join(g.nodes)}" for g in spec.gpus)
     unnamed = spec.unnamed(renders)
     if unnamed:
-        return Verdict(WARN, f"{spec.path}: {listed}; no device names {', '.join(unnamed)} (a GPU added after the "
-                             f"spec was written, which its devices do not give a container); {REGENERATE}. `run` "
-                             f"passes the device nodes")
+        return Verdict(
+            WARN,
+            f"{spec.path}: {listed}; no device names {', '.join(unnamed)} (a GPU added after the "
+            f"spec was written, which its devices do not give a container); {REGENERATE}. `run` "
+            f"passes the device nodes",
+        )
     traits = d.facts.engine_traits
     if not cdi.engine_reads(spec, traits.cdi_dirs, bool(traits.podman)):
-        said = ("the engine's info does not say" if traits.cdi_dirs is None else
-                f"the engine reads CDI specs from {', '.join(traits.cdi_dirs) or 'nowhere'}")
-        return Verdict(WARN, f"{spec.path} fits this host ({listed}), but {said}: turn on Docker's CDI support "
-                             f"(daemon.json \"features\": {{\"cdi\": true}}); until then `run` passes the device "
-                             f"nodes")
+        said = (
+            "the engine's info does not say"
+            if traits.cdi_dirs is None
+            else f"the engine reads CDI specs from {', '.join(traits.cdi_dirs) or 'nowhere'}"
+        )
+        return Verdict(
+            WARN,
+            f"{spec.path} fits this host ({listed}), but {said}: turn on Docker's CDI support "
+            f'(daemon.json "features": {{"cdi": true}}); until then `run` passes the device '
+            f"nodes",
+        )
     names = " ".join(f"--device {n}" for n in cdi_names(d))
-    return Verdict(OK, f"{spec.path} (cdiVersion {spec.version or '?'}) names this host's nodes: {listed}; "
-                       f"`run` passes {names}")
+    return Verdict(
+        OK, f"{spec.path} (cdiVersion {spec.version or '?'}) names this host's nodes: {listed}; `run` passes {names}"
+    )
 
 
 def _owner(n: NodeFacts) -> str:
@@ -94,29 +113,42 @@ def rootless_access(d: Diagnosis) -> Verdict:
     if not m.rootless:
         gids = sorted({n.gid for n in nodes} - {0})
         adds = " ".join(f"--group-add {g}" for g in gids) or "no --group-add"
-        return Verdict(OK, f"{m.describe()}: the daemon opens the nodes as root, containers get their groups "
-                           f"with {adds}")
+        return Verdict(
+            OK, f"{m.describe()}: the daemon opens the nodes as root, containers get their groups with {adds}"
+        )
     if who is None:
         return Verdict(WARN, f"{m.describe()}, but the user's groups could not be read (/proc/self/status)")
     lacking = [n for n in nodes if not n.open_to_all and not who.member_of(n.gid)]
     if lacking:
         fix = ",".join(sorted({n.group or str(n.gid) for n in lacking}))
         pending = sorted({n.group or str(n.gid) for n in lacking if n.gid in who.listed})
-        how = (f"/etc/group already lists {who.name} in {', '.join(pending)}, but this session began before: log in "
-               f"again (or `newgrp {pending[0]}`)" if pending else
-               f"`sudo usermod -aG {fix} {who.name or who.uid}`, then log in again")
-        return Verdict(FAIL, f"{m.describe()}: containers can have at most the groups of the {_user(who)}, which "
-                             f"lacks {', '.join(_owner(n) for n in lacking)}: HIP cannot open the GPU in any "
-                             f"container; {how}")
+        how = (
+            f"/etc/group already lists {who.name} in {', '.join(pending)}, but this session began before: log in "
+            f"again (or `newgrp {pending[0]}`)"
+            if pending
+            else f"`sudo usermod -aG {fix} {who.name or who.uid}`, then log in again"
+        )
+        return Verdict(
+            FAIL,
+            f"{m.describe()}: containers can have at most the groups of the {_user(who)}, which "
+            f"lacks {', '.join(_owner(n) for n in lacking)}: HIP cannot open the GPU in any "
+            f"container; {how}",
+        )
     closed = [n for n in nodes if not n.open_to_all]
     if m.engine == rootless.PODMAN:
-        return Verdict(OK, f"{m.describe()}: the {_user(who)} is in the groups that own the nodes; podman keeps "
-                           f"these groups only with --group-add keep-groups (the host GIDs are not mapped in its "
-                           f"user namespace), which `run` passes for podman")
+        return Verdict(
+            OK,
+            f"{m.describe()}: the {_user(who)} is in the groups that own the nodes; podman keeps "
+            f"these groups only with --group-add keep-groups (the host GIDs are not mapped in its "
+            f"user namespace), which `run` passes for podman",
+        )
     if not closed:
         return Verdict(OK, f"{m.describe()}: the GPU nodes are read/write for every user, no group is needed")
-    return Verdict(WARN, f"{m.describe()}: the {_user(who)} is in the groups of "
-                         f"{', '.join(_owner(n) for n in closed)}, but rootless Docker's default runtime (runc) "
-                         f"drops them and --group-add GIDs are not mapped in its user namespace; run with crun and "
-                         f"--annotation run.oci.keep_original_groups=1, or make the nodes read/write for all (udev "
-                         f"MODE=\"0666\")")
+    return Verdict(
+        WARN,
+        f"{m.describe()}: the {_user(who)} is in the groups of "
+        f"{', '.join(_owner(n) for n in closed)}, but rootless Docker's default runtime (runc) "
+        f"drops them and --group-add GIDs are not mapped in its user namespace; run with crun and "
+        f"--annotation run.oci.keep_original_groups=1, or make the nodes read/write for all (udev "
+        f'MODE="0666")',
+    )

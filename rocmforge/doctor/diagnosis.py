@@ -12,6 +12,7 @@ from rocmforge.verify.readers import rocminfo
 @dataclass(frozen=True)
 class Gpu:
     """A GPU agent and the device number HIP gives it (GPU agents in rocminfo order, from 0)."""
+
     hip_index: int
     agent: rocminfo.Agent
 
@@ -48,8 +49,15 @@ class Diagnosis:
         gpus = tuple(Gpu(i, a) for i, a in enumerate(agents))
         discrete_only = rocminfo.discrete_only_visible_devices(info) if gpus else None
         visible = tuple(g for g in gpus if not g.agent.is_apu) if discrete_only is not None else gpus
-        return cls(facts=facts, from_file=from_file, built=built, info=info, gpus=gpus,
-                   discrete_only=discrete_only, visible=visible)
+        return cls(
+            facts=facts,
+            from_file=from_file,
+            built=built,
+            info=info,
+            gpus=gpus,
+            discrete_only=discrete_only,
+            visible=visible,
+        )
 
     @property
     def source(self) -> str:

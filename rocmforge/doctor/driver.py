@@ -25,15 +25,19 @@ TABLE = "driver_compat.yaml"
 class Table:
     releases: tuple[str, ...]
     window: int
-    dkms: dict[str, str]              # module version -> ROCm release (major.minor)
+    dkms: dict[str, str]  # module version -> ROCm release (major.minor)
     tested: dict[str, tuple[str, ...]]  # driver release -> user-space releases tested on it
 
 
 @functools.lru_cache(maxsize=1)
 def table() -> Table:
     data = yaml.safe_load(resources.files("rocmforge.data").joinpath(TABLE).read_text(encoding="utf-8"))
-    return Table(releases=tuple(data["releases"]), window=int(data["window"]), dkms=dict(data["dkms"]),
-                 tested={k: tuple(v) for k, v in data["tested"].items()})
+    return Table(
+        releases=tuple(data["releases"]),
+        window=int(data["window"]),
+        dkms=dict(data["dkms"]),
+        tested={k: tuple(v) for k, v in data["tested"].items()},
+    )
 
 
 def release_of(rocm: str) -> str:
@@ -52,12 +56,16 @@ def compatibility(driver_release: str, rocm: str, t: Table | None = None) -> tup
     if driver_release in t.releases and user in t.releases:
         apart = abs(t.releases.index(driver_release) - t.releases.index(user))
         if apart <= t.window and driver_release not in t.tested:
-            return WARN, (f"the {driver_release} driver is newer than AMD's table; ROCm {user} is {apart} release(s) "
-                          f"apart, inside the ±{t.window} releases AMD states, but not listed as tested")
+            return WARN, (
+                f"the {driver_release} driver is newer than AMD's table; ROCm {user} is {apart} release(s) "
+                f"apart, inside the ±{t.window} releases AMD states, but not listed as tested"
+            )
         if apart <= t.window:
             return WARN, f"not in AMD's tested list for the {driver_release} driver, though {apart} release(s) apart"
-        return FAIL, (f"ROCm {user} user space is {apart} releases from the {driver_release} driver, beyond the "
-                      f"±{t.window} AMD supports")
+        return FAIL, (
+            f"ROCm {user} user space is {apart} releases from the {driver_release} driver, beyond the "
+            f"±{t.window} AMD supports"
+        )
     return WARN, f"ROCm {user} or the {driver_release} driver is not in AMD's table"
 
 
@@ -77,21 +85,35 @@ def driver(d: Diagnosis) -> Verdict:
     rocm = {t: v for t, v in sorted(d.facts.built_rocm.items()) if t in d.built and v}
     if p.driver_version is None:
         kernel = p.kernel_release or "unknown"
-        return Verdict(SKIPPED, f"driver version unknown: no /sys/module/amdgpu/version, so amdgpu is the in-tree "
-                                f"driver of kernel {kernel}; AMD's user/kernel-space table covers only its amdgpu-dkms "
-                                f"releases, so the images' ROCm ({', '.join(sorted(set(rocm.values()))) or 'none known'}) "
-                                f"cannot be checked against it")
+        return Verdict(
+            SKIPPED,
+            f"driver version unknown: no /sys/module/amdgpu/version, so amdgpu is the in-tree "
+            f"driver of kernel {kernel}; AMD's user/kernel-space table covers only its amdgpu-dkms "
+            f"releases, so the images' ROCm ({', '.join(sorted(set(rocm.values()))) or 'none known'}) "
+            f"cannot be checked against it",
+        )
     t = table()
     release = t.dkms.get(p.driver_version)
     if release is None:
-        return Verdict(WARN, f"amdgpu {p.driver_version} (from /sys/module/amdgpu/version) is not a version AMD's "
-                             f"amdgpu-dkms releases in {TABLE} report: cannot tell which ROCm it shipped with")
+        return Verdict(
+            WARN,
+            f"amdgpu {p.driver_version} (from /sys/module/amdgpu/version) is not a version AMD's "
+            f"amdgpu-dkms releases in {TABLE} report: cannot tell which ROCm it shipped with",
+        )
     if not rocm:
-        return Verdict(SKIPPED, f"amdgpu-dkms {p.driver_version} (ROCm {release}'s driver); no built target with a "
-                                f"known ROCm to compare with")
+        return Verdict(
+            SKIPPED,
+            f"amdgpu-dkms {p.driver_version} (ROCm {release}'s driver); no built target with a "
+            f"known ROCm to compare with",
+        )
     verdicts = {target: compatibility(release, v, t) for target, v in rocm.items()}
-    status = FAIL if any(s == FAIL for s, _ in verdicts.values()) else WARN if any(
-        s == WARN for s, _ in verdicts.values()) else OK
+    status = (
+        FAIL
+        if any(s == FAIL for s, _ in verdicts.values())
+        else WARN
+        if any(s == WARN for s, _ in verdicts.values())
+        else OK
+    )
     parts = [f"{target} (ROCm {rocm[target]}): {why}" for target, (_, why) in verdicts.items()]
     head = f"amdgpu-dkms {p.driver_version} (ROCm {release}'s driver): "
     tail = "; update the host's amdgpu-dkms or build the target on a nearer ROCm" if status == FAIL else ""

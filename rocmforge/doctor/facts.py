@@ -14,24 +14,24 @@ import glob
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from rocmforge.assemble.engine import image_id
-from rocmforge.doctor import cdi
-from rocmforge.doctor import platform
+from rocmforge.doctor import cdi, platform
 from rocmforge.doctor.hostroot import HostRoot, Identity, NodeFacts
 from rocmforge.doctor.rootless import EngineTraits, saved_traits
-from rocmforge.host import engineinfo
-from rocmforge.host import engines
-from rocmforge.host.enginebase import EngineError
+from rocmforge.host import engineinfo, engines
 from rocmforge.host.container import TrackedContainer, host_gpu_access
+from rocmforge.host.enginebase import EngineError
 from rocmforge.render.archprune import LABEL
-from rocmforge.verify.readers import kfd as kfd_reader, rocminfo
+from rocmforge.verify.readers import kfd as kfd_reader
+from rocmforge.verify.readers import rocminfo
 
 if TYPE_CHECKING:
-    from rocmforge.render.plan import BuildPlan
     from rocmforge.host.engines import Engine
+    from rocmforge.render.plan import BuildPlan
 
 DEFAULT_DOCKER_ROOT = "/var/lib/docker"
 ROCMINFO_TIMEOUT_S = 60
@@ -43,6 +43,7 @@ RocminfoRunner = Callable[[], tuple[str, str]]  # () -> (output, where it came f
 class HostFacts:
     """Everything the checks look at. The defaults describe a bare host: no engine, no device
     nodes, nothing measured."""
+
     engine_version: str | None = None
     engine_error: str | None = None  # why the engine could not be reached
     engine_description: str | None = None  # engine, version, API and image store (engineinfo)
@@ -72,6 +73,7 @@ class HostFacts:
 @dataclass(frozen=True)
 class EngineFacts:
     """What the Docker engine told :func:`gather`."""
+
     version: str | None = None
     error: str | None = None  # why it could not be reached; None when it was
     data_root: str | None = None  # DockerRootDir
@@ -86,6 +88,7 @@ class EngineFacts:
 class ImageDetails:
     """What the built images carry that the driver and override checks compare: each target's
     ROCm (its io.rocmforge.rocm label) and its environment (the image config's Env)."""
+
     rocm: dict[str, str] = field(default_factory=dict)
     env: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -97,8 +100,11 @@ def _env_of(attrs: dict | None) -> dict[str, str]:
 
 def tagged_images(client: Engine, label: str) -> list[dict]:
     """The inspect documents of the engine's tagged images that carry label (name or name=value)."""
-    return [client.inspect(img["Id"]) for img in client.list_images(label=label)
-            if any(t != "<none>:<none>" for t in img.get("RepoTags") or ())]
+    return [
+        client.inspect(img["Id"])
+        for img in client.list_images(label=label)
+        if any(t != "<none>:<none>" for t in img.get("RepoTags") or ())
+    ]
 
 
 def _labels(attrs: dict) -> dict[str, str]:
@@ -113,8 +119,10 @@ def image_details_from_labels(client: Engine) -> ImageDetails:
         name, created = labels.get("io.rocmforge.target"), str(attrs.get("Created", ""))
         if name and (name not in newest or created > newest[name][0]):
             newest[name] = (created, labels, attrs)
-    return ImageDetails(rocm={n: v[1]["io.rocmforge.rocm"] for n, v in newest.items() if v[1].get("io.rocmforge.rocm")},
-                        env={n: _env_of(v[2]) for n, v in newest.items()})
+    return ImageDetails(
+        rocm={n: v[1]["io.rocmforge.rocm"] for n, v in newest.items() if v[1].get("io.rocmforge.rocm")},
+        env={n: _env_of(v[2]) for n, v in newest.items()},
+    )
 
 
 def image_details_from_plan(client: Engine, plan: BuildPlan, built) -> ImageDetails:
@@ -182,26 +190,29 @@ def built_targets_from_labels(client: Engine) -> dict[str, tuple[str, ...]]:
 
 def pruned_targets_from_labels(client: Engine) -> frozenset[str]:
     """Targets with a tagged image whose label says its GPU files were pruned to its archs."""
-    return frozenset(_labels(a)["io.rocmforge.target"] for a in tagged_images(client, f"{LABEL}=true")
-                     if _labels(a).get(LABEL) == "true" and "io.rocmforge.target" in _labels(a))
+    return frozenset(
+        _labels(a)["io.rocmforge.target"]
+        for a in tagged_images(client, f"{LABEL}=true")
+        if _labels(a).get(LABEL) == "true" and "io.rocmforge.target" in _labels(a)
+    )
 
 
 def built_targets_from_plan(client: Engine, plan: BuildPlan) -> dict[str, tuple[str, ...]]:
     """The plan's targets whose current content tag exists on the engine (built from this matrix)."""
-    return {name: tuple(tp.archs) for name, tp in plan.targets.items()
-            if image_id(client, tp.content_tag) is not None}
+    return {name: tuple(tp.archs) for name, tp in plan.targets.items() if image_id(client, tp.content_tag) is not None}
 
 
-def image_rocminfo_runner(client: Engine, image: str, *, dev_root: str = "/dev",
-                          timeout: int = 120) -> RocminfoRunner:
+def image_rocminfo_runner(client: Engine, image: str, *, dev_root: str = "/dev", timeout: int = 120) -> RocminfoRunner:
     """A rocminfo_runner for :func:`gather`: rocminfo in a throw-away container of image, with
     the host's GPU device nodes and their groups passed. Returns (output, source)."""
+
     def run_it() -> tuple[str, str]:
         with TrackedContainer(client, image, gpu=host_gpu_access(dev_root)) as c:
             r = c.exec(["rocminfo"], timeout=timeout)
         if r.rc == 127:
             raise RuntimeError(f"rocminfo is not installed in {image}")
         return r.output, f"rocminfo in {image}"
+
     return run_it
 
 
@@ -233,8 +244,15 @@ def _read_engine(client: Engine, built_targets: dict[str, tuple[str, ...]] | Non
             images = image_details_from_labels(client)
         except Exception:  # listing images failed: coverage is then skipped
             built_targets = None
-    return EngineFacts(version=version, data_root=data_root, description=description, problem=problem,
-                       built_targets=built_targets, traits=traits, images=images)
+    return EngineFacts(
+        version=version,
+        data_root=data_root,
+        description=description,
+        problem=problem,
+        built_targets=built_targets,
+        traits=traits,
+        images=images,
+    )
 
 
 def _host_rocminfo(exe: str) -> tuple[str | None, str]:
@@ -245,8 +263,9 @@ def _host_rocminfo(exe: str) -> tuple[str | None, str]:
     return p.stdout.decode("utf-8", errors="replace"), f"host rocminfo ({exe})"
 
 
-def _read_rocminfo(*, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo: bool,
-                   rocminfo_runner: RocminfoRunner | None) -> tuple[str | None, str]:
+def _read_rocminfo(
+    *, kfd_exists: bool, rocminfo_file: str | None, host_rocminfo: bool, rocminfo_runner: RocminfoRunner | None
+) -> tuple[str | None, str]:
     """(rocminfo output or None, where it came from or why there is none), first found of: the
     saved file, the host's rocminfo, the runner (only with /dev/kfd: without it there is no GPU
     to list)."""
@@ -271,13 +290,22 @@ def _copied_traits(host: HostRoot) -> EngineTraits:
     return saved_traits(host) or EngineTraits(source="no docker-info.json in the copied host")
 
 
-def gather(*, client: Engine | None = None, dev_root: str = "/dev", sys_root: str = "/sys",
-           proc_root: str = "/proc", host_root: str | None = None,
-           docker_root: str | None = None, built_targets: dict[str, tuple[str, ...]] | None = None,
-           rocminfo_runner: RocminfoRunner | None = None,
-           rocminfo_file: str | None = None, host_rocminfo: bool = True,
-           kfd_topology: str | None = None, pruned_targets=frozenset(),
-           images: ImageDetails | None = None) -> HostFacts:
+def gather(
+    *,
+    client: Engine | None = None,
+    dev_root: str = "/dev",
+    sys_root: str = "/sys",
+    proc_root: str = "/proc",
+    host_root: str | None = None,
+    docker_root: str | None = None,
+    built_targets: dict[str, tuple[str, ...]] | None = None,
+    rocminfo_runner: RocminfoRunner | None = None,
+    rocminfo_file: str | None = None,
+    host_rocminfo: bool = True,
+    kfd_topology: str | None = None,
+    pruned_targets=frozenset(),
+    images: ImageDetails | None = None,
+) -> HostFacts:
     """Read this host. Never raises for what it finds (an unreachable engine, missing nodes, a
     failing rocminfo are facts); only a ``rocminfo_file`` that cannot be read or is not a whole
     rocminfo output raises UserError.
@@ -311,7 +339,7 @@ def gather(*, client: Engine | None = None, dev_root: str = "/dev", sys_root: st
     else:
         kfd = host.node(os.path.join(dev_root, "kfd"), who)
         renders = tuple(host.node(p, who) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
-    if kfd_topology is not None:    # the saved topology is what the user asked to diagnose
+    if kfd_topology is not None:  # the saved topology is what the user asked to diagnose
         text, source = None, "not run: --kfd-topology given"
         kfd_info, kfd_source = kfd_reader.read_saved_topology(kfd_topology), kfd_topology
     elif host_root is not None and rocminfo_file is None:
@@ -319,18 +347,38 @@ def gather(*, client: Engine | None = None, dev_root: str = "/dev", sys_root: st
         kfd_source = host.path("/sys/class/kfd/kfd/topology")
         kfd_info = kfd_reader.read_topology(kfd_source)
     else:
-        text, source = _read_rocminfo(kfd_exists=kfd.exists, rocminfo_file=rocminfo_file,
-                                      host_rocminfo=host_rocminfo, rocminfo_runner=rocminfo_runner)
+        text, source = _read_rocminfo(
+            kfd_exists=kfd.exists,
+            rocminfo_file=rocminfo_file,
+            host_rocminfo=host_rocminfo,
+            rocminfo_runner=rocminfo_runner,
+        )
         kfd_source = os.path.join(sys_root, "class", "kfd", "kfd", "topology")
         kfd_info = kfd_reader.read_topology(kfd_source)
     disk_path = docker_root or engine.data_root or DEFAULT_DOCKER_ROOT
     images = images or engine.images or ImageDetails()
-    return HostFacts(engine_version=engine.version, engine_error=engine.error,
-                     engine_description=engine.description, engine_problem=engine.problem, kfd=kfd, render_nodes=renders,
-                     amdgpu_module=_amdgpu_loaded(sys_root, proc_root), rocminfo_text=text,
-                     rocminfo_source=source, free_disk_bytes=_free_bytes(disk_path), disk_path=disk_path,
-                     built_targets=dict(engine.built_targets or {}), kfd_info=kfd_info, kfd_source=kfd_source,
-                     pruned_targets=frozenset(pruned_targets), host_root=host.root, identity=known_who,
-                     environ=host.environ(), engine_traits=engine.traits if host.live else _copied_traits(host),
-                     cdi_specs=cdi.read_specs(host), platform=platform.read(host),
-                     built_rocm=dict(images.rocm), image_env={k: dict(v) for k, v in images.env.items()})
+    return HostFacts(
+        engine_version=engine.version,
+        engine_error=engine.error,
+        engine_description=engine.description,
+        engine_problem=engine.problem,
+        kfd=kfd,
+        render_nodes=renders,
+        amdgpu_module=_amdgpu_loaded(sys_root, proc_root),
+        rocminfo_text=text,
+        rocminfo_source=source,
+        free_disk_bytes=_free_bytes(disk_path),
+        disk_path=disk_path,
+        built_targets=dict(engine.built_targets or {}),
+        kfd_info=kfd_info,
+        kfd_source=kfd_source,
+        pruned_targets=frozenset(pruned_targets),
+        host_root=host.root,
+        identity=known_who,
+        environ=host.environ(),
+        engine_traits=engine.traits if host.live else _copied_traits(host),
+        cdi_specs=cdi.read_specs(host),
+        platform=platform.read(host),
+        built_rocm=dict(images.rocm),
+        image_env={k: dict(v) for k, v in images.env.items()},
+    )

@@ -35,6 +35,7 @@ class Recommendation:
 @dataclass(frozen=True)
 class Verdict:
     """What one check function finds; the table of checks gives it its name."""
+
     status: str
     detail: str
     recommendation: Recommendation | None = None
@@ -45,6 +46,7 @@ class RunAccess:
     """How `run` hands this host's GPU to a container, as the checks found it: the device nodes
     and their owning GIDs, the CDI names that replace the nodes when a fitting spec is read by the
     engine, and whether a rootless podman must keep the user's groups."""
+
     devices: tuple[str, ...] = ()
     group_ids: tuple[int, ...] = ()
     cdi_devices: tuple[str, ...] = ()
@@ -54,7 +56,7 @@ class RunAccess:
     # only from the folders its daemon lists, podman always from /etc/cdi and /var/run/cdi.
     docker_cdi_devices: tuple[str, ...] = ()
     podman_cdi_devices: tuple[str, ...] = ()
-    wsl: bool = False            # WSL2: /dev/dxg (in devices) instead of the KFD nodes
+    wsl: bool = False  # WSL2: /dev/dxg (in devices) instead of the KFD nodes
 
 
 @dataclass
@@ -96,8 +98,10 @@ class Report:
         return env
 
     def to_json(self) -> dict:
-        return {"checks": [c.to_json() for c in self.checks],
-                "recommendations": [r.to_json() for r in self.recommendations]}
+        return {
+            "checks": [c.to_json() for c in self.checks],
+            "recommendations": [r.to_json() for r in self.recommendations],
+        }
 
     def format_text(self) -> str:
         width = max((len(c.name) for c in self.checks), default=0)
@@ -115,6 +119,8 @@ class Report:
                 lines.append("      " + r.reason)
         count = {s: sum(c.status == s for c in self.checks) for s in STATUSES}
         lines.append("")
-        lines.append(f"{count[FAIL]} failed, {count[WARN]} warning(s), {count[OK]} ok, {count[SKIPPED]} skipped"
-                     + ("" if self.ok else " (exit code 1)"))
+        lines.append(
+            f"{count[FAIL]} failed, {count[WARN]} warning(s), {count[OK]} ok, {count[SKIPPED]} skipped"
+            + ("" if self.ok else " (exit code 1)")
+        )
         return "\n".join(lines)

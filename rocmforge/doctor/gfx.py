@@ -15,7 +15,7 @@ copy of it, through :mod:`rocmforge.verify.readers.archs`).
 
 from __future__ import annotations
 
-from typing import Collection
+from collections.abc import Collection
 
 from rocmforge.verify.readers.archs import GENERIC_TARGETS
 from rocmforge.verify.readers.rocminfo import gfx_base

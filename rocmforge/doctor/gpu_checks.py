@@ -11,7 +11,15 @@ from dataclasses import dataclass
 
 from rocmforge.doctor.diagnosis import Diagnosis, Gpu, describe_all
 from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Recommendation, Verdict
-from rocmforge.doctor.gfx import GFX_OVERRIDES, NATIVE, OVERRIDE, UNCOVERED, coverage, hsa_override_version, runs_natively
+from rocmforge.doctor.gfx import (
+    GFX_OVERRIDES,
+    NATIVE,
+    OVERRIDE,
+    UNCOVERED,
+    coverage,
+    hsa_override_version,
+    runs_natively,
+)
 
 SEED_ERROR = "HIP error: invalid device function"
 NO_GPU = Verdict(SKIPPED, "no GPU listed")
@@ -26,8 +34,11 @@ def gpus(d: Diagnosis) -> Verdict:
         source += f" (read as a paste, stripped: {', '.join(d.info.stripped)})"
     if d.info is None:
         if d.from_file or d.kfd.exists:
-            return Verdict(WARN, f"could not list the GPUs: {source}; the integrated-GPU, override and coverage "
-                                 f"checks need rocminfo output")
+            return Verdict(
+                WARN,
+                f"could not list the GPUs: {source}; the integrated-GPU, override and coverage "
+                f"checks need rocminfo output",
+            )
         # the kfd check already fails for this
         return Verdict(SKIPPED, f"no /dev/kfd, so no GPU to enumerate (rocminfo: {source})")
     if d.gpus:
@@ -48,25 +59,30 @@ def integrated_gpus(d: Diagnosis) -> Verdict:
     if d.discrete_only is None:
         only_igpus = any(g.agent.is_apu for g in d.gpus)
         return Verdict(OK, "only integrated GPU(s): nothing to hide" if only_igpus else "no integrated GPU")
-    reason = (f"rocminfo lists the integrated GPU {describe_all(d.hidden)} next to {describe_all(d.visible)}; HIP "
-              f"numbers them all, and work that lands on the iGPU stops with `{SEED_ERROR}` (seed: Radeon Pro "
-              f"W7900 + Ryzen 9 7900X iGPU) until HIP_VISIBLE_DEVICES={d.discrete_only} selects only the discrete "
-              f"GPU(s)")
+    reason = (
+        f"rocminfo lists the integrated GPU {describe_all(d.hidden)} next to {describe_all(d.visible)}; HIP "
+        f"numbers them all, and work that lands on the iGPU stops with `{SEED_ERROR}` (seed: Radeon Pro "
+        f"W7900 + Ryzen 9 7900X iGPU) until HIP_VISIBLE_DEVICES={d.discrete_only} selects only the discrete "
+        f"GPU(s)"
+    )
     return Verdict(WARN, reason, Recommendation({"HIP_VISIBLE_DEVICES": d.discrete_only}, reason))
 
 
 @dataclass(frozen=True)
 class OverrideNeed:
     """A GPU that some built target runs on only through HSA_OVERRIDE_GFX_VERSION."""
+
     gpu: Gpu
     pose: str  # the gfx it must pose as
     needed_by: tuple[str, ...]  # the targets that need the override on it
     native_in: tuple[str, ...]  # the targets that cover it without
 
     def describe(self) -> str:
-        text = (f"{self.gpu.describe()} is not among the archs of target(s) {', '.join(self.needed_by)}, whose "
-                f"{self.pose} code runs on it (same ISA family) when "
-                f"HSA_OVERRIDE_GFX_VERSION={hsa_override_version(self.pose)}")
+        text = (
+            f"{self.gpu.describe()} is not among the archs of target(s) {', '.join(self.needed_by)}, whose "
+            f"{self.pose} code runs on it (same ISA family) when "
+            f"HSA_OVERRIDE_GFX_VERSION={hsa_override_version(self.pose)}"
+        )
         if self.native_in:
             text += f"; target(s) {', '.join(self.native_in)} cover it without"
         return text
@@ -112,11 +128,15 @@ def judge_override(value: str, g: Gpu) -> tuple[str, str]:
     if value.strip() == own:
         return OK, f"{OVERRIDE_VAR}={value} is {g.describe()}'s own version: no effect, it can go"
     if major != int(own.split(".")[0]):
-        return FAIL, (f"{OVERRIDE_VAR}={value} makes {g.describe()}, a {g.gfx} ({own}), pose as {pose}: across major "
-                      f"versions the ISA differs, the runtime refuses such an override and code built for {pose} "
-                      f"cannot run; unset it")
-    return WARN, (f"{OVERRIDE_VAR}={value} makes {g.describe()}, a {g.gfx} ({own}), pose as {pose} (same family: an "
-                  f"unofficial workaround, not supported by AMD)")
+        return FAIL, (
+            f"{OVERRIDE_VAR}={value} makes {g.describe()}, a {g.gfx} ({own}), pose as {pose}: across major "
+            f"versions the ISA differs, the runtime refuses such an override and code built for {pose} "
+            f"cannot run; unset it"
+        )
+    return WARN, (
+        f"{OVERRIDE_VAR}={value} makes {g.describe()}, a {g.gfx} ({own}), pose as {pose} (same family: an "
+        f"unofficial workaround, not supported by AMD)"
+    )
 
 
 def _with_set_overrides(d: Diagnosis, verdict: Verdict) -> Verdict:
@@ -141,16 +161,22 @@ def gfx_override(d: Diagnosis) -> Verdict:
     if not d.visible:
         set_here = set_overrides(d)
         if set_here:
-            return Verdict(SKIPPED, "no GPU listed to compare " + ", ".join(f"{OVERRIDE_VAR}={v} ({w})"
-                                                                            for w, v in set_here) + " with")
+            return Verdict(
+                SKIPPED,
+                "no GPU listed to compare " + ", ".join(f"{OVERRIDE_VAR}={v} ({w})" for w, v in set_here) + " with",
+            )
         return NO_GPU
     return _with_set_overrides(d, _needed_override(d))
 
 
 def _needed_override(d: Diagnosis) -> Verdict:
     if not d.built:
-        known = [f"{g.gfx} usually runs {GFX_OVERRIDES[g.gfx]} code with HSA_OVERRIDE_GFX_VERSION="
-                 f"{hsa_override_version(GFX_OVERRIDES[g.gfx])}" for g in d.visible if g.gfx in GFX_OVERRIDES]
+        known = [
+            f"{g.gfx} usually runs {GFX_OVERRIDES[g.gfx]} code with HSA_OVERRIDE_GFX_VERSION="
+            f"{hsa_override_version(GFX_OVERRIDES[g.gfx])}"
+            for g in d.visible
+            if g.gfx in GFX_OVERRIDES
+        ]
         return Verdict(SKIPPED, "no built target to compare with" + (f" ({'; '.join(known)})" if known else ""))
     needs = override_needs(d)
     if not needs:
@@ -158,20 +184,31 @@ def _needed_override(d: Diagnosis) -> Verdict:
     poses = {n.pose for n in needs}
     needing = {n.gpu for n in needs}
     # The variable renames every GPU of the process: each other visible GPU must be that gfx (or pose as it).
-    harmed = [g for g in d.visible if g not in needing and len(poses) == 1
-              and g.gfx not in poses and GFX_OVERRIDES.get(g.gfx) not in poses]
+    harmed = [
+        g
+        for g in d.visible
+        if g not in needing and len(poses) == 1 and g.gfx not in poses and GFX_OVERRIDES.get(g.gfx) not in poses
+    ]
     findings = "; ".join(n.describe() for n in needs)
     if len(poses) == 1 and not harmed:
         pose = next(iter(poses))
         value = hsa_override_version(pose)
-        reason = (findings + f". Set HSA_OVERRIDE_GFX_VERSION={value} in containers of those targets so the "
-                  f"runtime reports {pose} (an unofficial workaround, not supported by AMD)")
+        reason = (
+            findings + f". Set HSA_OVERRIDE_GFX_VERSION={value} in containers of those targets so the "
+            f"runtime reports {pose} (an unofficial workaround, not supported by AMD)"
+        )
         targets = tuple(sorted({t for n in needs for t in n.needed_by}))
         return Verdict(WARN, reason, Recommendation({"HSA_OVERRIDE_GFX_VERSION": value}, reason, targets))
-    why = ("different GPUs would need different values" if len(poses) > 1 else
-           f"it would also make {describe_all(harmed)} pose as {next(iter(poses))}")
-    return Verdict(WARN, findings + f". Not recommended: the variable applies to every GPU of the process and "
-                                    f"{why}; select one GPU with HIP_VISIBLE_DEVICES and set the override only for it")
+    why = (
+        "different GPUs would need different values"
+        if len(poses) > 1
+        else f"it would also make {describe_all(harmed)} pose as {next(iter(poses))}"
+    )
+    return Verdict(
+        WARN,
+        findings + f". Not recommended: the variable applies to every GPU of the process and "
+        f"{why}; select one GPU with HIP_VISIBLE_DEVICES and set the override only for it",
+    )
 
 
 def _hidden_note(d: Diagnosis) -> str:
@@ -190,8 +227,11 @@ def pruned_refusal(d: Diagnosis, target: str) -> str | None:
     if any(coverage(g.gfx, g.agent.isas, archs)[0] != UNCOVERED for g in d.visible):
         return None
     gpus = ", ".join(f"{g.describe()} is {g.gfx}" for g in d.visible)
-    return (f"target {target}: this host's GPU {gpus}, but the image keeps GPU code only for "
-            f"{', '.join(archs)} (pruned): add {d.visible[0].gfx} to the target's archs, or build it with prune_archs: false")
+    return (
+        f"target {target}: this host's GPU {gpus}, but the image keeps GPU code only for "
+        f"{', '.join(archs)} (pruned): add {d.visible[0].gfx} to the target's archs, or build it with "
+        "prune_archs: false"
+    )
 
 
 def target_coverage(d: Diagnosis, target: str) -> Verdict:
@@ -206,8 +246,11 @@ def target_coverage(d: Diagnosis, target: str) -> Verdict:
     archs = d.built[target]
     words = {g: coverage(g.gfx, g.agent.isas, archs) for g in d.visible}
     native = [g.describe() for g in d.visible if words[g][0] == NATIVE]
-    over = [f"{g.describe()} only with HSA_OVERRIDE_GFX_VERSION={hsa_override_version(words[g][1])}"
-            for g in d.visible if words[g][0] == OVERRIDE]
+    over = [
+        f"{g.describe()} only with HSA_OVERRIDE_GFX_VERSION={hsa_override_version(words[g][1])}"
+        for g in d.visible
+        if words[g][0] == OVERRIDE
+    ]
     none = [g.describe() for g in d.visible if words[g][0] == UNCOVERED]
     parts = []
     if native:
@@ -239,9 +282,12 @@ def overall_coverage(d: Diagnosis) -> Verdict:
     overridden = [g.describe() for g in d.visible if best[g] == OVERRIDE]
     if len(uncovered) == len(d.visible):
         built_archs = sorted({x for archs in d.built.values() for x in archs})
-        return Verdict(FAIL, f"no built target has code for {', '.join(uncovered)}: every image built here would "
-                             f"stop with hipErrorNoBinaryForGpu on these GPUs (built archs: {', '.join(built_archs)}); "
-                             f"add the GPU's gfx to a target's archs in matrix.yaml and build it")
+        return Verdict(
+            FAIL,
+            f"no built target has code for {', '.join(uncovered)}: every image built here would "
+            f"stop with hipErrorNoBinaryForGpu on these GPUs (built archs: {', '.join(built_archs)}); "
+            f"add the GPU's gfx to a target's archs in matrix.yaml and build it",
+        )
     parts = []
     if uncovered:
         parts.append(f"no built target has code for {', '.join(uncovered)}")

@@ -6,7 +6,7 @@ find, so they are skipped too (:func:`.platform_checks.wsl_skip`)."""
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import NodeFacts
@@ -18,12 +18,14 @@ LOW_DISK_BYTES = 60 * 10**9  # ROCm images are 3-50 GB each; a build also keeps 
 
 def host_only(check: Callable[[Diagnosis], Verdict]) -> Callable[[Diagnosis], Verdict]:
     """Skip the check when the rocminfo output is a saved file: this host's GPUs are not diagnosed."""
+
     @functools.wraps(check)
     def on_this_host(d: Diagnosis) -> Verdict:
         if d.from_file:
             saved = "rocminfo output" if d.facts.rocminfo_text is not None else "GPU list"
             return Verdict(SKIPPED, f"not applicable: diagnosing the saved {saved} {d.source}, not this host's GPUs")
         return check(d)
+
     return on_this_host
 
 
@@ -44,8 +46,9 @@ def engine(d: Diagnosis) -> Verdict:
     if d.facts.engine_version:
         return Verdict(OK, f"{d.facts.engine_description or 'Docker Engine ' + d.facts.engine_version} reachable")
     why = f" ({d.facts.engine_error})" if d.facts.engine_error else ""
-    return Verdict(FAIL, f"Docker engine not reachable{why}: nothing can be built or run; start dockerd or set "
-                         f"DOCKER_HOST")
+    return Verdict(
+        FAIL, f"Docker engine not reachable{why}: nothing can be built or run; start dockerd or set DOCKER_HOST"
+    )
 
 
 @host_only
@@ -56,13 +59,19 @@ def kfd(d: Diagnosis) -> Verdict:
     ``--group-add <GID>``: the daemon opens it)."""
     node = d.kfd
     if not node.exists:
-        return Verdict(FAIL, f"no AMD GPU device nodes: containers will run without a GPU "
-                             f"({node.path} is missing: no AMD GPU, or the amdgpu driver is not loaded)")
+        return Verdict(
+            FAIL,
+            f"no AMD GPU device nodes: containers will run without a GPU "
+            f"({node.path} is missing: no AMD GPU, or the amdgpu driver is not loaded)",
+        )
     if node.readable_writable:
         return Verdict(OK, f"{node.path} present, read/write, owned by {_owner(node) or 'an unknown group'}")
-    return Verdict(WARN, f"{node.path} present but not read/write for this user: host tools (rocminfo) fail "
-                         f"with 'Unable to open /dev/kfd read-write'; add the user to {_owner(node) or 'its group'}. "
-                         f"Containers still get it through --device and --group-add")
+    return Verdict(
+        WARN,
+        f"{node.path} present but not read/write for this user: host tools (rocminfo) fail "
+        f"with 'Unable to open /dev/kfd read-write'; add the user to {_owner(node) or 'its group'}. "
+        f"Containers still get it through --device and --group-add",
+    )
 
 
 @host_only
@@ -74,17 +83,24 @@ def render_nodes(d: Diagnosis) -> Verdict:
     renders = d.render_nodes
     if not renders:
         if d.kfd.exists:
-            return Verdict(FAIL, "/dev/kfd exists but there is no /dev/dri/renderD* node: HIP cannot open the GPU, "
-                                 "containers will run without one")
+            return Verdict(
+                FAIL,
+                "/dev/kfd exists but there is no /dev/dri/renderD* node: HIP cannot open the GPU, "
+                "containers will run without one",
+            )
         return Verdict(SKIPPED, "no /dev/dri/renderD* node either (see kfd)")
     names = ", ".join(f"{n.path} ({_owner(n) or 'unknown group'})" for n in renders)
     denied = [n.path for n in renders if not n.readable_writable]
     if not d.kfd.exists:
-        return Verdict(WARN, f"{names}, but no /dev/kfd: these belong to another vendor's GPU, or the amdgpu KFD "
-                             f"is missing")
+        return Verdict(
+            WARN, f"{names}, but no /dev/kfd: these belong to another vendor's GPU, or the amdgpu KFD is missing"
+        )
     if denied:
-        return Verdict(WARN, f"{names}; not read/write for this user: {', '.join(denied)} (host tools fail; "
-                             f"containers get them through --group-add)")
+        return Verdict(
+            WARN,
+            f"{names}; not read/write for this user: {', '.join(denied)} (host tools fail; "
+            f"containers get them through --group-add)",
+        )
     return Verdict(OK, f"{names}, read/write")
 
 
@@ -102,8 +118,9 @@ def device_groups(d: Diagnosis) -> Verdict:
     named = {n.gid: n.group for n in nodes if n.gid and n.group}
     who = ", ".join(f"{g} ({named[g]})" if g in named else str(g) for g in gids)
     flags = " ".join(f"--group-add {g}" for g in gids)
-    return Verdict(OK, f"owning GIDs {who}: docker run {devices} {flags} (numeric, since the image's group names "
-                       f"differ)")
+    return Verdict(
+        OK, f"owning GIDs {who}: docker run {devices} {flags} (numeric, since the image's group names differ)"
+    )
 
 
 @host_only
@@ -115,13 +132,19 @@ def amdgpu_module(d: Diagnosis) -> Verdict:
     if loaded is True:
         return Verdict(OK, "amdgpu kernel module loaded")
     if loaded is None:
-        return Verdict(WARN, "could not tell whether the amdgpu module is loaded (neither /sys/module nor "
-                             "/proc/modules is readable)")
+        return Verdict(
+            WARN,
+            "could not tell whether the amdgpu module is loaded (neither /sys/module nor /proc/modules is readable)",
+        )
     if d.kfd.exists:
-        return Verdict(WARN, "amdgpu is not listed in /sys/module or /proc/modules, yet /dev/kfd exists (a /dev "
-                             "bind-mounted from elsewhere?)")
-    return Verdict(FAIL, "amdgpu kernel module not loaded: install the AMD GPU driver (amdgpu-dkms) or "
-                         "`modprobe amdgpu`")
+        return Verdict(
+            WARN,
+            "amdgpu is not listed in /sys/module or /proc/modules, yet /dev/kfd exists (a /dev "
+            "bind-mounted from elsewhere?)",
+        )
+    return Verdict(
+        FAIL, "amdgpu kernel module not loaded: install the AMD GPU driver (amdgpu-dkms) or `modprobe amdgpu`"
+    )
 
 
 def disk(d: Diagnosis) -> Verdict:
@@ -131,6 +154,9 @@ def disk(d: Diagnosis) -> Verdict:
     if free is None:
         return Verdict(WARN, f"could not measure the free space under {where}")
     if free < LOW_DISK_BYTES:
-        return Verdict(WARN, f"only {_gb(free)} free under {where} (Docker's data root): ROCm images are 3-50 GB "
-                             f"each; keep at least {_gb(LOW_DISK_BYTES)} free")
+        return Verdict(
+            WARN,
+            f"only {_gb(free)} free under {where} (Docker's data root): ROCm images are 3-50 GB "
+            f"each; keep at least {_gb(LOW_DISK_BYTES)} free",
+        )
     return Verdict(OK, f"{_gb(free)} free under {where}")

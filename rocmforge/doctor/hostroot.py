@@ -6,7 +6,8 @@ Under the folder, every absolute path is read relative to it: ``DIR/proc/self/st
 user is: Uid, Gid, Groups), ``DIR/proc/self/environ`` (the environment, NUL-separated as the
 kernel writes it; the live host's is ``os.environ``), ``DIR/proc/mounts``, ``DIR/proc/meminfo``,
 ``DIR/proc/version`` and ``DIR/proc/sys/kernel/osrelease`` (the kernel, WSL's included),
-``DIR/sys/module/amdgpu/`` (its ``version`` file: AMD's amdgpu-dkms only), ``DIR/sys/class/kfd/``, ``DIR/etc/passwd``, ``DIR/etc/subgid``,
+``DIR/sys/module/amdgpu/`` (its ``version`` file: AMD's amdgpu-dkms only), ``DIR/sys/class/kfd/``,
+``DIR/etc/passwd``, ``DIR/etc/subgid``,
 ``DIR/etc/cdi/``, ``DIR/var/run/cdi/``. Device nodes cannot be kept in a folder (git and tar
 users cannot make them, and their owning group needs root to set), so ``DIR/dev-stat.txt``, the
 output of ``stat -c '%A %u %g %n' /dev/kfd /dev/dri/* /dev/dxg``, lists them instead; without it
@@ -28,6 +29,7 @@ LISTING_COMMAND = "stat -c '%A %u %g %n' /dev/kfd /dev/dri/* /dev/dxg"
 @dataclass(frozen=True)
 class NodeFacts:
     """One device node as this user sees it."""
+
     path: str
     exists: bool
     readable_writable: bool = False  # os.access(R_OK | W_OK), or the listing's mode for the user
@@ -41,13 +43,19 @@ class NodeFacts:
         return self.mode is not None and self.mode & 0o006 == 0o006
 
     def to_json(self) -> dict:
-        return {"path": self.path, "exists": self.exists, "readable_writable": self.readable_writable,
-                "gid": self.gid, "group": self.group}
+        return {
+            "path": self.path,
+            "exists": self.exists,
+            "readable_writable": self.readable_writable,
+            "gid": self.gid,
+            "group": self.group,
+        }
 
 
 @dataclass(frozen=True)
 class Identity:
     """The user the doctor runs as (whose groups a rootless engine can hand on)."""
+
     uid: int
     gid: int
     groups: tuple[int, ...] = ()
@@ -63,6 +71,7 @@ class Identity:
 @dataclass(frozen=True)
 class Listed:
     """One line of the device listing."""
+
     mode: str  # as `stat %A` prints it: crw-rw----
     uid: int
     gid: int
@@ -147,16 +156,28 @@ class HostRoot:
             if entry is None:
                 return NodeFacts(path=p, exists=False)
             bits = _mode_bits(entry.mode)
-            return NodeFacts(path=p, exists=True, readable_writable=_rw(bits, entry.uid, entry.gid, who),
-                             gid=entry.gid, group=self.group_name(entry.gid), mode=bits)
+            return NodeFacts(
+                path=p,
+                exists=True,
+                readable_writable=_rw(bits, entry.uid, entry.gid, who),
+                gid=entry.gid,
+                group=self.group_name(entry.gid),
+                mode=bits,
+            )
         real = self.path(p)
         try:
             st = os.stat(real)
         except OSError:
             return NodeFacts(path=p, exists=False)
         rw = os.access(real, os.R_OK | os.W_OK) if self.live else _rw(st.st_mode & 0o777, st.st_uid, st.st_gid, who)
-        return NodeFacts(path=p, exists=True, readable_writable=rw, gid=st.st_gid,
-                         group=self.group_name(st.st_gid), mode=st.st_mode & 0o777)
+        return NodeFacts(
+            path=p,
+            exists=True,
+            readable_writable=rw,
+            gid=st.st_gid,
+            group=self.group_name(st.st_gid),
+            mode=st.st_mode & 0o777,
+        )
 
     def group_name(self, gid: int) -> str | None:
         if self.live:
@@ -194,7 +215,7 @@ class HostRoot:
             groups = tuple(int(g) for g in fields.get("Groups", []))
         except (KeyError, IndexError, ValueError):
             if not self.live:
-                return Identity(uid=0, gid=0, name="root")   # a copy without status: as rocmforge is run (root)
+                return Identity(uid=0, gid=0, name="root")  # a copy without status: as rocmforge is run (root)
             uid, gid, groups = os.geteuid(), os.getegid(), tuple(os.getgroups())
         name = self.user_name(uid)
         return Identity(uid=uid, gid=gid, groups=groups, name=name, listed=self.groups_listing(name))

@@ -19,9 +19,10 @@ from rocmforge.doctor.gfx import NATIVE, OVERRIDE, UNCOVERED, coverage
 @dataclass(frozen=True)
 class Candidate:
     """One image of the target: its archs (a variant's, or the main image's) and where it is."""
+
     archs: tuple[str, ...]
     ref: str
-    size: int | None = None     # bytes, as the engine or the registry reports it; None: unknown
+    size: int | None = None  # bytes, as the engine or the registry reports it; None: unknown
     variant: bool = False
 
     def describe(self) -> str:
@@ -32,10 +33,10 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Choice:
-    image: Candidate | None      # None: refused
+    image: Candidate | None  # None: refused
     reason: str
-    gpus: tuple[str, ...] = ()   # the gfx of each GPU that counted
-    override: bool = False       # the choice covers a GPU only through HSA_OVERRIDE_GFX_VERSION
+    gpus: tuple[str, ...] = ()  # the gfx of each GPU that counted
+    override: bool = False  # the choice covers a GPU only through HSA_OVERRIDE_GFX_VERSION
 
 
 class NoImage(Exception):
@@ -50,8 +51,7 @@ def job_gpus(d: Diagnosis, hip_visible_devices: str | None) -> tuple[tuple[Gpu, 
         picked = tuple(g for g in d.gpus if str(g.hip_index) in wanted or (g.agent.uuid or "") in wanted)
         return picked, f"HIP_VISIBLE_DEVICES={hip_visible_devices}"
     if d.hidden:
-        return d.visible, (f"integrated GPU(s) left out as the doctor advises (HIP_VISIBLE_DEVICES="
-                           f"{d.discrete_only})")
+        return d.visible, (f"integrated GPU(s) left out as the doctor advises (HIP_VISIBLE_DEVICES={d.discrete_only})")
     return d.gpus, "every GPU of the host"
 
 
@@ -80,10 +80,15 @@ def choose(candidates: list[Candidate], gpus: tuple[Gpu, ...], why_gpus: str, ar
     native = sorted((c for c in candidates if all(_coverage(g, c.archs) == NATIVE for g in gpus)), key=_order)
     if native:
         return Choice(native[0], f"smallest image with code for {', '.join(seen)} ({why_gpus})", seen)
-    posed = sorted((c for c in candidates if all(_coverage(g, c.archs) in (NATIVE, OVERRIDE) for g in gpus)),
-                   key=_order)
+    posed = sorted(
+        (c for c in candidates if all(_coverage(g, c.archs) in (NATIVE, OVERRIDE) for g in gpus)), key=_order
+    )
     if posed:
-        return Choice(posed[0], f"smallest image that runs {', '.join(seen)} through HSA_OVERRIDE_GFX_VERSION "
-                      f"({why_gpus})", seen, override=True)
+        return Choice(
+            posed[0],
+            f"smallest image that runs {', '.join(seen)} through HSA_OVERRIDE_GFX_VERSION ({why_gpus})",
+            seen,
+            override=True,
+        )
     missing = sorted({g.gfx for g in gpus if all(_coverage(g, c.archs) == UNCOVERED for c in candidates)})
     raise NoImage(f"no image has code for {', '.join(missing or seen)} ({why_gpus}); there are: {listing}")

@@ -14,13 +14,13 @@ SHM = "/dev/shm"
 
 @dataclass(frozen=True)
 class PlatformFacts:
-    driver_version: str | None = None   # /sys/module/amdgpu/version: only AMD's amdgpu-dkms writes it
-    kernel_release: str | None = None   # uname -r
-    proc_version: str | None = None     # /proc/version, which names WSL's kernel build
-    shm_bytes: int | None = None        # the size of /dev/shm; None: not mounted or not read
-    shm_source: str = ""                # where shm_bytes came from
+    driver_version: str | None = None  # /sys/module/amdgpu/version: only AMD's amdgpu-dkms writes it
+    kernel_release: str | None = None  # uname -r
+    proc_version: str | None = None  # /proc/version, which names WSL's kernel build
+    shm_bytes: int | None = None  # the size of /dev/shm; None: not mounted or not read
+    shm_source: str = ""  # where shm_bytes came from
     mem_total_bytes: int | None = None  # MemTotal of /proc/meminfo
-    dxg: bool = False                   # /dev/dxg: the GPU paravirtualisation device of WSL2
+    dxg: bool = False  # /dev/dxg: the GPU paravirtualisation device of WSL2
 
     @property
     def wsl(self) -> bool:
@@ -65,7 +65,7 @@ def mem_total(host: HostRoot) -> int | None:
         if line.startswith("MemTotal:"):
             parts = line.split()
             if len(parts) >= 2 and parts[1].isdigit():
-                return int(parts[1]) * 1024   # meminfo's kB are KiB
+                return int(parts[1]) * 1024  # meminfo's kB are KiB
     return None
 
 
@@ -73,7 +73,7 @@ def kernel_release(host: HostRoot, proc_version: str | None) -> str | None:
     text = (host.read("/proc/sys/kernel/osrelease") or "").strip()
     if text:
         return text
-    parts = (proc_version or "").split()   # "Linux version 6.8.0-49-generic (...) ..."
+    parts = (proc_version or "").split()  # "Linux version 6.8.0-49-generic (...) ..."
     return parts[2] if len(parts) > 2 and parts[:2] == ["Linux", "version"] else None
 
 
@@ -81,6 +81,12 @@ def read(host: HostRoot) -> PlatformFacts:
     version = (host.read("/sys/module/amdgpu/version") or "").strip() or None
     proc_version = (host.read("/proc/version") or "").strip() or None
     shm, source = shm_size(host)
-    return PlatformFacts(driver_version=version, kernel_release=kernel_release(host, proc_version),
-                         proc_version=proc_version, shm_bytes=shm, shm_source=source,
-                         mem_total_bytes=mem_total(host), dxg=host.exists("/dev/dxg"))
+    return PlatformFacts(
+        driver_version=version,
+        kernel_release=kernel_release(host, proc_version),
+        proc_version=proc_version,
+        shm_bytes=shm,
+        shm_source=source,
+        mem_total_bytes=mem_total(host),
+        dxg=host.exists("/dev/dxg"),
+    )

@@ -21,17 +21,19 @@ libraries under ``/usr/lib/wsl``. The KFD checks do not apply there (:func:`wsl_
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.findings import FAIL, OK, SKIPPED, WARN, Verdict
 
 GIB = 1024**3
-SHM_PER_GPU = 1 * GIB   # RCCL's buffers per peer plus a data loader's batches in flight, with room
-SHM_FLOOR = 2 * GIB     # a one-GPU job's data loaders alone overflow Docker's 64 MB
+SHM_PER_GPU = 1 * GIB  # RCCL's buffers per peer plus a data loader's batches in flight, with room
+SHM_FLOOR = 2 * GIB  # a one-GPU job's data loaders alone overflow Docker's 64 MB
 DOCKER_DEFAULT_SHM = 64 * 1024**2
-WSL_PATH = ("ROCm on WSL goes through /dev/dxg and AMD's WSL runtime (librocdxg, HSA_ENABLE_DXG_DETECTION=1) "
-            "with the Windows Adrenalin driver, not amdgpu's /dev/kfd")
+WSL_PATH = (
+    "ROCm on WSL goes through /dev/dxg and AMD's WSL runtime (librocdxg, HSA_ENABLE_DXG_DETECTION=1) "
+    "with the Windows Adrenalin driver, not amdgpu's /dev/kfd"
+)
 
 
 def is_wsl(d: Diagnosis) -> bool:
@@ -42,11 +44,13 @@ def is_wsl(d: Diagnosis) -> bool:
 
 def wsl_skip(check: Callable[[Diagnosis], Verdict]) -> Callable[[Diagnosis], Verdict]:
     """Skip a KFD-based check on WSL2, whose GPU has no /dev/kfd to find."""
+
     @functools.wraps(check)
     def unless_wsl(d: Diagnosis) -> Verdict:
         if is_wsl(d):
             return Verdict(SKIPPED, f"not applicable on WSL2: {WSL_PATH}")
         return check(d)
+
     return unless_wsl
 
 
@@ -88,14 +92,20 @@ def shm(d: Diagnosis) -> Verdict:
     run = f"run passes --shm-size={size_flag(passed)} (the container's own tmpfs, not --ipc=host)"
     gpus = f"{n} GPU(s)" if n else "no GPU found (sized for one)"
     if passed < need:
-        return Verdict(FAIL, f"{gpus} need {_gib(need)} of shared memory for a job over all of them, but half of the "
-                             f"host's {_gib(p.mem_total_bytes or 0)} memory is {_gib(passed)}: RCCL stops with 'Error "
-                             f"while creating shared memory segment'; add memory or run on fewer GPUs. {run}")
+        return Verdict(
+            FAIL,
+            f"{gpus} need {_gib(need)} of shared memory for a job over all of them, but half of the "
+            f"host's {_gib(p.mem_total_bytes or 0)} memory is {_gib(passed)}: RCCL stops with 'Error "
+            f"while creating shared memory segment'; add memory or run on fewer GPUs. {run}",
+        )
     if p.shm_bytes is None:
         return Verdict(WARN, f"could not read the size of /dev/shm ({p.shm_source or 'not read'}); {gpus}: {run}")
     if p.shm_bytes < need:
-        return Verdict(WARN, f"the host's /dev/shm is {_gib(p.shm_bytes)} ({p.shm_source}), less than the "
-                             f"{_gib(need)} {gpus} need: jobs on the host or with --ipc=host share it and fail; {run}")
+        return Verdict(
+            WARN,
+            f"the host's /dev/shm is {_gib(p.shm_bytes)} ({p.shm_source}), less than the "
+            f"{_gib(need)} {gpus} need: jobs on the host or with --ipc=host share it and fail; {run}",
+        )
     return Verdict(OK, f"{gpus}: {run}; the host's /dev/shm is {_gib(p.shm_bytes)} ({p.shm_source})")
 
 
@@ -108,12 +118,18 @@ def wsl(d: Diagnosis) -> Verdict:
     p = d.facts.platform
     kernel = p.kernel_release or "unknown"
     if is_wsl(d):
-        return Verdict(FAIL, f"WSL2 (kernel {kernel}): /dev/dxg but no /dev/kfd. {WSL_PATH}; a container needs "
-                             f"--device /dev/dxg and /usr/lib/wsl mounted, and rocmforge's images carry the KFD "
-                             f"runtime, so `run` gives them no GPU here. The KFD checks are skipped")
+        return Verdict(
+            FAIL,
+            f"WSL2 (kernel {kernel}): /dev/dxg but no /dev/kfd. {WSL_PATH}; a container needs "
+            f"--device /dev/dxg and /usr/lib/wsl mounted, and rocmforge's images carry the KFD "
+            f"runtime, so `run` gives them no GPU here. The KFD checks are skipped",
+        )
     if p.dxg or p.wsl:
         seen = "/dev/dxg" if p.dxg else "a WSL kernel"
-        return Verdict(WARN, f"{seen} ({kernel}) next to {'/dev/kfd' if d.kfd.exists else 'no /dev/dxg'}: the KFD "
-                             f"path is checked as on native Linux")
+        return Verdict(
+            WARN,
+            f"{seen} ({kernel}) next to {'/dev/kfd' if d.kfd.exists else 'no /dev/dxg'}: the KFD "
+            f"path is checked as on native Linux",
+        )
     via = ", the GPU is reached through amdgpu's KFD" if d.kfd.exists else ""
     return Verdict(OK, f"native Linux (kernel {kernel}): no /dev/dxg{via}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from rocmforge.doctor.hostroot import HostRoot
 
-ENGINE_INFO = "docker-info.json"   # `docker info --format '{{json .}}'` saved beside a copied host
+ENGINE_INFO = "docker-info.json"  # `docker info --format '{{json .}}'` saved beside a copied host
 ENGINE_INFO_COMMAND = "docker info --format '{{json .}}'"
 _USER_SOCKET = re.compile(r"^unix://(/var)?/run/user/(\d+)/(podman/podman|docker)\.sock$")
 
@@ -34,10 +34,11 @@ DOCKER, PODMAN = "Docker", "podman"
 @dataclass(frozen=True)
 class EngineTraits:
     """What the engine says about itself that the CDI and rootless checks need; None: not known."""
+
     podman: bool | None = None
     security_options: tuple[str, ...] | None = None
-    cdi_dirs: tuple[str, ...] | None = None      # CDISpecDirs: the folders the engine reads CDI specs from
-    source: str = ""                              # where these came from
+    cdi_dirs: tuple[str, ...] | None = None  # CDISpecDirs: the folders the engine reads CDI specs from
+    source: str = ""  # where these came from
 
     @classmethod
     def of_info(cls, info: dict, *, podman: bool | None = None, source: str = "the engine") -> EngineTraits:
@@ -47,11 +48,18 @@ class EngineTraits:
         if isinstance(host, dict):
             security = host.get("security") if isinstance(host.get("security"), dict) else {}
             rootless = security.get("rootless")
-            return cls(podman=True, security_options=("name=rootless",) if rootless is True else
-                       () if rootless is False else None, source=source)
+            return cls(
+                podman=True,
+                security_options=("name=rootless",) if rootless is True else () if rootless is False else None,
+                source=source,
+            )
         opts, dirs = info.get("SecurityOptions"), info.get("CDISpecDirs")
-        return cls(podman=podman, security_options=tuple(str(o) for o in opts) if isinstance(opts, list) else None,
-                   cdi_dirs=tuple(str(d) for d in dirs) if isinstance(dirs, list) else None, source=source)
+        return cls(
+            podman=podman,
+            security_options=tuple(str(o) for o in opts) if isinstance(opts, list) else None,
+            cdi_dirs=tuple(str(d) for d in dirs) if isinstance(dirs, list) else None,
+            source=source,
+        )
 
 
 def saved_traits(host: HostRoot) -> EngineTraits | None:
@@ -70,9 +78,9 @@ def saved_traits(host: HostRoot) -> EngineTraits | None:
 
 @dataclass(frozen=True)
 class EngineMode:
-    engine: str            # DOCKER or PODMAN
+    engine: str  # DOCKER or PODMAN
     rootless: bool | None  # None: no sign either way (the engine's info is not known)
-    why: str               # the sign it was told by
+    why: str  # the sign it was told by
 
     def describe(self) -> str:
         word = {True: "rootless ", False: "rootful ", None: ""}[self.rootless]
@@ -95,5 +103,6 @@ def mode(environ: dict[str, str], uid: int | None, traits: EngineTraits) -> Engi
         return EngineMode(engine, True, f"podman run by UID {uid}")
     if traits.security_options is not None:
         return EngineMode(engine, False, f"{traits.source} lists no rootless security option")
-    return EngineMode(engine, None, "no rootless socket in DOCKER_HOST, and the engine's security options are not "
-                                    "known")
+    return EngineMode(
+        engine, None, "no rootless socket in DOCKER_HOST, and the engine's security options are not known"
+    )

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 ENV = "ROCMFORGE_DEBIAN_MIRROR"
 CANONICAL = "http://deb.debian.org/debian"
-ARG = ENV   # the build argument has the setting's name, so a Dockerfile run by hand reads the same way
+ARG = ENV  # the build argument has the setting's name, so a Dockerfile run by hand reads the same way
 RETRIES = 3  # apt's own retry count per file (with its backoff): bounded, then the build fails
 
 _URL_RE = re.compile(r"^https?://[A-Za-z0-9._~:/%@+-]*[A-Za-z0-9._~/%+-]$")
@@ -31,13 +31,13 @@ _URL_RE = re.compile(r"^https?://[A-Za-z0-9._~:/%@+-]*[A-Za-z0-9._~/%+-]$")
 SCRATCH = "/tmp/rocmforge-apt"
 SETUP = (
     f'if [ -n "${{{ENV}:-}}" ]; then'
-    f' mkdir -p {SCRATCH}/parts'
-    f' && for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do'
+    f" mkdir -p {SCRATCH}/parts"
+    f" && for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do"
     f' if [ -f "$f" ]; then sed -E "s#https?://deb\\.debian\\.org/debian/?([[:space:]]|\\$)#${{{ENV}}}\\1#g"'
     f' "$f" > "{SCRATCH}/parts/${{f##*/}}"; fi; done'
     f' && printf \'Dir::Etc::SourceList "/dev/null";\\nDir::Etc::SourceParts "{SCRATCH}/parts";\\n\''
-    f' > {SCRATCH}/apt.conf'
-    f' && export APT_CONFIG={SCRATCH}/apt.conf; fi'
+    f" > {SCRATCH}/apt.conf"
+    f" && export APT_CONFIG={SCRATCH}/apt.conf; fi"
 )
 # `apt-get update` exits 0 when a source cannot be reached (it warns and keeps old lists); a pinned
 # install must not go on without fresh lists.
@@ -51,8 +51,11 @@ def from_env(environ: Mapping[str, str] | None = None) -> str | None:
     if not value:
         return None
     if not _URL_RE.match(value):
-        raise UserError(f"{value!r} is not a mirror URL (http://HOST[:PORT]/PATH or https://…; every build container must reach it)",
-                        field=f"${ENV}")
+        raise UserError(
+            f"{value!r} is not a mirror URL (http://HOST[:PORT]/PATH or https://…; "
+            "every build container must reach it)",
+            field=f"${ENV}",
+        )
     return value.rstrip("/")
 
 
@@ -72,11 +75,22 @@ def container_env(environ: Mapping[str, str] | None = None) -> tuple[dict[str, s
 
 def unreachable_hint(output: str) -> bool:
     """Whether apt's output says an archive did not answer (as opposed to a missing pin)."""
-    return any(s in output for s in ("Could not connect", "Unable to connect", "Temporary failure resolving",
-                                     "Could not resolve", "Connection failed", "Connection timed out"))
+    return any(
+        s in output
+        for s in (
+            "Could not connect",
+            "Unable to connect",
+            "Temporary failure resolving",
+            "Could not resolve",
+            "Connection failed",
+            "Connection timed out",
+        )
+    )
 
 
 def unreachable_message(mirror: str | None) -> str:
     where = f"the Debian mirror {mirror} (${ENV})" if mirror else f"the Debian archive {CANONICAL}"
-    return (f"{where} did not answer after {RETRIES} retries per file; check the URL and the network, "
-            f"or set ${ENV} to a mirror this machine reaches")
+    return (
+        f"{where} did not answer after {RETRIES} retries per file; check the URL and the network, "
+        f"or set ${ENV} to a mirror this machine reaches"
+    )

@@ -21,11 +21,16 @@ SOURCE_MARK = "rocmforge-apt-source: "
 DEBIAN_HOSTS = ("deb.debian.org",)
 
 # Lines of apt-get update's output that mean a source failed, and the URL each names.
-_FAILED_RES = (re.compile(r"^Err:\d+ (https?://\S+)"), re.compile(r"Failed to fetch (https?://\S+)"),
-               re.compile(r"The repository '(https?://\S+)"))
-_REASON_RE = re.compile(r"(Temporary failure resolving '[^']*'|Could not resolve '[^']*'|Could not connect to \S+"
-                        r"|Connection timed out|Connection failed|\b[45]\d\d\s+[A-Za-z][A-Za-z ]*"
-                        r"|does not have a Release file|Unable to connect to \S+)")
+_FAILED_RES = (
+    re.compile(r"^Err:\d+ (https?://\S+)"),
+    re.compile(r"Failed to fetch (https?://\S+)"),
+    re.compile(r"The repository '(https?://\S+)"),
+)
+_REASON_RE = re.compile(
+    r"(Temporary failure resolving '[^']*'|Could not resolve '[^']*'|Could not connect to \S+"
+    r"|Connection timed out|Connection failed|\b[45]\d\d\s+[A-Za-z][A-Za-z ]*"
+    r"|does not have a Release file|Unable to connect to \S+)"
+)
 _FAILURE_RE = re.compile(r"^(Err:\d|E: |W: Failed to fetch|W: Some index files failed)", re.M)
 
 
@@ -50,7 +55,8 @@ def checked_update_lines(policy) -> list[str]:
         f"if grep -qE '^(Err:[0-9]|E: |W: Failed to fetch|W: Some index files failed)' {UPDATE_LOG}; then"
         f" grep -sH '^[[:space:]]*deb' /etc/apt/sources.list {LISTS_DIR}/*.list | sed 's/^/{SOURCE_MARK}/';"
         f" rm -f {UPDATE_LOG}; exit 100; fi",
-        f"rm -f {UPDATE_LOG}"]
+        f"rm -f {UPDATE_LOG}",
+    ]
 
 
 def checked_update(policy) -> str:
@@ -87,7 +93,7 @@ class FailedSource:
     url: str
     host: str
     reason: str
-    file: str | None      # the list file holding the source, when the output names it
+    file: str | None  # the list file holding the source, when the output names it
 
 
 def failed_sources(output: str) -> list[FailedSource]:
@@ -95,7 +101,7 @@ def failed_sources(output: str) -> list[FailedSource]:
     files: dict[str, str] = {}
     for line in output.splitlines():
         if line.startswith(SOURCE_MARK):
-            path, _, source = line[len(SOURCE_MARK):].partition(":")
+            path, _, source = line[len(SOURCE_MARK) :].partition(":")
             for url in re.findall(r"https?://\S+", source):
                 files.setdefault(urllib.parse.urlparse(url).hostname or "", path)
     out: dict[str, FailedSource] = {}
@@ -107,7 +113,7 @@ def failed_sources(output: str) -> list[FailedSource]:
                 continue
             url = m.group(1).rstrip("'")
             host = urllib.parse.urlparse(url).hostname or url
-            near = " ".join(lines[i:i + 2])
+            near = " ".join(lines[i : i + 2])
             reason = _REASON_RE.search(near)
             if host not in out or (reason and out[host].reason == "failed"):
                 out[host] = FailedSource(url, host, reason.group(1).strip() if reason else "failed", files.get(host))
@@ -135,7 +141,9 @@ def failure_message(stack_name: str, output: str, *, mirror: str | None = None) 
         where = f"in {f.file}" if f.file else "in the base's apt sources"
         said.append(f"{f.url} (host {f.host}, {where}): {f.reason}")
     names = sorted({(f.file or "").rsplit("/", 1)[-1] for f in vendor if f.file}) or ["<list>"]
-    return (f"stack {stack_name}: apt source did not answer: {'; '.join(said)}. Set stacks.{stack_name}.apt_sources "
-            f"in matrix.yaml: `drop: [{', '.join(names)}]` when no pinned package comes from it, or "
-            f"`replace: {{{names[0]}: \"deb <pinned URL> <suite> <component>\"}}` (for AMD's packages e.g. "
-            "https://repo.radeon.com/rocm/apt/<version>)")
+    return (
+        f"stack {stack_name}: apt source did not answer: {'; '.join(said)}. Set stacks.{stack_name}.apt_sources "
+        f"in matrix.yaml: `drop: [{', '.join(names)}]` when no pinned package comes from it, or "
+        f'`replace: {{{names[0]}: "deb <pinned URL> <suite> <component>"}}` (for AMD\'s packages e.g. '
+        "https://repo.radeon.com/rocm/apt/<version>)"
+    )

@@ -21,6 +21,7 @@ TEST_LABEL = "io.rocmforge.test-session"
 @dataclass(frozen=True)
 class GpuAccess:
     """The device nodes ROCm needs and the numeric GIDs that own them (what --group-add needs)."""
+
     devices: tuple[str, ...] = ()
     group_ids: tuple[int, ...] = ()
 
@@ -42,8 +43,9 @@ def host_gpu_access(dev_root: str = "/dev") -> GpuAccess:
     if not os.path.exists(kfd):
         dxg = os.path.join(dev_root, "dxg")
         return GpuAccess(devices=(dxg,)) if os.path.exists(dxg) else GpuAccess()
-    nodes = [kfd] + sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*")) +
-                           glob.glob(os.path.join(dev_root, "dri", "card*")))
+    nodes = [kfd] + sorted(
+        glob.glob(os.path.join(dev_root, "dri", "renderD*")) + glob.glob(os.path.join(dev_root, "dri", "card*"))
+    )
     gids = sorted({os.stat(n).st_gid for n in nodes if os.path.exists(n)} - {0})
     return GpuAccess(devices=tuple(nodes), group_ids=tuple(gids))
 
@@ -65,22 +67,30 @@ def _device_options(gpu: GpuAccess) -> dict:
     and no seccomp filter (ROCm's runtime calls what the default profile refuses)."""
     if not gpu.present:
         return {}
-    return {"devices": [f"{d}:{d}:rwm" for d in gpu.devices], "group_add": [str(g) for g in gpu.group_ids],
-            "security_opt": ["seccomp=unconfined"]}
+    return {
+        "devices": [f"{d}:{d}:rwm" for d in gpu.devices],
+        "group_add": [str(g) for g in gpu.group_ids],
+        "security_opt": ["seccomp=unconfined"],
+    }
 
 
 @dataclass
 class TrackedContainer:
-    client: Engine          # the engine the container runs on
+    client: Engine  # the engine the container runs on
     image: str
     gpu: GpuAccess = field(default_factory=GpuAccess)
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     container: object = None
 
-    def start(self) -> "TrackedContainer":
+    def start(self) -> TrackedContainer:
         self.container = self.client.docker.containers.run(
-            self.image, ["infinity"], entrypoint=["sleep"], detach=True, labels={TEST_LABEL: self.session},
-            **_device_options(self.gpu))
+            self.image,
+            ["infinity"],
+            entrypoint=["sleep"],
+            detach=True,
+            labels={TEST_LABEL: self.session},
+            **_device_options(self.gpu),
+        )
         return self
 
     @property
@@ -94,8 +104,12 @@ class TrackedContainer:
         exec_id = api.exec_create(self.container.id, argv, environment=env, stdout=True, stderr=True)["Id"]
         out, err = api.exec_start(exec_id, demux=True)
         rc = api.exec_inspect(exec_id)["ExitCode"]
-        return ExecResult(rc=rc, stdout=(out or b"").decode(errors="replace"),
-                          stderr=(err or b"").decode(errors="replace"), timed_out=rc in (124, 137))
+        return ExecResult(
+            rc=rc,
+            stdout=(out or b"").decode(errors="replace"),
+            stderr=(err or b"").decode(errors="replace"),
+            timed_out=rc in (124, 137),
+        )
 
     def put_files(self, dest_dir: str, files: dict[str, bytes], mode: int = 0o755) -> None:
         buf = io.BytesIO()
@@ -111,7 +125,7 @@ class TrackedContainer:
         """The bytes of a regular file in the container, None when there is nothing at path; read
         through the engine's archive API, so no program in the image stands between the file and
         us. ValueError naming what is there when it is not a regular file."""
-        import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
+        import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
 
         try:
             stream, _ = self.container.get_archive(path)
@@ -120,8 +134,17 @@ class TrackedContainer:
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.next()
             if member is None or not member.isfile():
-                what = "nothing" if member is None else ("a symlink to " + member.linkname if member.issym()
-                                                         else "a folder" if member.isdir() else "not a regular file")
+                what = (
+                    "nothing"
+                    if member is None
+                    else (
+                        "a symlink to " + member.linkname
+                        if member.issym()
+                        else "a folder"
+                        if member.isdir()
+                        else "not a regular file"
+                    )
+                )
                 raise ValueError(f"{what} where a file was expected")
             return tar.extractfile(member).read()
 
@@ -130,10 +153,10 @@ class TrackedContainer:
             _kill_and_remove(self.container)
             self.container = None
 
-    def __enter__(self) -> "TrackedContainer":
+    def __enter__(self) -> TrackedContainer:
         try:
             return self.start()
-        except BaseException:    # Ctrl-C between create and start: the container exists, unnamed to us
+        except BaseException:  # Ctrl-C between create and start: the container exists, unnamed to us
             remove_session_leftovers(self.client, self.session)
             raise
 
@@ -160,7 +183,7 @@ def _kill_and_remove(container) -> None:
 
 def remove_session_leftovers(client: Engine, session: str) -> int:
     """Safety net after Ctrl-C or a crashed run: remove every container of the session."""
-    import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
+    import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
 
     n = 0
     for c in client.docker.containers.list(all=True, filters={"label": f"{TEST_LABEL}={session}"}):
@@ -168,7 +191,7 @@ def remove_session_leftovers(client: Engine, session: str) -> int:
             _kill(c)
             c.remove(force=True)
         except docker.errors.NotFound:
-            continue          # its own suite process removed it between the listing and here
+            continue  # its own suite process removed it between the listing and here
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise
@@ -176,18 +199,21 @@ def remove_session_leftovers(client: Engine, session: str) -> int:
     return n
 
 
-def run_as_users_do(client: Engine, image: str, argv: list[str], *, session: str,
-                    gpu: GpuAccess | None = None, timeout: int = 120) -> ExecResult:
+def run_as_users_do(
+    client: Engine, image: str, argv: list[str], *, session: str, gpu: GpuAccess | None = None, timeout: int = 120
+) -> ExecResult:
     """`docker run --rm IMAGE ARGV...` as a user types it: the image's own Entrypoint, Env, User
     and WorkingDir, nothing added but the GPU devices (which a user passes too, and which change
     no config). Exec into a running container skips the entrypoint, so only this shows what users
     get. A container that cannot start (its entrypoint missing) is exit 127 with the engine's
     error as stderr, as `docker run` reports it. Labelled with the session: a leftover after a
     crash is removed by remove_session_leftovers."""
-    import docker.errors          # docker-py is loaded by the commands that run containers, not at start-up
-    import requests.exceptions    # as docker-py's read timeout surfaces; loaded with it
+    import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
+    import requests.exceptions  # as docker-py's read timeout surfaces; loaded with it
 
-    c = client.docker.containers.create(image, list(argv), labels={TEST_LABEL: session}, **_device_options(gpu or GpuAccess()))
+    c = client.docker.containers.create(
+        image, list(argv), labels={TEST_LABEL: session}, **_device_options(gpu or GpuAccess())
+    )
     try:
         try:
             c.start()
@@ -199,7 +225,7 @@ def run_as_users_do(client: Engine, image: str, argv: list[str], *, session: str
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             try:
                 c.kill()
-            except docker.errors.APIError:   # it ended between the timeout and the kill
+            except docker.errors.APIError:  # it ended between the timeout and the kill
                 pass
             rc, timed_out = 137, True
         out = c.logs(stdout=True, stderr=False).decode(errors="replace")
@@ -207,7 +233,7 @@ def run_as_users_do(client: Engine, image: str, argv: list[str], *, session: str
         return ExecResult(rc=rc, stdout=out, stderr=err, timed_out=timed_out)
     finally:
         try:
-            _kill(c)   # still running when the wait was interrupted
+            _kill(c)  # still running when the wait was interrupted
             c.remove(force=True)
-        except docker.errors.NotFound:   # an interrupted run's sweep got there first
+        except docker.errors.NotFound:  # an interrupted run's sweep got there first
             pass

@@ -22,9 +22,9 @@ import hashlib
 import json
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from rocmforge.shared.streams import CHUNK_SIZE
 
@@ -43,7 +43,7 @@ def candidates(engine_root: Path) -> list[Path]:
 @dataclass
 class BlobLayer:
     diff_id: str
-    size: int                    # the blob's bytes: what is read from the store
+    size: int  # the blob's bytes: what is read from the store
     blob: Path
     gzipped: bool
 
@@ -65,7 +65,7 @@ class BlobLayer:
                     out = inflate.decompress(piece)
                     if out:
                         yield out
-                    if inflate.eof:   # a gzip stream of several members: the next starts here
+                    if inflate.eof:  # a gzip stream of several members: the next starts here
                         piece, inflate = inflate.unused_data, zlib.decompressobj(wbits=31)
                     else:
                         piece = b""
@@ -82,7 +82,7 @@ class ContentStore:
         self.manifest: dict = {}
 
     @classmethod
-    def of(cls, engine_root: Path, image_id: str) -> "ContentStore | None":
+    def of(cls, engine_root: Path, image_id: str) -> ContentStore | None:
         """The content store under engine_root (or the system's) that holds image_id's manifest,
         when this process can read it; else None."""
         for root in candidates(engine_root):
@@ -114,7 +114,7 @@ class ContentStore:
         except ValueError:
             return None
         if not isinstance(manifest, dict) or manifest.get("mediaType") in INDEXES:
-            return None    # a multi-platform image: its layers come by `docker save`
+            return None  # a multi-platform image: its layers come by `docker save`
         config = (manifest.get("config") or {}).get("digest")
         data = self._blob(config) if isinstance(config, str) else None
         if data is not None:

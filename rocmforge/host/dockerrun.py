@@ -20,9 +20,18 @@ WSL_LIBS = "/usr/lib/wsl"
 WSL_ENV = {"HSA_ENABLE_DXG_DETECTION": "1"}
 
 
-def docker_run_argv(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[str], *,
-                    interactive: bool, docker: str = "docker", cdi_devices: tuple[str, ...] = (),
-                    keep_groups: bool = False, shm_size: str | None = None) -> list[str]:
+def docker_run_argv(
+    image: str,
+    gpu: GpuAccess,
+    env: dict[str, str],
+    cmd: list[str],
+    *,
+    interactive: bool,
+    docker: str = "docker",
+    cdi_devices: tuple[str, ...] = (),
+    keep_groups: bool = False,
+    shm_size: str | None = None,
+) -> list[str]:
     """cdi_devices: CDI names (amd.com/gpu=0, ...) that replace the raw nodes, given only when the
     host's spec fits it and the engine reads it (the doctor's cdi check). keep_groups: a rootless
     podman, whose user namespace does not map the nodes' GIDs: the user's own groups are kept
@@ -51,15 +60,31 @@ def shell_line(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
-def dry_run_text(image: str, gpu: GpuAccess, env: dict[str, str], cmd: list[str], *, interactive: bool,
-                 docker_cdi: tuple[str, ...] = (), podman_cdi: tuple[str, ...] = (),
-                 shm_size: str | None = None) -> str:
+def dry_run_text(
+    image: str,
+    gpu: GpuAccess,
+    env: dict[str, str],
+    cmd: list[str],
+    *,
+    interactive: bool,
+    docker_cdi: tuple[str, ...] = (),
+    podman_cdi: tuple[str, ...] = (),
+    shm_size: str | None = None,
+) -> str:
     """`run --dry-run`: the whole command for Docker and for podman, each after a `# docker` /
     `# podman` comment line, so the output is itself a shell script and each command one line.
     podman keeps the user's groups (keep-groups) instead of numeric GIDs: a rootless podman's user
     namespace does not map the host's render GID, and for a rootful one the groups are root's."""
-    docker = docker_run_argv(image, gpu, env, cmd, interactive=interactive, cdi_devices=docker_cdi,
-                             shm_size=shm_size)
-    podman = docker_run_argv(image, gpu, env, cmd, interactive=interactive, docker="podman",
-                             cdi_devices=podman_cdi, keep_groups=True, shm_size=shm_size)
+    docker = docker_run_argv(image, gpu, env, cmd, interactive=interactive, cdi_devices=docker_cdi, shm_size=shm_size)
+    podman = docker_run_argv(
+        image,
+        gpu,
+        env,
+        cmd,
+        interactive=interactive,
+        docker="podman",
+        cdi_devices=podman_cdi,
+        keep_groups=True,
+        shm_size=shm_size,
+    )
     return "\n".join(["# docker", shell_line(docker), "# podman", shell_line(podman)])

@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rocmforge.host import engineinfo
 from rocmforge.shared.errors import BuildError
@@ -38,7 +39,7 @@ class ImageMissing(EngineError):
 
 
 class DiskSpace(NamedTuple):
-    path: str            # the engine's data root
+    path: str  # the engine's data root
     free_bytes: int
 
 
@@ -68,13 +69,13 @@ class Engine:
     shows it, name@digest); `identity` is what rocmforge calls an image's ID on every store."""
 
     # How a store wants a normalised image loaded (see host/engines.py for each store's reasons).
-    loads_by_manifest = False         # the image is known by the manifest rocmforge writes: an OCI layout
-    loads_partial_layouts = False     # an OCI layout may leave out the blobs of layers the engine holds
-    loads_added_layers_only = True    # a docker-archive may leave out layers the engine already holds
+    loads_by_manifest = False  # the image is known by the manifest rocmforge writes: an OCI layout
+    loads_partial_layouts = False  # an OCI layout may leave out the blobs of layers the engine holds
+    loads_added_layers_only = True  # a docker-archive may leave out layers the engine already holds
     store_name = "the engine's store"
 
     def __init__(self, client: DockerClient, described: engineinfo.EngineInfo):
-        self.docker = client          # host/ only: the docker-py client behind this engine
+        self.docker = client  # host/ only: the docker-py client behind this engine
         self.described = described
 
     # --- the engine itself ------------------------------------------------------------------
@@ -196,8 +197,10 @@ class Engine:
     def unreadable(self) -> str:
         """Why layer_reader gave None, for the log."""
         root = self.data_root()
-        return (f"{self.store_name} is not readable here (data root {root or 'not reported'}; set "
-                f"${engineinfo.ROOT_ENV} to where this host sees it)")
+        return (
+            f"{self.store_name} is not readable here (data root {root or 'not reported'}; set "
+            f"${engineinfo.ROOT_ENV} to where this host sees it)"
+        )
 
     def remember_manifest(self, manifest: bytes) -> str:
         """The ID the engine will show for an image loaded by this manifest: its config's digest,
@@ -206,13 +209,29 @@ class Engine:
 
     # --- the builder -------------------------------------------------------------------------
 
-    def build(self, context: Iterable[bytes] | object, *, tag: str, labels: dict[str, str],
-              buildargs: dict[str, str], nocache: bool) -> Iterator[dict]:
+    def build(
+        self,
+        context: Iterable[bytes] | object,
+        *,
+        tag: str,
+        labels: dict[str, str],
+        buildargs: dict[str, str],
+        nocache: bool,
+    ) -> Iterator[dict]:
         """Runs the engine's own builder on a tar context; the decoded progress stream."""
         with translated():
-            stream = self.docker.api.build(fileobj=context, custom_context=True, tag=tag, labels=labels,
-                                           buildargs=buildargs, rm=True, forcerm=True, nocache=nocache,
-                                           pull=False, decode=True)
+            stream = self.docker.api.build(
+                fileobj=context,
+                custom_context=True,
+                tag=tag,
+                labels=labels,
+                buildargs=buildargs,
+                rm=True,
+                forcerm=True,
+                nocache=nocache,
+                pull=False,
+                decode=True,
+            )
         return _streamed(stream)
 
     # --- containers --------------------------------------------------------------------------

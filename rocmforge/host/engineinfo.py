@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from docker import DockerClient
 
 GRAPHDRIVER, CONTAINERD, PODMAN = "graphdriver", "containerd", "podman"
-MIN_API = (1, 41)          # Docker 20.10 and podman's compatible API; older lacks what normalise uses
+MIN_API = (1, 41)  # Docker 20.10 and podman's compatible API; older lacks what normalise uses
 CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
 KNOWN_DRIVERS = {"overlay2", "overlay", "fuse-overlayfs", "vfs", "btrfs", "zfs", "devicemapper", "aufs"}
 # The engine's data root as this process sees it, where that is not the path the engine reports:
@@ -28,11 +28,11 @@ ROOT_ENV = "ROCMFORGE_ENGINE_ROOT"
 
 @dataclass(frozen=True)
 class EngineInfo:
-    name: str            # "Docker Engine", "Podman Engine"
+    name: str  # "Docker Engine", "Podman Engine"
     version: str
     api_version: str
-    driver: str          # the storage driver (overlay2; overlayfs under the containerd store)
-    store: str           # GRAPHDRIVER, CONTAINERD or PODMAN
+    driver: str  # the storage driver (overlay2; overlayfs under the containerd store)
+    store: str  # GRAPHDRIVER, CONTAINERD or PODMAN
 
     @property
     def podman(self) -> bool:
@@ -64,9 +64,13 @@ def read(client: DockerClient) -> EngineInfo:
         store = CONTAINERD
     else:
         store = GRAPHDRIVER
-    return EngineInfo(name="Podman Engine" if podman else "Docker Engine",
-                      version=str(version.get("Version") or "unknown"),
-                      api_version=str(version.get("ApiVersion") or "unknown"), driver=driver, store=store)
+    return EngineInfo(
+        name="Podman Engine" if podman else "Docker Engine",
+        version=str(version.get("Version") or "unknown"),
+        api_version=str(version.get("ApiVersion") or "unknown"),
+        driver=driver,
+        store=store,
+    )
 
 
 def problem(engine: EngineInfo) -> str | None:
@@ -76,8 +80,10 @@ def problem(engine: EngineInfo) -> str | None:
     if api and api < MIN_API:
         return f"{engine.describe()}: {need}"
     if engine.store != CONTAINERD and engine.driver not in KNOWN_DRIVERS | {"unknown"}:
-        return (f"{engine.describe()}: unknown storage driver {engine.driver!r}; rocmforge works with "
-                f"{', '.join(sorted(KNOWN_DRIVERS))} or the containerd image store")
+        return (
+            f"{engine.describe()}: unknown storage driver {engine.driver!r}; rocmforge works with "
+            f"{', '.join(sorted(KNOWN_DRIVERS))} or the containerd image store"
+        )
     return None
 
 

@@ -66,8 +66,11 @@ class PodmanEngine(Engine):
         return PodmanStore.of(self.data_root(), self.described.driver)
 
 
-_BY_STORE = {engineinfo.GRAPHDRIVER: GraphDriverEngine, engineinfo.CONTAINERD: ContainerdEngine,
-             engineinfo.PODMAN: PodmanEngine}
+_BY_STORE = {
+    engineinfo.GRAPHDRIVER: GraphDriverEngine,
+    engineinfo.CONTAINERD: ContainerdEngine,
+    engineinfo.PODMAN: PodmanEngine,
+}
 
 
 def wrap(client: DockerClient) -> Engine:
@@ -83,8 +86,9 @@ def connect(timeout: int = 600, *, base_url: str | None = None, check: bool = Tr
     import docker  # docker-py (0.17 s) loads at the first engine call
 
     try:
-        client = docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else \
-            docker.from_env(timeout=timeout)
+        client = (
+            docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else docker.from_env(timeout=timeout)
+        )
         client.ping()
         engine = wrap(client)
     except (docker.errors.DockerException, OSError, EngineError) as exc:

@@ -11,8 +11,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Protocol
 
 # Wheels that run on the stack's glibc: trixie has 2.41, jammy 2.35.
 PLATFORMS = ["manylinux2014_x86_64"] + [f"manylinux_2_{n}_x86_64" for n in range(17, 36)] + ["linux_x86_64"]
@@ -25,6 +26,7 @@ class FetchError(Exception):
 
 class LockedWheel(Protocol):
     """One locked wheel (resolve.lockmodel.PythonFile is one): its version, file name and sha256s."""
+
     version: str
     file: str
     sha256: list[str]
@@ -39,8 +41,19 @@ def _sha256(path: Path) -> str:
 
 
 def _pip_download(args: list[str], dest: Path, ca_bundle: Path | None) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir", "-q",
-           "--only-binary=:all:", "-d", str(dest), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "-q",
+        "--only-binary=:all:",
+        "-d",
+        str(dest),
+        *args,
+    ]
     if ca_bundle:
         cmd += ["--cert", str(ca_bundle)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_FIND_LINKS")}
@@ -51,8 +64,18 @@ def _pip_download(args: list[str], dest: Path, ca_bundle: Path | None) -> None:
 
 def _target_args(python: str) -> list[str]:
     major, minor = python.split(".")[:2]
-    args = ["--python-version", f"{major}.{minor}", "--implementation", "cp", "--abi", f"cp{major}{minor}",
-            "--abi", "abi3", "--abi", "none"]
+    args = [
+        "--python-version",
+        f"{major}.{minor}",
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{major}{minor}",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
     for p in PLATFORMS:
         args += ["--platform", p]
     return args + ["--platform", "any"]
@@ -65,13 +88,17 @@ def _canonical(name: str) -> str:
 def resolve_wheels(requirements: dict[str, str], python: str, work: Path, ca_bundle: Path | None = None) -> dict:
     """The full closure of `requirements` for CPython `python` as wheels: name → version, file, sha256."""
     with tempfile.TemporaryDirectory(dir=_mk(work), prefix="resolve-") as tmp:
-        _pip_download([f"{k}=={v}" for k, v in sorted(requirements.items())] + _target_args(python),
-                      Path(tmp), ca_bundle)
+        _pip_download(
+            [f"{k}=={v}" for k, v in sorted(requirements.items())] + _target_args(python), Path(tmp), ca_bundle
+        )
         out = {}
         for wheel in sorted(Path(tmp).glob("*.whl")):
             m = WHEEL_RE.match(wheel.name)
-            out[_canonical(m.group("name"))] = {"version": m.group("version"), "file": wheel.name,
-                                                "sha256": [_sha256(wheel)]}
+            out[_canonical(m.group("name"))] = {
+                "version": m.group("version"),
+                "file": wheel.name,
+                "sha256": [_sha256(wheel)],
+            }
             store(work, wheel)
         return dict(sorted(out.items()))
 
@@ -126,7 +153,9 @@ def _download_wheel(name: str, entry: LockedWheel, python: str, work: Path, ca_b
                 store(work, wheel)
 
 
-def wheels_for(locked: Mapping[str, LockedWheel], python: str, work: Path, ca_bundle: Path | None = None) -> dict[str, bytes]:
+def wheels_for(
+    locked: Mapping[str, LockedWheel], python: str, work: Path, ca_bundle: Path | None = None
+) -> dict[str, bytes]:
     """The locked wheels as {file name: bytes}, from the cache or downloaded and verified. A cached
     wheel whose bytes do not match its sha256 is never used: it is removed and fetched again."""
     files: dict[str, bytes] = {}
@@ -136,8 +165,14 @@ def wheels_for(locked: Mapping[str, LockedWheel], python: str, work: Path, ca_bu
         data, corrupt = _cached_bytes(cached, digest)
         if data is None:
             what = f"{name}=={entry.version}"
-            why = (f"{what}: the cached wheel {cached} was corrupt (sha256 {corrupt}, expected {digest}) "
-                   "and was removed; ") if corrupt else ""
+            why = (
+                (
+                    f"{what}: the cached wheel {cached} was corrupt (sha256 {corrupt}, expected {digest}) "
+                    "and was removed; "
+                )
+                if corrupt
+                else ""
+            )
             try:
                 _download_wheel(name, entry, python, work, ca_bundle)
             except FetchError as exc:
@@ -158,8 +193,10 @@ def git_mirrors() -> list[tuple[str, str]]:
     for item in os.environ.get(MIRRORS_ENV, "").replace(",", " ").split():
         upstream, sep, mirror = item.partition("=")
         if not sep or not upstream or not mirror:
-            raise FetchError(f"${MIRRORS_ENV}: {item!r} is not UPSTREAM=MIRROR "
-                             "(e.g. https://github.com/=file:///srv/git/github.com/)")
+            raise FetchError(
+                f"${MIRRORS_ENV}: {item!r} is not UPSTREAM=MIRROR "
+                "(e.g. https://github.com/=file:///srv/git/github.com/)"
+            )
         pairs.append((upstream, mirror))
     return pairs
 
@@ -182,7 +219,7 @@ def git_env() -> dict[str, str]:
 def mirror_of(url: str) -> str | None:
     """Where git will really fetch `url` from, when a rocmforge mirror rewrites it."""
     best = max((p for p in git_mirrors() if url.startswith(p[0])), key=lambda p: len(p[0]), default=None)
-    return best[1] + url[len(best[0]):] if best else None
+    return best[1] + url[len(best[0]) :] if best else None
 
 
 def _where(url: str) -> str:
@@ -194,8 +231,9 @@ def ls_remote(url: str, ref: str, timeout: int = 60) -> str:
     """The commit a branch or tag points at now."""
     env = git_env()
     try:
-        proc = subprocess.run(["git", "ls-remote", url, ref, f"{ref}^{{}}"], capture_output=True, text=True,
-                              timeout=timeout, env=env)
+        proc = subprocess.run(
+            ["git", "ls-remote", url, ref, f"{ref}^{{}}"], capture_output=True, text=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         raise FetchError(f"{_where(url)} did not answer within {timeout}s") from None
     if proc.returncode != 0:
@@ -219,7 +257,9 @@ def source_tree(url: str, commit: str, work: Path) -> dict[str, bytes]:
 
     if not repo.exists():
         _mk(repo.parent)
-        proc = subprocess.run(["git", "clone", "--bare", "--quiet", url, str(repo)], capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            ["git", "clone", "--bare", "--quiet", url, str(repo)], capture_output=True, text=True, env=env
+        )
         if proc.returncode != 0:
             shutil.rmtree(repo, ignore_errors=True)
             raise FetchError(f"cannot clone {_where(url)}: {proc.stderr.strip()[-300:]}")
@@ -241,7 +281,7 @@ def _unpack(repo: Path, commit: str, dest: Path) -> None:
     try:
         subprocess.run(["tar", "-x", "-C", str(dest)], stdin=git.stdout, check=True)
     finally:
-        git.stdout.close()       # tar is done or gone: git must not wait on a full pipe
+        git.stdout.close()  # tar is done or gone: git must not wait on a full pipe
         if git.poll() is None and sys.exc_info()[0] is not None:
             git.kill()
         git.wait()

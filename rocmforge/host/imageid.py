@@ -11,12 +11,13 @@ import json
 import os
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from rocmforge.host.ocilayout import blob_name, config_digest
 from rocmforge.shared.files import user_cache
 from rocmforge.shared.streams import ChunkStream
+
 
 def cache_dir() -> Path:
     return user_cache("manifests")

@@ -19,9 +19,9 @@ import gzip
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from rocmforge.shared.streams import CHUNK_SIZE
 
@@ -37,9 +37,9 @@ def chain_ids(diff_ids: list[str]) -> list[str]:
 @dataclass
 class StoredLayer:
     diff_id: str
-    size: int                        # bytes of the layer tar
-    files: Path                      # the layer's directory
-    tar_split: Path                  # its tar-split records (gzipped JSON lines)
+    size: int  # bytes of the layer tar
+    files: Path  # the layer's directory
+    tar_split: Path  # its tar-split records (gzipped JSON lines)
 
     @property
     def tar_size(self) -> int:
@@ -50,9 +50,9 @@ class StoredLayer:
         with gzip.open(self.tar_split, "rt", encoding="utf-8") as f:
             for line in f:
                 rec = json.loads(line)
-                if rec["type"] == 2:               # raw tar bytes: headers, padding, the end blocks
+                if rec["type"] == 2:  # raw tar bytes: headers, padding, the end blocks
                     yield base64.b64decode(rec.get("payload") or "")
-                elif rec.get("size"):              # a file's content, from the layer's directory
+                elif rec.get("size"):  # a file's content, from the layer's directory
                     if ".." in Path(rec["name"]).parts:
                         raise ValueError(f"layer record names {rec['name']!r}")
                     yield self.files / rec["name"].lstrip("/"), rec["size"]
@@ -82,7 +82,7 @@ class LayerStore:
         self.imagedb = root / "image" / "overlay2" / "imagedb" / "content" / "sha256"
 
     @classmethod
-    def of(cls, root: Path | None, driver: str) -> "LayerStore | None":
+    def of(cls, root: Path | None, driver: str) -> LayerStore | None:
         """The store under the engine data root when it is overlay2 and this process can read it."""
         if driver != "overlay2" or root is None:
             return None
@@ -102,7 +102,7 @@ class LayerStore:
 
     def layer(self, diff_ids: list[str], index: int) -> StoredLayer | None:
         """Layer `index` of an image whose layers are diff_ids, or None when the store lacks it."""
-        chain = chain_ids(diff_ids[:index + 1])[-1]
+        chain = chain_ids(diff_ids[: index + 1])[-1]
         meta = self.layerdb / chain.split(":")[-1]
         try:
             if (meta / "diff").read_text().strip() != diff_ids[index]:

@@ -10,8 +10,8 @@ import re
 
 from rocmforge.shared.errors import ImageArchiveError
 
-PLATFORM = ("linux", "amd64")          # what rocmforge builds
-NESTED_INDEXES = 1                     # Docker's: index.json -> the image's index -> manifests
+PLATFORM = ("linux", "amd64")  # what rocmforge builds
+NESTED_INDEXES = 1  # Docker's: index.json -> the image's index -> manifests
 
 
 def blob_name(digest: str) -> str:
@@ -35,8 +35,10 @@ def _blob_json(small: dict[str, bytes], digest: str, what: str) -> dict:
 def _is_attestation(desc: dict) -> bool:
     """Buildkit's provenance and SBOM manifests, listed beside the platforms as unknown/unknown."""
     platform = desc.get("platform") or {}
-    return (platform.get("os") == "unknown"
-            or (desc.get("annotations") or {}).get("vnd.docker.reference.type") == "attestation-manifest")
+    return (
+        platform.get("os") == "unknown"
+        or (desc.get("annotations") or {}).get("vnd.docker.reference.type") == "attestation-manifest"
+    )
 
 
 def _platform(desc: dict) -> tuple:
@@ -50,11 +52,14 @@ def _choose(index: dict, small: dict[str, bytes]) -> dict:
     images = [d for d in index.get("manifests") or [] if not _is_attestation(d)]
     if len(images) != 1:
         images = [d for d in images if _platform(d) == PLATFORM] or [
-            d for d in images if blob_name(d.get("digest")) in small]
+            d for d in images if blob_name(d.get("digest")) in small
+        ]
     if len(images) != 1:
         platforms = sorted("/".join(map(str, _platform(d))) for d in index.get("manifests") or [])
-        raise ImageArchiveError(f"the OCI index lists {len(index.get('manifests') or [])} images "
-                                f"({', '.join(platforms) or 'none'}), expected one, or one for linux/amd64")
+        raise ImageArchiveError(
+            f"the OCI index lists {len(index.get('manifests') or [])} images "
+            f"({', '.join(platforms) or 'none'}), expected one, or one for linux/amd64"
+        )
     return images[0]
 
 
@@ -68,7 +73,7 @@ def _image_manifest(small: dict[str, bytes], node: dict | None = None) -> dict:
     for _ in range(NESTED_INDEXES + 1):
         desc = _choose(node, small)
         node = _blob_json(small, desc.get("digest"), "image manifest")
-        if "manifests" not in node:     # a manifest, not another index (media types are optional)
+        if "manifests" not in node:  # a manifest, not another index (media types are optional)
             return node
     raise ImageArchiveError(f"the OCI index nests image indexes deeper than {NESTED_INDEXES}")
 

@@ -31,11 +31,11 @@ class PodmanStore:
     def __init__(self, root: Path):
         self.root = root
         self.layer_meta = root / "overlay-layers"
-        self.chain: list[dict] = []          # the layers of the image `config` read, bottom first
-        self.manifest: dict = {}             # their descriptors, as a manifest naming them would
+        self.chain: list[dict] = []  # the layers of the image `config` read, bottom first
+        self.manifest: dict = {}  # their descriptors, as a manifest naming them would
 
     @classmethod
-    def of(cls, root: Path | None, driver: str) -> "PodmanStore | None":
+    def of(cls, root: Path | None, driver: str) -> PodmanStore | None:
         if driver != "overlay" or root is None:
             return None
         store = cls(root)
@@ -62,8 +62,11 @@ class PodmanStore:
         if hashlib.sha256(data).hexdigest() != hexpart:
             return None
         images = self._json(self.root / "overlay-images" / "images.json") or []
-        layers = {entry.get("id"): entry for entry in self._json(self.layer_meta / "layers.json") or []
-                  if isinstance(entry, dict)}
+        layers = {
+            entry.get("id"): entry
+            for entry in self._json(self.layer_meta / "layers.json") or []
+            if isinstance(entry, dict)
+        }
         top = next((i.get("layer") for i in images if isinstance(i, dict) and i.get("id") == hexpart), None)
         chain = []
         while top:
@@ -79,8 +82,9 @@ class PodmanStore:
         if [entry.get("diff-digest") for entry in chain] != diff_ids:
             return None
         self.chain = chain
-        self.manifest = {"layers": [{"mediaType": LAYER_TYPE, "digest": e["diff-digest"], "size": e.get("diff-size")}
-                                    for e in chain]}
+        self.manifest = {
+            "layers": [{"mediaType": LAYER_TYPE, "digest": e["diff-digest"], "size": e.get("diff-size")} for e in chain]
+        }
         return data
 
     def layer(self, diff_ids: list[str], index: int) -> StoredLayer | None:
@@ -90,8 +94,9 @@ class PodmanStore:
         layer_id = self.chain[index]["id"]
         if not isinstance(layer_id, str) or "/" in layer_id or layer_id.startswith("."):
             return None
-        layer = StoredLayer(diff_ids[index], 0, self.root / "overlay" / layer_id / "diff",
-                            self.layer_meta / f"{layer_id}.tar-split.gz")
+        layer = StoredLayer(
+            diff_ids[index], 0, self.root / "overlay" / layer_id / "diff", self.layer_meta / f"{layer_id}.tar-split.gz"
+        )
         try:
             layer.size = sum(len(s) if isinstance(s, bytes) else s[1] for s in layer.segments())
         except (OSError, ValueError, KeyError, EOFError):

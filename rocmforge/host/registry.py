@@ -22,23 +22,27 @@ if TYPE_CHECKING:
 
 # Docker's reference grammar for one path component; the namespace may have several.
 REFERENCE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-REGISTRY_RE = re.compile(rf"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(?::(?P<port>[0-9]+))?"
-                          rf"(?:/(?P<ns>{REFERENCE_COMPONENT}(?:/{REFERENCE_COMPONENT})*))?$")
+REGISTRY_RE = re.compile(
+    rf"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(?::(?P<port>[0-9]+))?"
+    rf"(?:/(?P<ns>{REFERENCE_COMPONENT}(?:/{REFERENCE_COMPONENT})*))?$"
+)
 # Without a namespace the images keep the name they have locally.
 DEFAULT_NAMESPACE = "rocmforge"
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.docker.distribution.manifest.v2+json",
-    # Also accepted so that a tag overwritten by another tool (buildx, an OCI pusher) shows its real
-    # digest instead of "unknown": otherwise the registry may refuse the request outright.
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.index.v1+json",
-])
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        # Also accepted so that a tag overwritten by another tool (buildx, an OCI pusher) shows its real
+        # digest instead of "unknown": otherwise the registry may refuse the request outright.
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.index.v1+json",
+    ]
+)
 
 
 @dataclass(frozen=True)
 class Registry:
-    host: str          # host[:port], exactly as the engine sees it in a reference
+    host: str  # host[:port], exactly as the engine sees it in a reference
     namespace: str
 
     def repository(self, target: str) -> str:
@@ -48,14 +52,18 @@ class Registry:
 def parse(text: str) -> Registry:
     m = REGISTRY_RE.match(text.strip())
     if not m:
-        raise UserError(f"{text!r} is not HOST[:PORT][/NAMESPACE] (namespace: lower-case path components)",
-                        field="--registry")
+        raise UserError(
+            f"{text!r} is not HOST[:PORT][/NAMESPACE] (namespace: lower-case path components)", field="--registry"
+        )
     host = m["host"] + (f":{m['port']}" if m["port"] else "")
     # The engine reads a first component without '.' or ':' (other than localhost) as a Docker Hub
     # user, so such a "registry" would silently push to Docker Hub instead.
     if "." not in m["host"] and not m["port"] and m["host"] != "localhost" and not m["host"].startswith("["):
-        raise UserError(f"{text!r}: {m['host']!r} would be read as a Docker Hub namespace, not a registry host; "
-                        f"give a host with a dot or a port (e.g. {m['host']}:5000)", field="--registry")
+        raise UserError(
+            f"{text!r}: {m['host']!r} would be read as a Docker Hub namespace, not a registry host; "
+            f"give a host with a dot or a port (e.g. {m['host']}:5000)",
+            field="--registry",
+        )
     return Registry(host=host, namespace=m["ns"] or DEFAULT_NAMESPACE)
 
 
@@ -95,8 +103,10 @@ def manifest_digest(client: Engine, repository: str, tag: str, timeout: float = 
         if exc.code == 404:
             return None
         if exc.code == 401:
-            raise BuildError(f"registry {host} wants authentication to read {name}:{tag}; "
-                             "rocmforge only reads registries that allow anonymous reads") from None
+            raise BuildError(
+                f"registry {host} wants authentication to read {name}:{tag}; "
+                "rocmforge only reads registries that allow anonymous reads"
+            ) from None
         raise BuildError(f"registry {host}: HEAD {url} answered {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise BuildError(f"registry {host} is not reachable at {url}: {getattr(exc, 'reason', exc)}") from None
@@ -107,15 +117,16 @@ def manifest_digest(client: Engine, repository: str, tag: str, timeout: float = 
     return digest
 
 
-MAX_DOCUMENT = 4 << 20    # a manifest or an image config; anything bigger is not one
+MAX_DOCUMENT = 4 << 20  # a manifest or an image config; anything bigger is not one
 
 
 def scheme(client: Engine, host: str) -> str:
     return "http" if insecure(client, host) else "https"
 
 
-def get_document(client: Engine, repository: str, reference: str, *, blob: bool = False,
-                 timeout: float = 30) -> tuple[str, bytes]:
+def get_document(
+    client: Engine, repository: str, reference: str, *, blob: bool = False, timeout: float = 30
+) -> tuple[str, bytes]:
     """A manifest (by tag or digest) or a blob (by digest) of repository, as (digest, bytes). Whatever
     is asked for by digest is checked against it, and a manifest's bytes against the digest the
     registry names: a cut-off or altered answer raises BuildError, it is never read."""
@@ -139,8 +150,10 @@ def get_document(client: Engine, repository: str, reference: str, *, blob: bool 
     actual = "sha256:" + hashlib.sha256(data).hexdigest()
     expected = reference if reference.startswith("sha256:") else named
     if expected != actual:
-        raise BuildError(f"registry {host}: {url} answered bytes with digest {actual}, not {expected}: "
-                         "a cut-off or altered answer is not trusted")
+        raise BuildError(
+            f"registry {host}: {url} answered bytes with digest {actual}, not {expected}: "
+            "a cut-off or altered answer is not trusted"
+        )
     return actual, data
 
 
@@ -148,12 +161,13 @@ def _not_http(host: str, url: str, exc: http.client.HTTPException) -> BuildError
     """A garbled status line or headers, a cut-off chunked body (http.client's own errors, which are
     not OSErrors): the answer is refused like any other that cannot be read."""
     what = " ".join(str(exc).split())[:200] or type(exc).__name__
-    return BuildError(f"registry {host}: {url} answered something that is not a well-formed HTTP response "
-                      f"({type(exc).__name__}: {what}); it is not trusted")
+    return BuildError(
+        f"registry {host}: {url} answered something that is not a well-formed HTTP response "
+        f"({type(exc).__name__}: {what}); it is not trusted"
+    )
 
 
-def put_manifest(client: Engine, repository: str, tag: str, media_type: str, body: bytes,
-                 timeout: float = 30) -> str:
+def put_manifest(client: Engine, repository: str, tag: str, media_type: str, body: bytes, timeout: float = 30) -> str:
     """PUT a manifest the engine cannot push itself (an image index) under tag; returns its digest,
     refused unless the registry stored exactly these bytes."""
     host, name = split_repository(repository)

@@ -17,8 +17,9 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from rocmforge.host.enginebase import EngineError
 from rocmforge.host.registry import MANIFEST_TYPES, REFERENCE_COMPONENT, REGISTRY_RE, insecure
@@ -27,13 +28,14 @@ from rocmforge.shared.errors import BuildError, UserError
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
 
-DOCKER_HUB = "registry-1.docker.io"           # where the engine really fetches "docker.io" names
+DOCKER_HUB = "registry-1.docker.io"  # where the engine really fetches "docker.io" names
 _HUB_ALIASES = {"docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}
 MIRROR_ENV = "ROCMFORGE_REGISTRY_MIRROR"
-INDEX_TYPES = {"application/vnd.oci.image.index.v1+json",
-               "application/vnd.docker.distribution.manifest.list.v2+json"}
-IMAGE_MANIFEST_TYPES = {"application/vnd.oci.image.manifest.v1+json",
-                        "application/vnd.docker.distribution.manifest.v2+json"}
+INDEX_TYPES = {"application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json"}
+IMAGE_MANIFEST_TYPES = {
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+}
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _REPO_RE = re.compile(rf"^{REFERENCE_COMPONENT}(?:/{REFERENCE_COMPONENT})*$")
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -45,18 +47,19 @@ class RegistryError(BuildError):
 
 @dataclass(frozen=True)
 class Resolved:
-    digest: str                 # the image manifest to pin in FROM (the platform's, for an index)
-    index_digest: str | None    # the tag's index / manifest list, when it is multi-arch
-    media_type: str             # media type of what the tag points to
-    host_tried: str             # host[:port] that answered (the mirror's, when one was used)
+    digest: str  # the image manifest to pin in FROM (the platform's, for an index)
+    index_digest: str | None  # the tag's index / manifest list, when it is multi-arch
+    media_type: str  # media type of what the tag points to
+    host_tried: str  # host[:port] that answered (the mirror's, when one was used)
 
 
 @dataclass(frozen=True)
 class Mirror:
     """A pull-through mirror of Docker Hub: `rocm/pytorch:T` is fetched as `host/[prefix/]rocm/pytorch:T`."""
-    host: str          # host[:port], as in an engine reference
-    prefix: str        # "" or "a/b"
-    scheme: str        # "http" or "https"
+
+    host: str  # host[:port], as in an engine reference
+    prefix: str  # "" or "a/b"
+    scheme: str  # "http" or "https"
 
     @property
     def name(self) -> str:
@@ -109,12 +112,14 @@ def parse_mirror(text: str) -> Mirror:
     scheme = None
     for s in ("http", "https"):
         if value.lower().startswith(s + "://"):
-            scheme, value = s, value[len(s) + 3:]
+            scheme, value = s, value[len(s) + 3 :]
     value = value.rstrip("/")
     m = REGISTRY_RE.match(value)
     if not m:
-        raise UserError(f"{text!r} is not [http://|https://]HOST[:PORT][/PREFIX] "
-                        "(prefix: lower-case path components)", field=MIRROR_ENV)
+        raise UserError(
+            f"{text!r} is not [http://|https://]HOST[:PORT][/PREFIX] (prefix: lower-case path components)",
+            field=MIRROR_ENV,
+        )
     host = m["host"] + (f":{m['port']}" if m["port"] else "")
     return Mirror(host=host, prefix=m["ns"] or "", scheme=scheme or ("http" if _is_local(host) else "https"))
 
@@ -193,8 +198,10 @@ def parse_challenge(value: str) -> tuple[str, dict[str, str]]:
 def _token(challenge: str, host: str, repo: str, timeout: float) -> str:
     scheme, params = parse_challenge(challenge)
     if scheme != "bearer" or not params.get("realm"):
-        raise RegistryError(f"registry {host}: 401 asks for {scheme or 'unknown'} authentication "
-                            f"({challenge!r}); only anonymous bearer tokens are supported")
+        raise RegistryError(
+            f"registry {host}: 401 asks for {scheme or 'unknown'} authentication "
+            f"({challenge!r}); only anonymous bearer tokens are supported"
+        )
     query = {"scope": params.get("scope") or f"repository:{repo}:pull"}
     if params.get("service"):
         query["service"] = params["service"]
@@ -210,8 +217,9 @@ def _token(challenge: str, host: str, repo: str, timeout: float) -> str:
     except (ValueError, AttributeError):
         token = None
     if not isinstance(token, str) or not token:
-        raise RegistryError(f"token service {auth_host} (for registry {host}): no token or access_token "
-                            f"in its answer to {url}")
+        raise RegistryError(
+            f"token service {auth_host} (for registry {host}): no token or access_token in its answer to {url}"
+        )
     return token
 
 
@@ -226,8 +234,14 @@ def _pick(index: dict, platform: tuple[str, str], what: str) -> str:
     raise RegistryError(f"{what} has no {os_}/{arch} manifest (it has: {', '.join(found) or 'none'})")
 
 
-def resolve(image: str, tag: str, *, mirror: Mirror | str | None = None,
-            platform: tuple[str, str] = ("linux", "amd64"), timeout: float = 30) -> Resolved:
+def resolve(
+    image: str,
+    tag: str,
+    *,
+    mirror: Mirror | str | None = None,
+    platform: tuple[str, str] = ("linux", "amd64"),
+    timeout: float = 30,
+) -> Resolved:
     """The manifest digest that `image:tag` pins for `platform`, asked of the registry (or of the
     mirror, for a Docker Hub name). `tag` may also be a digest (sha256:…). For a multi-arch index or
     manifest list the platform's manifest digest is returned, with the index digest beside it."""
@@ -246,8 +260,10 @@ def resolve(image: str, tag: str, *, mirror: Mirror | str | None = None,
         headers["Authorization"] = "Bearer " + _token(challenge, host, path, timeout)
         status, head, body = _request(url, host, headers=headers, timeout=timeout)
         if status == 401:
-            raise RegistryError(f"registry {host}: 401 for {what} even with an anonymous token "
-                                "(private repository, or a mirror that needs credentials)")
+            raise RegistryError(
+                f"registry {host}: 401 for {what} even with an anonymous token "
+                "(private repository, or a mirror that needs credentials)"
+            )
     if status == 404:
         raise RegistryError(f"registry {host}: {what}: {'digest' if by_digest else 'tag'} not found (404)")
     if status != 200:
@@ -255,8 +271,10 @@ def resolve(image: str, tag: str, *, mirror: Mirror | str | None = None,
     actual = "sha256:" + hashlib.sha256(body).hexdigest()
     digest = head.get("Docker-Content-Digest") or actual
     if digest != actual or (by_digest and tag != actual):
-        raise RegistryError(f"registry {host}: {what}: digest mismatch: header says "
-                            f"{head.get('Docker-Content-Digest') or tag}, the body's sha256 is {actual}")
+        raise RegistryError(
+            f"registry {host}: {what}: digest mismatch: header says "
+            f"{head.get('Docker-Content-Digest') or tag}, the body's sha256 is {actual}"
+        )
     try:
         doc = json.loads(body)
     except ValueError as exc:
@@ -265,9 +283,13 @@ def resolve(image: str, tag: str, *, mirror: Mirror | str | None = None,
         raise RegistryError(f"registry {host}: {what}: manifest is not a JSON object")
     media = (head.get("Content-Type") or "").split(";")[0].strip()
     if media not in INDEX_TYPES | IMAGE_MANIFEST_TYPES:
-        media = doc.get("mediaType") or ("application/vnd.oci.image.index.v1+json" if "manifests" in doc
-                                         else "application/vnd.oci.image.manifest.v1+json" if "layers" in doc
-                                         else media)
+        media = doc.get("mediaType") or (
+            "application/vnd.oci.image.index.v1+json"
+            if "manifests" in doc
+            else "application/vnd.oci.image.manifest.v1+json"
+            if "layers" in doc
+            else media
+        )
     if media in INDEX_TYPES:
         return Resolved(_pick(doc, platform, what), digest, media, host)
     if media in IMAGE_MANIFEST_TYPES:
@@ -279,12 +301,13 @@ def resolve(image: str, tag: str, *, mirror: Mirror | str | None = None,
 def _familiar(host: str, repo: str) -> str:
     """The name the engine shows for host/repo (Docker Hub without host, official images bare)."""
     if host == DOCKER_HUB:
-        return repo[len("library/"):] if repo.startswith("library/") else repo
+        return repo[len("library/") :] if repo.startswith("library/") else repo
     return f"{host}/{repo}"
 
 
-def pull(client: Engine, image: str, digest: str, *, mirror: Mirror | str | None = None,
-         fetch: bool = True) -> str | None:
+def pull(
+    client: Engine, image: str, digest: str, *, mirror: Mirror | str | None = None, fetch: bool = True
+) -> str | None:
     """Make image@digest present on the engine (through the mirror for a Docker Hub name when one is
     set) and return the local reference a Dockerfile FROM can use with pull=False, e.g.
     '127.0.0.1:5000/rocm/pytorch@sha256:…' or 'rocm/pytorch@sha256:…'. Skips the pull when that
@@ -306,8 +329,10 @@ def pull(client: Engine, image: str, digest: str, *, mirror: Mirror | str | None
     if not fetch:
         return None
     if mirror is not None and host == mirror.host and mirror.scheme == "http" and not insecure(client, host):
-        raise RegistryError(f"mirror {host} is plain http but the engine would use https for it: add "
-                            f'"{host}" to "insecure-registries" in /etc/docker/daemon.json')
+        raise RegistryError(
+            f"mirror {host} is plain http but the engine would use https for it: add "
+            f'"{host}" to "insecure-registries" in /etc/docker/daemon.json'
+        )
     try:
         for chunk in client.pull(name, digest):
             if "error" in chunk:

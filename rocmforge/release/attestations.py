@@ -19,8 +19,8 @@ from rocmforge.define.kinds import GitSourceFetch, WheelsFetch
 from rocmforge.verify.suites import NOT_GPU_VERIFIED, SuiteStatus
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.render.plan import BuildPlan
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.verify.suites import SuitesReport
 
 SBOM = "https://cyclonedx.org/bom"
@@ -59,17 +59,28 @@ def resolved_dependencies(plan: BuildPlan, lock: Lock, name: str) -> list[dict]:
     base = lock.base(tp.stack)
     deps: list[dict] = []
     if base.kind == "registry" and base.digest:
-        deps.append({"name": "base", "uri": f"pkg:docker/{base.image}@{base.digest}",
-                     "digest": {"sha256": base.digest.split(":", 1)[1]}})
+        deps.append(
+            {
+                "name": "base",
+                "uri": f"pkg:docker/{base.image}@{base.digest}",
+                "digest": {"sha256": base.digest.split(":", 1)[1]},
+            }
+        )
     elif base.image_id:
-        deps.append({"name": "base", "uri": tp.labels.get("org.opencontainers.image.base.name", f"base:{tp.stack}"),
-                     "digest": {"sha256": base.image_id.split(":", 1)[1]},
-                     "annotations": {"kind": "bootstrap", "recipe": base.recipe or ""}})
+        deps.append(
+            {
+                "name": "base",
+                "uri": tp.labels.get("org.opencontainers.image.base.name", f"base:{tp.stack}"),
+                "digest": {"sha256": base.image_id.split(":", 1)[1]},
+                "annotations": {"kind": "bootstrap", "recipe": base.recipe or ""},
+            }
+        )
     steps = chain(plan, name)
     for key in sorted(k for k in lock.apt if any(k == s or k.startswith(f"{s}/") for s in steps)):
         for pkg, version in sorted(lock.apt[key].items()):
-            deps.append({"name": pkg, "uri": f"pkg:deb/debian/{pkg}@{version}?arch=amd64",
-                         "annotations": {"step": key}})
+            deps.append(
+                {"name": pkg, "uri": f"pkg:deb/debian/{pkg}@{version}?arch=amd64", "annotations": {"step": key}}
+            )
     envs, git = set(), {}
     for s in steps:
         for item in plan.targets[s].fetches:
@@ -80,24 +91,46 @@ def resolved_dependencies(plan: BuildPlan, lock: Lock, name: str) -> list[dict]:
     for env in sorted(envs):
         for pkg, wheel in sorted((lock.python.get(env) or {}).items()):
             for h in wheel.sha256:
-                deps.append({"name": wheel.file or pkg, "uri": f"pkg:pypi/{pkg}@{wheel.version}",
-                             "digest": {"sha256": h}, "annotations": {"environment": env}})
+                deps.append(
+                    {
+                        "name": wheel.file or pkg,
+                        "uri": f"pkg:pypi/{pkg}@{wheel.version}",
+                        "digest": {"sha256": h},
+                        "annotations": {"environment": env},
+                    }
+                )
     for component, item in sorted(git.items()):
         deps.append({"name": component, "uri": f"git+{item.url}@{item.commit}", "digest": {"gitCommit": item.commit}})
     return deps
 
 
-def provenance(plan: BuildPlan, lock: Lock, key: str, *, matrix_bytes: bytes, lock_bytes: bytes,
-               version: str, commit: str, repro: dict | None = None) -> dict:
+def provenance(
+    plan: BuildPlan,
+    lock: Lock,
+    key: str,
+    *,
+    matrix_bytes: bytes,
+    lock_bytes: bytes,
+    version: str,
+    commit: str,
+    repro: dict | None = None,
+) -> dict:
     """SLSA provenance v1 of one image (whose digest is the statement's subject): a target's main
     image by its name, or a variant by its key (hip-runtime-gfx1100)."""
     tp = plan.by_key(key)
     name = tp.name
-    run: dict = {"builder": {"id": BUILDER_ID, "version": {"rocmforge": version, "commit": commit or "unknown"}},
-                 "metadata": {}}
+    run: dict = {
+        "builder": {"id": BUILDER_ID, "version": {"rocmforge": version, "commit": commit or "unknown"}},
+        "metadata": {},
+    }
     if repro:
-        run["byproducts"] = [{"name": "verify-repro", "mediaType": "application/json",
-                              "annotations": {k: repro[k] for k in ("identical", "image_ids", "checked") if k in repro}}]
+        run["byproducts"] = [
+            {
+                "name": "verify-repro",
+                "mediaType": "application/json",
+                "annotations": {k: repro[k] for k in ("identical", "image_ids", "checked") if k in repro},
+            }
+        ]
     return {
         "buildDefinition": {
             "buildType": BUILD_TYPE,
@@ -107,8 +140,13 @@ def provenance(plan: BuildPlan, lock: Lock, key: str, *, matrix_bytes: bytes, lo
                 "lock": {"name": "matrix.lock", "digest": sha256(lock_bytes)},
                 "dockerfile": {"name": f"images/{key}/Dockerfile", "digest": sha256(tp.files["Dockerfile"])},
             },
-            "internalParameters": {"content_hash": tp.content_hash, "stack": tp.stack, "archs": list(tp.archs),
-                                   "variant": bool(tp.variant), "source_commit": commit or "unknown"},
+            "internalParameters": {
+                "content_hash": tp.content_hash,
+                "stack": tp.stack,
+                "archs": list(tp.archs),
+                "variant": bool(tp.variant),
+                "source_commit": commit or "unknown",
+            },
             "resolvedDependencies": resolved_dependencies(plan, lock, name),
         },
         "runDetails": run,
@@ -132,19 +170,35 @@ def test_result(report: SuitesReport, *, archs: list[str], host: str, version: s
         line = suite_line(suite, outcome.status, outcome.detail)
         {SuiteStatus.FAILED: failed, SuiteStatus.NOT_GPU_VERIFIED: warned}.get(outcome.status, passed).append(line)
     result = "FAILED" if failed or not report.ok else "WARNED" if warned else "PASSED"
-    counts = {s: {"status": o.status.value, "passed": o.passed, "failed": o.failed,
-                  "not_gpu_verified": o.not_gpu_verified} for s, o in report.suites.items()}
+    counts = {
+        s: {"status": o.status.value, "passed": o.passed, "failed": o.failed, "not_gpu_verified": o.not_gpu_verified}
+        for s, o in report.suites.items()
+    }
     return {
         "result": result,
         "configuration": [
-            {"name": "image-config", "digest": {"sha256": config_digest.split(":", 1)[1]},
-             "mediaType": CONFIG_MEDIA_TYPE},
-            {"name": "suites", "uri": SUITES_URI,
-             "annotations": {"target": report.target or "", "archs": list(archs), "host": host,
-                             "rocmforge": version, "image_id": config_digest, "suites": counts,
-                             **judged_annotations(report)}},
+            {
+                "name": "image-config",
+                "digest": {"sha256": config_digest.split(":", 1)[1]},
+                "mediaType": CONFIG_MEDIA_TYPE,
+            },
+            {
+                "name": "suites",
+                "uri": SUITES_URI,
+                "annotations": {
+                    "target": report.target or "",
+                    "archs": list(archs),
+                    "host": host,
+                    "rocmforge": version,
+                    "image_id": config_digest,
+                    "suites": counts,
+                    **judged_annotations(report),
+                },
+            },
         ],
-        "passedTests": passed, "warnedTests": warned, "failedTests": failed,
+        "passedTests": passed,
+        "warnedTests": warned,
+        "failedTests": failed,
     }
 
 
@@ -154,8 +208,15 @@ def judged_annotations(report: SuitesReport) -> dict:
     if report.judged is None:
         return {}
     j = report.judged
-    return {"judged": {"target": j.target, "content_hash": j.content_hash, "matrix_sha256": j.matrix_sha256,
-                       "lock_sha256": j.lock_sha256, "rocmforge_version": j.rocmforge_version}}
+    return {
+        "judged": {
+            "target": j.target,
+            "content_hash": j.content_hash,
+            "matrix_sha256": j.matrix_sha256,
+            "lock_sha256": j.lock_sha256,
+            "rocmforge_version": j.rocmforge_version,
+        }
+    }
 
 
 def host_kind(report: SuitesReport, recorded: str | None) -> str:

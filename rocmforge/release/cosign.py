@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 ENV = "ROCMFORGE_COSIGN"
 PASSWORD_ENV = "COSIGN_PASSWORD"
-MIN_MAJOR = 2          # --tlog-upload and --insecure-ignore-tlog appeared in 2.0
+MIN_MAJOR = 2  # --tlog-upload and --insecure-ignore-tlog appeared in 2.0
 TIMEOUT = 600
 _VERSION_RE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 _IN = "/rocmforge/in"
@@ -60,6 +60,7 @@ class Cancelled(BuildError):
 class Identity:
     """Whom `verify` demands as the signer: a public key, or (keyless) the certificate identity and
     the OIDC issuer Fulcio wrote into the signing certificate."""
+
     key: Path | None = None
     certificate_identity: str = ""
     oidc_issuer: str = ""
@@ -79,12 +80,16 @@ def keyless_identity(identity: str, issuer: str) -> Identity:
     """Refuses (exit 2, naming the option) what cosign could never match: an empty identity, an issuer
     that is not a URL."""
     if not identity or any(c.isspace() for c in identity):
-        raise UserError(f"{identity!r} is not a certificate identity (e.g. https://github.com/ORG/REPO/.github/"
-                        "workflows/FILE@refs/heads/main)", field="--certificate-identity")
+        raise UserError(
+            f"{identity!r} is not a certificate identity (e.g. https://github.com/ORG/REPO/.github/"
+            "workflows/FILE@refs/heads/main)",
+            field="--certificate-identity",
+        )
     parts = urllib.parse.urlsplit(issuer)
     if parts.scheme not in ("https", "http") or not parts.netloc or any(c.isspace() for c in issuer):
-        raise UserError(f"{issuer!r} is not an OIDC issuer URL (GitHub Actions: {GITHUB_ISSUER})",
-                        field="--certificate-oidc-issuer")
+        raise UserError(
+            f"{issuer!r} is not an OIDC issuer URL (GitHub Actions: {GITHUB_ISSUER})", field="--certificate-oidc-issuer"
+        )
     return Identity(certificate_identity=identity, oidc_issuer=issuer)
 
 
@@ -93,9 +98,12 @@ def require_github_oidc() -> None:
     login that a build never finishes."""
     missing = [name for name in GITHUB_OIDC_ENV if not os.environ.get(name)]
     if missing:
-        raise UserError(f"keyless signing needs GitHub Actions' OIDC token, and ${', $'.join(missing)} "
-                        f"{'is' if len(missing) == 1 else 'are'} not set: run it in a GitHub Actions job with "
-                        "`permissions: id-token: write`, or sign with --sign-key", field="--keyless")
+        raise UserError(
+            f"keyless signing needs GitHub Actions' OIDC token, and ${', $'.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set: run it in a GitHub Actions job with "
+            "`permissions: id-token: write`, or sign with --sign-key",
+            field="--keyless",
+        )
 
 
 class _Running:
@@ -109,11 +117,11 @@ class _Running:
 
 @dataclass(frozen=True)
 class Cosign:
-    mode: str                  # "host" or "image"
-    program: str               # the binary, or the tools image's reference
-    version: str               # e.g. "2.5.0", "" when the binary does not say
-    signing_config: bool       # 3.x: key signing needs --use-signing-config=false
-    docker: str = ""           # the docker CLI (image mode)
+    mode: str  # "host" or "image"
+    program: str  # the binary, or the tools image's reference
+    version: str  # e.g. "2.5.0", "" when the binary does not say
+    signing_config: bool  # 3.x: key signing needs --use-signing-config=false
+    docker: str = ""  # the docker CLI (image mode)
     running: _Running = field(default_factory=_Running, compare=False, repr=False)
 
     def describe(self) -> str:
@@ -130,14 +138,14 @@ class Cosign:
             cmd += ["--name", name]
         for var in (PASSWORD_ENV, *GITHUB_OIDC_ENV):
             if var in os.environ:
-                cmd += ["-e", var]               # by name: the value never appears here
+                cmd += ["-e", var]  # by name: the value never appears here
         # cosign keeps Sigstore's trust root under $HOME (keyless); the user has no home in the image
         cmd += ["-e", "HOME=/tmp"]
         config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
-        if config.is_dir():                      # registry logins (`docker login` writes them here)
+        if config.is_dir():  # registry logins (`docker login` writes them here)
             cmd += ["-v", f"{config.resolve()}:{_DOCKER_CONFIG}:ro", "-e", f"DOCKER_CONFIG={_DOCKER_CONFIG}"]
         ca = Path(os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
-        if ca.is_file():                         # the image has no trust store: the host's decides
+        if ca.is_file():  # the image has no trust store: the host's decides
             cmd += ["-v", f"{ca.resolve()}:/etc/ssl/certs/ca-certificates.crt:ro"]
         if cwd is not None:
             cmd += ["-v", f"{Path(cwd).resolve()}:{_WORK}", "-w", _WORK]
@@ -159,8 +167,14 @@ class Cosign:
             if running.cancelled:
                 raise Cancelled(f"cosign {args[0]} was not started: the command was interrupted")
             try:
-                proc = subprocess.Popen(argv, cwd=cwd if self.mode == "host" else None, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd if self.mode == "host" else None,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                )
             except OSError as exc:
                 raise BuildError(f"cannot run {self.describe()}: {exc.strerror or exc}") from None
             running.procs[proc] = name
@@ -208,12 +222,19 @@ class Cosign:
     def public_key(self, key: Path) -> str:
         """The public half of a private key: proves the file is a key cosign reads with COSIGN_PASSWORD."""
         if PASSWORD_ENV not in os.environ:
-            raise UserError(f"${PASSWORD_ENV} is not set: cosign reads the key's password from it "
-                            "(export it, empty for a key without one)", file=str(key), field="--sign-key")
+            raise UserError(
+                f"${PASSWORD_ENV} is not set: cosign reads the key's password from it "
+                "(export it, empty for a key without one)",
+                file=str(key),
+                field="--sign-key",
+            )
         proc = self.run(["public-key", "--key", key], check=False)
         if proc.returncode != 0 or "BEGIN PUBLIC KEY" not in proc.stdout:
-            raise UserError(f"cosign cannot read this key with ${PASSWORD_ENV}: {last_words(proc.stderr)}",
-                            file=str(key), field="--sign-key")
+            raise UserError(
+                f"cosign cannot read this key with ${PASSWORD_ENV}: {last_words(proc.stderr)}",
+                file=str(key),
+                field="--sign-key",
+            )
         return proc.stdout
 
     def sign(self, key: Path | None, ref: str, *, http: bool) -> None:
@@ -221,8 +242,20 @@ class Cosign:
 
     def attest(self, key: Path | None, ref: str, predicate: Path, kind: str, *, http: bool) -> None:
         # --replace: a push run again replaces its statement of this type instead of adding a second one
-        self.run(["attest", "--yes", "--replace", "--type", kind, "--predicate", predicate,
-                  *self._signing(key), *_http(http), ref])
+        self.run(
+            [
+                "attest",
+                "--yes",
+                "--replace",
+                "--type",
+                kind,
+                "--predicate",
+                predicate,
+                *self._signing(key),
+                *_http(http),
+                ref,
+            ]
+        )
 
     def verify(self, who: Identity, ref: str, *, http: bool) -> list[dict]:
         """The verified signature payloads (cosign prints them as one JSON array)."""
@@ -256,8 +289,11 @@ def decode_envelope(line: str) -> dict:
 
 def last_words(text: str, lines: int = 3) -> str:
     """cosign's explanation without its usage text or Go log prefixes."""
-    kept = [ln.strip() for ln in text.splitlines()
-            if ln.strip() and not ln.startswith(("Usage:", "  ", "WARNING: Skipping tlog verification"))]
+    kept = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith(("Usage:", "  ", "WARNING: Skipping tlog verification"))
+    ]
     return " ".join(kept[-lines:]) or "(no output)"
 
 
@@ -273,19 +309,25 @@ def find(client: Engine | None = None, log=lambda msg: None) -> Cosign:
     choice = os.environ.get(ENV, "").strip()
     if choice and choice != "image":
         if not Path(choice).is_file() or not os.access(choice, os.X_OK):
-            raise UserError(f"{choice!r} is not an executable cosign (or 'image' for the tools image)",
-                            field=f"${ENV}")
+            raise UserError(f"{choice!r} is not an executable cosign (or 'image' for the tools image)", field=f"${ENV}")
         return host(choice)
     if not choice and shutil.which("cosign"):
         return host(shutil.which("cosign"))
-    from rocmforge.release import toolsimage   # lzma and tarfile: only when the engine runs cosign
+    from rocmforge.release import toolsimage  # lzma and tarfile: only when the engine runs cosign
+
     if client is None:
-        from rocmforge.assemble import engine     # docker-py (0.17 s): only when the engine runs cosign
+        from rocmforge.assemble import engine  # docker-py (0.17 s): only when the engine runs cosign
+
         client = engine.connect()
     pin = toolsimage.load_pin()
     ref = toolsimage.ensure(client, pin, log)
-    return Cosign("image", ref, pin.upstream_version, signing_config=int(pin.upstream_version.split(".")[0]) >= 3,
-                  docker=docker_cli())
+    return Cosign(
+        "image",
+        ref,
+        pin.upstream_version,
+        signing_config=int(pin.upstream_version.split(".")[0]) >= 3,
+        docker=docker_cli(),
+    )
 
 
 def host(path: str) -> Cosign:
@@ -302,8 +344,11 @@ def host(path: str) -> Cosign:
     if not version:
         version = _dpkg_version(path)
     if version and int(version.split(".")[0]) < MIN_MAJOR:
-        raise UserError(f"{path} is cosign {version}; rocmforge needs cosign {MIN_MAJOR}.x or newer "
-                        f"(or unset ${ENV} / set it to 'image' to use the pinned tools image)", field=f"${ENV}")
+        raise UserError(
+            f"{path} is cosign {version}; rocmforge needs cosign {MIN_MAJOR}.x or newer "
+            f"(or unset ${ENV} / set it to 'image' to use the pinned tools image)",
+            field=f"${ENV}",
+        )
     help_text = probe.run(["sign", "--help"], check=False).stdout
     return Cosign("host", path, version, signing_config="--use-signing-config" in help_text)
 

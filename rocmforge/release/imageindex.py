@@ -25,7 +25,7 @@ INDEX_TYPES = (OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+
 class Entry:
     digest: str
     archs: tuple[str, ...]
-    size: int | None = None      # the image's compressed bytes (config and layers), as the registry serves it
+    size: int | None = None  # the image's compressed bytes (config and layers), as the registry serves it
 
 
 def archs_of(text: str) -> tuple[str, ...]:
@@ -63,9 +63,15 @@ def build(client: Engine, repository: str, entries: list[tuple[str, tuple[str, .
         platform = {"architecture": cfg.get("architecture", ""), "os": cfg.get("os", "")}
         if cfg.get("variant"):
             platform["variant"] = cfg["variant"]
-        manifests.append({"mediaType": doc.get("mediaType") or "application/vnd.oci.image.manifest.v1+json",
-                          "digest": digest, "size": len(raw), "platform": platform,
-                          "annotations": {ARCHS: ",".join(archs)}})
+        manifests.append(
+            {
+                "mediaType": doc.get("mediaType") or "application/vnd.oci.image.manifest.v1+json",
+                "digest": digest,
+                "size": len(raw),
+                "platform": platform,
+                "annotations": {ARCHS: ",".join(archs)},
+            }
+        )
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
     return (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
 
@@ -91,8 +97,10 @@ def read(client: Engine, repository: str, reference: str) -> tuple[str, list[Ent
         annotations = (m.get("annotations") or {}) if isinstance(m, dict) else {}
         archs = archs_of(annotations.get(ARCHS, ""))
         if not archs or not isinstance(m.get("digest"), str):
-            raise BuildError(f"{repository}@{digest}: entry {i} of the index has no {ARCHS} annotation, so it is not "
-                             "a rocmforge index of per-arch images; pull one of its images by digest instead")
+            raise BuildError(
+                f"{repository}@{digest}: entry {i} of the index has no {ARCHS} annotation, so it is not "
+                "a rocmforge index of per-arch images; pull one of its images by digest instead"
+            )
         _, child = _manifest(client, repository, m["digest"])
         entries.append(Entry(m["digest"], archs, image_size(child)))
     if not entries:

@@ -20,17 +20,16 @@ from rocmforge.release import publication
 from rocmforge.render import archprune
 from rocmforge.shared.files import atomic_write, iso_utc
 from rocmforge.shared.records import load_internal
+from rocmforge.shared.statedir import StateDir
 from rocmforge.verify import manifest
 from rocmforge.verify.manifest import checked_artifacts
 from rocmforge.verify.suites import SuiteStatus, recorded, suites_present
-from rocmforge.shared.statedir import StateDir
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.define.matrix import Matrix
-    from rocmforge.render.plan import BuildPlan
     from rocmforge.host.engines import Engine
-
+    from rocmforge.render.plan import BuildPlan
+    from rocmforge.resolve.lockmodel import Lock
 
 
 @dataclass
@@ -46,21 +45,21 @@ class TargetRow:
     stack: str
     rocm: str
     archs: list[str]
-    state: str             # built, not built, unresolved
+    state: str  # built, not built, unresolved
     why_unresolved: list[str]
     content_tag: str
     image_id: str | None
     size_bytes: int | None
     suites: dict[str, SuiteCell]
-    pins: dict[str, int]   # apt, pip, git: how many inputs the lock pins for the target
-    drift: list[str] | None                 # None: lock --check never recorded for it
+    pins: dict[str, int]  # apt, pip, git: how many inputs the lock pins for the target
+    drift: list[str] | None  # None: lock --check never recorded for it
     drift_checked: str | None
-    repro: dict | None                      # the last verify-repro record
-    published: dict | None                  # digest, registry, repository of the publish record
-    signed: dict                            # publication.signed: signed and attested, unsigned, not published
-    manifest: str | None                    # paths (relative to the report) of manifest and SBOM
+    repro: dict | None  # the last verify-repro record
+    published: dict | None  # digest, registry, repository of the publish record
+    signed: dict  # publication.signed: signed and attested, unsigned, not published
+    manifest: str | None  # paths (relative to the report) of manifest and SBOM
     sbom: str | None
-    prune: str = ""                         # archprune.describe: pruned or not, what it saved
+    prune: str = ""  # archprune.describe: pruned or not, what it saved
     links: dict[str, str] = field(default_factory=dict)
 
 
@@ -83,8 +82,9 @@ def save_check(state: Path, name: str, data: dict) -> None:
 
 
 def _lock_check_problem(data) -> str | None:
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) and all(isinstance(x, str) for x in data[k])
-                                             for k in ("targets", "problems")):
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), list) and all(isinstance(x, str) for x in data[k]) for k in ("targets", "problems")
+    ):
         return "not a `lock --check` record (expected 'targets' and 'problems' lists)"
     return None if isinstance(data.get("checked"), str) else "not a `lock --check` record: no 'checked' time"
 
@@ -92,25 +92,33 @@ def _lock_check_problem(data) -> str | None:
 def _repro_problem(data, name: str) -> str | None:
     if not isinstance(data, dict) or data.get("target") != name:
         return f"not a `verify-repro` record of {name}"
-    if not isinstance(data.get("identical"), bool) or not isinstance(data.get("image_ids"), list) \
-            or not all(isinstance(i, str) for i in data["image_ids"]) or not isinstance(data.get("checked"), str):
+    if (
+        not isinstance(data.get("identical"), bool)
+        or not isinstance(data.get("image_ids"), list)
+        or not all(isinstance(i, str) for i in data["image_ids"])
+        or not isinstance(data.get("checked"), str)
+    ):
         return "not a `verify-repro` record (expected 'identical', 'image_ids' and 'checked')"
     return None
 
 
 def _lock_check(state: Path) -> dict | None:
-    return load_internal(StateDir(state).check("lock"), _lock_check_problem,
-                         "run `python build.py lock --check` again")
+    return load_internal(StateDir(state).check("lock"), _lock_check_problem, "run `python build.py lock --check` again")
 
 
 def _repro(state: Path, name: str) -> dict | None:
-    return load_internal(StateDir(state).check(f"repro-{name}"), lambda d: _repro_problem(d, name),
-                         f"run `python build.py verify-repro --target {name}` again")
+    return load_internal(
+        StateDir(state).check(f"repro-{name}"),
+        lambda d: _repro_problem(d, name),
+        f"run `python build.py verify-repro --target {name}` again",
+    )
 
 
 def _variant_repro(check: dict | None, key: str) -> dict | None:
     """A variant's verify-repro result, which its target's check holds."""
-    return next((v for v in (check or {}).get("variants") or [] if isinstance(v, dict) and v.get("target") == key), None)
+    return next(
+        (v for v in (check or {}).get("variants") or [] if isinstance(v, dict) and v.get("target") == key), None
+    )
 
 
 def _pins(lock: Lock, matrix: Matrix, name: str) -> dict[str, int]:
@@ -129,13 +137,14 @@ def _drift(check: dict | None, matrix: Matrix, name: str) -> list[str] | None:
     return [p for p in check.get("problems", []) if any(w in p for w in words)]
 
 
-def gather(plan: BuildPlan, client: Engine, state: Path, lock: Lock, record_dir: Path, out_dir: Path,
-           matrix_label: str) -> Report:
+def gather(
+    plan: BuildPlan, client: Engine, state: Path, lock: Lock, record_dir: Path, out_dir: Path, matrix_label: str
+) -> Report:
     """Everything the report shows, for every target in build order."""
     suites = suites_present()
     lock_check = _lock_check(state)
     rows = []
-    records: dict[str, tuple[dict | None, str | None]] = {}     # read once per target, variants share it
+    records: dict[str, tuple[dict | None, str | None]] = {}  # read once per target, variants share it
     for tp in (each for name in plan.order() for each in plan.images_of(name)):
         # A variant is a row of its own, named as images/ names it (hip-runtime-gfx1100).
         name, key, t = tp.name, tp.key, plan.matrix.targets[tp.name]
@@ -157,22 +166,43 @@ def gather(plan: BuildPlan, client: Engine, state: Path, lock: Lock, record_dir:
         if name not in records:
             records[name] = publication.record(record_dir, name)
         published, unusable = records[name]
-        if tp.variant:     # published inside the target's index, with its own digest and signature
+        if tp.variant:  # published inside the target's index, with its own digest and signature
             published = publication.variant_of(published, tp.variant)
         manifest_path, sbom_path = checked_artifacts(state, key)
 
         def rel(path: Path | None) -> str | None:
             return os.path.relpath(path, out_dir) if path else None
 
-        rows.append(TargetRow(
-            name=key, description=t.description, stack=t.stack, rocm=stack.rocm, archs=list(tp.archs),
-            state=state_name, why_unresolved=list(tp.unresolved), content_tag=tp.content_tag, image_id=image,
-            size_bytes=size, suites=cells, pins=_pins(lock, plan.matrix, name),
-            drift=_drift(lock_check, plan.matrix, name), drift_checked=(lock_check or {}).get("checked"),
-            repro=_repro(state, name) if not tp.variant else _variant_repro(_repro(state, name), key),
-            published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")} if published else None,
-            signed=publication.signed(published, unusable),
-            manifest=rel(manifest_path), sbom=rel(sbom_path),
-            prune=archprune.describe(plan.matrix.prunes(name), manifest.prune_summary(state, key))))
-    return Report(generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), matrix=matrix_label,
-                  host_gpu=Path("/dev/kfd").exists(), suites=suites, targets=rows)
+        rows.append(
+            TargetRow(
+                name=key,
+                description=t.description,
+                stack=t.stack,
+                rocm=stack.rocm,
+                archs=list(tp.archs),
+                state=state_name,
+                why_unresolved=list(tp.unresolved),
+                content_tag=tp.content_tag,
+                image_id=image,
+                size_bytes=size,
+                suites=cells,
+                pins=_pins(lock, plan.matrix, name),
+                drift=_drift(lock_check, plan.matrix, name),
+                drift_checked=(lock_check or {}).get("checked"),
+                repro=_repro(state, name) if not tp.variant else _variant_repro(_repro(state, name), key),
+                published={k: published.get(k) for k in ("digest", "registry", "repository", "image_id")}
+                if published
+                else None,
+                signed=publication.signed(published, unusable),
+                manifest=rel(manifest_path),
+                sbom=rel(sbom_path),
+                prune=archprune.describe(plan.matrix.prunes(name), manifest.prune_summary(state, key)),
+            )
+        )
+    return Report(
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        matrix=matrix_label,
+        host_gpu=Path("/dev/kfd").exists(),
+        suites=suites,
+        targets=rows,
+    )

@@ -66,8 +66,11 @@ def _signed_problem(signed) -> str | None:
     if not isinstance(kinds, list) or not all(isinstance(k, str) and k for k in kinds) or len(set(kinds)) != len(kinds):
         return "'attestations' is not a list of distinct predicate types"
     sizes = signed.get("predicate_bytes")
-    if not isinstance(sizes, dict) or set(sizes) != set(kinds) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()):
+    if (
+        not isinstance(sizes, dict)
+        or set(sizes) != set(kinds)
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values())
+    ):
         return "'predicate_bytes' does not give a size for each attestation"
     return None
 
@@ -85,15 +88,25 @@ def signed(rec: dict | None, unusable: str | None = None) -> dict:
         return {"state": UNSIGNED, "text": UNSIGNED, "digest": rec["digest"]}
     problem = _signed_problem(rec["signed"])
     if problem:
-        return {"state": UNREADABLE, "text": "signing record unreadable", "digest": rec["digest"],
-                "problem": f"'signed': {problem}"}
+        return {
+            "state": UNREADABLE,
+            "text": "signing record unreadable",
+            "digest": rec["digest"],
+            "problem": f"'signed': {problem}",
+        }
     s = rec["signed"]
     kinds = list(s["attestations"])
     count = f"{len(kinds)} attestation{'' if len(kinds) == 1 else 's'}"
-    return {"state": SIGNED, "text": f"signed + {count} (key sha256 {s['public_key_sha256'][:12]}…)",
-            "digest": rec["digest"], "cosign": s["cosign"], "key_sha256": s["public_key_sha256"],
-            "attestations": [{"type": k, "name": STATEMENT_NAMES.get(k, k), "bytes": s["predicate_bytes"][k]}
-                             for k in kinds]}
+    return {
+        "state": SIGNED,
+        "text": f"signed + {count} (key sha256 {s['public_key_sha256'][:12]}…)",
+        "digest": rec["digest"],
+        "cosign": s["cosign"],
+        "key_sha256": s["public_key_sha256"],
+        "attestations": [
+            {"type": k, "name": STATEMENT_NAMES.get(k, k), "bytes": s["predicate_bytes"][k]} for k in kinds
+        ],
+    }
 
 
 def variant_of(rec: dict | None, archs) -> dict | None:

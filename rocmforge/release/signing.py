@@ -17,18 +17,19 @@ from rocmforge.release import attestations as att
 from rocmforge.release import cosign as cosigns
 from rocmforge.release.cosign import Cosign
 from rocmforge.shared.errors import UserError
-from rocmforge.verify import manifest as manifests
 from rocmforge.shared.statedir import StateDir
+from rocmforge.verify import manifest as manifests
 
 if TYPE_CHECKING:
-    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.render.plan import BuildPlan
+    from rocmforge.resolve.lockmodel import Lock
     from rocmforge.verify.suites import SuitesReport
 
 
 @dataclass(frozen=True)
 class Inputs:
     """What the provenance names, from the checkout that pushes."""
+
     plan: BuildPlan
     lock: Lock
     matrix_bytes: bytes
@@ -40,10 +41,10 @@ class Inputs:
 @dataclass
 class Signer:
     cosign: Cosign
-    key: Path | None          # None: keyless (Fulcio certificate for GitHub's OIDC identity, Rekor entry)
+    key: Path | None  # None: keyless (Fulcio certificate for GitHub's OIDC identity, Rekor entry)
     inputs: Inputs
     public_key: str = ""
-    files: dict[str, Path] = field(default_factory=dict)    # predicate type -> its file
+    files: dict[str, Path] = field(default_factory=dict)  # predicate type -> its file
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def check_key(self) -> None:
@@ -63,15 +64,30 @@ class Signer:
         inputs, plan = self.inputs, self.inputs.plan
         self._tmp = tempfile.TemporaryDirectory(prefix="rocmforge-attest-")
         folder = Path(self._tmp.name)
-        self.files = {att.SBOM: folder / "sbom.cdx.json", att.PROVENANCE: folder / "provenance.json",
-                      att.TEST_RESULT: folder / "test-result.json"}
+        self.files = {
+            att.SBOM: folder / "sbom.cdx.json",
+            att.PROVENANCE: folder / "provenance.json",
+            att.TEST_RESULT: folder / "test-result.json",
+        }
         self.files[att.SBOM].write_bytes(_sbom_of(inputs.state, key, image_id, plan.by_key(key).name))
-        prov = att.provenance(plan, inputs.lock, key, matrix_bytes=inputs.matrix_bytes,
-                              lock_bytes=inputs.lock_bytes, version=rocmforge.__version__, commit=inputs.commit,
-                              repro=_repro_record(inputs.state, plan.by_key(key).name, image_id))
+        prov = att.provenance(
+            plan,
+            inputs.lock,
+            key,
+            matrix_bytes=inputs.matrix_bytes,
+            lock_bytes=inputs.lock_bytes,
+            version=rocmforge.__version__,
+            commit=inputs.commit,
+            repro=_repro_record(inputs.state, plan.by_key(key).name, image_id),
+        )
         tp = plan.by_key(key)
-        result = att.test_result(report, archs=list(tp.archs), host=att.host_kind(report, report.host),
-                                 version=rocmforge.__version__, config_digest=image_id)
+        result = att.test_result(
+            report,
+            archs=list(tp.archs),
+            host=att.host_kind(report, report.host),
+            version=rocmforge.__version__,
+            config_digest=image_id,
+        )
         for uri, data in ((att.PROVENANCE, prov), (att.TEST_RESULT, result)):
             self.files[uri].write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
@@ -86,8 +102,11 @@ class Signer:
             sizes = {uri: path.stat().st_size for uri, path in self.files.items()}
         finally:
             self.close()
-        signer = ({"keyless": {"oidc_issuer": cosigns.GITHUB_ISSUER}} if self.key is None else
-                  {"public_key_sha256": hashlib.sha256(self.public_key.encode()).hexdigest()})
+        signer = (
+            {"keyless": {"oidc_issuer": cosigns.GITHUB_ISSUER}}
+            if self.key is None
+            else {"public_key_sha256": hashlib.sha256(self.public_key.encode()).hexdigest()}
+        )
         return {"cosign": self.cosign.version, **signer, "attestations": sorted(sizes), "predicate_bytes": sizes}
 
     def cancel(self) -> None:
@@ -101,16 +120,20 @@ class Signer:
 
 
 def _sbom_of(state: Path, key: str, image_id: str, target: str) -> bytes:
-    fix = (f"run `python build.py manifest --target {target}`" if key == target else
-           f"run `python build.py build --target {target}` (it writes each variant's)")
+    fix = (
+        f"run `python build.py manifest --target {target}`"
+        if key == target
+        else f"run `python build.py build --target {target}` (it writes each variant's)"
+    )
     path, sbom = manifests.checked_artifacts(state, key)
     if path is None or sbom is None:
-        raise UserError(f"{key!r} has no SBOM in {state / 'artifacts' / key}; {fix}",
-                        field="--sign-key")
+        raise UserError(f"{key!r} has no SBOM in {state / 'artifacts' / key}; {fix}", field="--sign-key")
     recorded = json.loads(path.read_text(encoding="utf-8")).get("image_id")
     if recorded != image_id:
-        raise UserError(f"the SBOM in {sbom.parent} describes image {recorded}, not the image {image_id} being "
-                        f"pushed; {fix}", field="--sign-key")
+        raise UserError(
+            f"the SBOM in {sbom.parent} describes image {recorded}, not the image {image_id} being pushed; {fix}",
+            field="--sign-key",
+        )
     return sbom.read_bytes()
 
 

@@ -3,7 +3,8 @@
 Debian's cosign package is one Go binary that needs only the C library. The image holds exactly the
 files of the pinned .debs, cosign and libc6 (rocmforge/data/tools/cosign.json: version, pool path,
 size and sha256 from trixie's Packages index), Debian's merged-/usr links and an empty /tmp, as one
-layer with sorted names, mtime 0 and owner 0, under a config we write with a fixed creation time. So the same pin gives the same image ID on every host, with no
+layer with sorted names, mtime 0 and owner 0, under a config we write with a fixed creation time.
+So the same pin gives the same image ID on every host, with no
 base image and no debootstrap: a host that only pulls and verifies can make it. It is tagged
 rocmforge/tools-cosign:recipe-<hash of the pin> and made once."""
 
@@ -57,8 +58,17 @@ class Pin:
 
     @property
     def recipe(self) -> str:
-        text = json.dumps({"layout": LAYOUT, "tool": self.tool, "suite": self.suite, "binary": self.binary,
-                           "packages": [d.__dict__ for d in self.debs]}, sort_keys=True, separators=(",", ":"))
+        text = json.dumps(
+            {
+                "layout": LAYOUT,
+                "tool": self.tool,
+                "suite": self.suite,
+                "binary": self.binary,
+                "packages": [d.__dict__ for d in self.debs],
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
         return hashlib.sha256(text.encode()).hexdigest()
 
     @property
@@ -82,7 +92,7 @@ def load_pin(path: Path = PIN_FILE) -> Pin:
         data = json.loads(path.read_text(encoding="utf-8"))
         debs = tuple(Deb(**{k: d[k] for k in DEB_KEYS}) for d in data["packages"])
         pin = Pin(tool=data["tool"], suite=data["suite"], binary=data["binary"], debs=debs)
-        pin.version   # the tool's own package must be among them
+        _ = pin.version  # the tool's own package must be among them (StopIteration otherwise)
     except (OSError, ValueError, KeyError, TypeError, StopIteration) as exc:
         raise BuildError(f"{path}: not a usable tools pin ({exc!r}); reinstall rocmforge") from None
     return pin
@@ -118,15 +128,19 @@ def fetch_deb(pin: Deb, out: Path, log=lambda msg: None, pause: float = 2.0) -> 
                     size += len(block)
                     f.write(block)
         except urllib.error.HTTPError as exc:
-            raise BuildError(f"{url} answered {exc.code} {exc.reason}: the archive no longer has "
-                             f"{pin.package} {pin.version}; update {PIN_FILE.name}") from None
+            raise BuildError(
+                f"{url} answered {exc.code} {exc.reason}: the archive no longer has "
+                f"{pin.package} {pin.version}; update {PIN_FILE.name}"
+            ) from None
         except OSError as exc:
             why = str(getattr(exc, "reason", exc))
             time.sleep(pause * attempt if attempt < aptmirror.RETRIES else 0)
             continue
         if size != pin.size or h.hexdigest() != pin.sha256:
-            raise BuildError(f"{url}: got {size} bytes with sha256 {h.hexdigest()}, but the pin says {pin.size} "
-                             f"bytes with sha256 {pin.sha256}; refusing it")
+            raise BuildError(
+                f"{url}: got {size} bytes with sha256 {h.hexdigest()}, but the pin says {pin.size} "
+                f"bytes with sha256 {pin.sha256}; refusing it"
+            )
         return out
     raise BuildError(f"cannot fetch {url} ({why}): " + aptmirror.unreachable_message(aptmirror.from_env()))
 
@@ -138,9 +152,9 @@ def deb_data(deb: Path) -> bytes:
         raise BuildError(f"{deb}: not a Debian package")
     pos = 8
     while pos + 60 <= len(raw):
-        header = raw[pos:pos + 60]
+        header = raw[pos : pos + 60]
         name, size = header[:16].decode().strip().rstrip("/"), int(header[48:58].decode().strip())
-        body = raw[pos + 60:pos + 60 + size]
+        body = raw[pos + 60 : pos + 60 + size]
         if name == "data.tar.xz":
             return lzma.decompress(body)
         if name == "data.tar":
@@ -182,13 +196,26 @@ def layer_bytes(pin: Pin, debs: list[Path]) -> bytes:
 
 def image_config(pin: Pin, diff_id: str) -> bytes:
     config = {
-        "architecture": "amd64", "os": "linux", "created": EPOCH0,
-        "config": {"Entrypoint": [f"/{pin.binary}"], "Env": ["PATH=/usr/bin", "HOME=/tmp"],
-                   "Labels": {"io.rocmforge.tool": pin.tool, "io.rocmforge.tool.version": pin.version,
-                              "io.rocmforge.recipe": pin.recipe}},
+        "architecture": "amd64",
+        "os": "linux",
+        "created": EPOCH0,
+        "config": {
+            "Entrypoint": [f"/{pin.binary}"],
+            "Env": ["PATH=/usr/bin", "HOME=/tmp"],
+            "Labels": {
+                "io.rocmforge.tool": pin.tool,
+                "io.rocmforge.tool.version": pin.version,
+                "io.rocmforge.recipe": pin.recipe,
+            },
+        },
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        "history": [{"created": EPOCH0, "created_by": f"rocmforge tools: Debian {pin.suite} " + ", ".join(
-            f"{d.package} {d.version} (sha256 {d.sha256})" for d in pin.debs)}],
+        "history": [
+            {
+                "created": EPOCH0,
+                "created_by": f"rocmforge tools: Debian {pin.suite} "
+                + ", ".join(f"{d.package} {d.version} (sha256 {d.sha256})" for d in pin.debs),
+            }
+        ],
     }
     return bases.canonical_json(config)
 

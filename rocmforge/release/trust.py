@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rocmforge.host import registry as reg
-from rocmforge.release import attestations as att, imageindex
+from rocmforge.release import attestations as att
+from rocmforge.release import imageindex
 from rocmforge.release.cosign import Cosign, CosignFailed, Identity
 from rocmforge.shared.errors import BuildError, UserError
 
@@ -21,8 +22,10 @@ if TYPE_CHECKING:
 
 LABEL_TARGET = "io.rocmforge.target"
 LABEL_HASH = "io.rocmforge.content-hash"
-_REF_RE = re.compile(rf"^(?P<repo>[^@\s]+?/{reg.REFERENCE_COMPONENT}(?:/{reg.REFERENCE_COMPONENT})*)"
-                     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})|@(?P<digest>sha256:[0-9a-f]{64}))$")
+_REF_RE = re.compile(
+    rf"^(?P<repo>[^@\s]+?/{reg.REFERENCE_COMPONENT}(?:/{reg.REFERENCE_COMPONENT})*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})|@(?P<digest>sha256:[0-9a-f]{64}))$"
+)
 _CONTENT_TAG = re.compile(r"^content-([0-9a-f]{12})$")
 
 
@@ -33,9 +36,18 @@ class Refused(BuildError):
 # What cosign (go-containerregistry) says when the registry's answer, not the signature, was bad: a
 # body cut off or altered (a blob is checked against its digest as it is read), a manifest naming a
 # blob that is not there, an answer that is not HTTP, a registry that went away.
-_REGISTRY_TROUBLE = ("unexpected EOF", "error verifying sha256 checksum", "BLOB_UNKNOWN", "malformed HTTP",
-                     "transport connection broken", "connection refused", "connection reset", "dial tcp",
-                     "i/o timeout", "server misbehaving")
+_REGISTRY_TROUBLE = (
+    "unexpected EOF",
+    "error verifying sha256 checksum",
+    "BLOB_UNKNOWN",
+    "malformed HTTP",
+    "transport connection broken",
+    "connection refused",
+    "connection reset",
+    "dial tcp",
+    "i/o timeout",
+    "server misbehaving",
+)
 
 
 def _unreadable(text: str) -> bool:
@@ -47,7 +59,7 @@ UNREADABLE = "could not be read intact from the registry (an answer cut off, alt
 
 @dataclass(frozen=True)
 class Reference:
-    repository: str      # host[:port]/path
+    repository: str  # host[:port]/path
     tag: str | None
     digest: str | None
 
@@ -62,9 +74,10 @@ class Reference:
 def parse_ref(text: str, field_name: str = "REF") -> Reference:
     m = _REF_RE.match(text.strip())
     if not m:
-        raise UserError(f"{text!r} is not REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:<64 hex>",
-                        field=field_name)
-    reg.parse(m["repo"].split("/", 1)[0])      # the same host rules as --registry (no Docker Hub names)
+        raise UserError(
+            f"{text!r} is not REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:<64 hex>", field=field_name
+        )
+    reg.parse(m["repo"].split("/", 1)[0])  # the same host rules as --registry (no Docker Hub names)
     return Reference(m["repo"], m["tag"], m["digest"])
 
 
@@ -78,15 +91,23 @@ class Verified:
     target: str
     content_hash: str
     signatures: int
-    statements: dict = field(default_factory=dict)     # predicate type -> predicate
+    statements: dict = field(default_factory=dict)  # predicate type -> predicate
 
     def to_json(self) -> dict:
         prov = self.statements[att.PROVENANCE]
         result = self.statements[att.TEST_RESULT]
-        return {"ref": self.ref, "repository": self.repository, "digest": self.digest,
-                "config_digest": self.config_digest, "target": self.target, "content_hash": self.content_hash,
-                "signatures": self.signatures, "sbom": sbom_summary(self.statements[att.SBOM]),
-                "provenance": provenance_summary(prov), "test_result": result}
+        return {
+            "ref": self.ref,
+            "repository": self.repository,
+            "digest": self.digest,
+            "config_digest": self.config_digest,
+            "target": self.target,
+            "content_hash": self.content_hash,
+            "signatures": self.signatures,
+            "sbom": sbom_summary(self.statements[att.SBOM]),
+            "provenance": provenance_summary(prov),
+            "test_result": result,
+        }
 
 
 def verify(client: Engine, cosign: Cosign, ref: Reference, signer: Identity) -> Verified:
@@ -110,12 +131,27 @@ def verify(client: Engine, cosign: Cosign, ref: Reference, signer: Identity) -> 
             raise Refused(f"{ref} ({digest}): its signature {UNREADABLE}: {exc}") from None
         raise Refused(f"{ref} ({digest}) is not signed by {signer.describe()}: {exc}") from None
     for p in payloads:
-        signed = ((p.get("critical") or {}).get("image") or {}).get("docker-manifest-digest") if isinstance(p, dict) else None
+        signed = (
+            ((p.get("critical") or {}).get("image") or {}).get("docker-manifest-digest")
+            if isinstance(p, dict)
+            else None
+        )
         if signed != digest:
             raise Refused(f"{ref}: a signature names {signed}, not the image's digest {digest}")
-    every = {uri: _statements(cosign, signer, pinned, uri, kind, digest, http) for uri, kind in att.COSIGN_TYPES.items()}
-    found = Verified(str(ref), ref.repository, digest, config_digest, labels, labels.get(LABEL_TARGET, ""),
-                     labels.get(LABEL_HASH, ""), len(payloads), {uri: first[0] for uri, first in every.items()})
+    every = {
+        uri: _statements(cosign, signer, pinned, uri, kind, digest, http) for uri, kind in att.COSIGN_TYPES.items()
+    }
+    found = Verified(
+        str(ref),
+        ref.repository,
+        digest,
+        config_digest,
+        labels,
+        labels.get(LABEL_TARGET, ""),
+        labels.get(LABEL_HASH, ""),
+        len(payloads),
+        {uri: first[0] for uri, first in every.items()},
+    )
     # Several statements of one type (cosign 3 adds one per push where cosign 2 replaces): each is
     # held against the others' first, so no signed statement that would be refused can ride along.
     problems: list[str] = []
@@ -142,8 +178,9 @@ def _config(client: Engine, repository: str, raw: bytes, digest: str) -> tuple[s
         raise Refused(f"{repository}: the image config {config_digest} is not JSON") from None
 
 
-def _statements(cosign: Cosign, signer: Identity, pinned: str, uri: str, kind: str, digest: str,
-                http: bool) -> list[dict]:
+def _statements(
+    cosign: Cosign, signer: Identity, pinned: str, uri: str, kind: str, digest: str, http: bool
+) -> list[dict]:
     who = signer.describe()
     try:
         statements = cosign.verify_attestations(signer, pinned, kind, http=http)
@@ -154,18 +191,23 @@ def _statements(cosign: Cosign, signer: Identity, pinned: str, uri: str, kind: s
         if _unreadable(text):
             raise Refused(f"{pinned}: the attestation {uri} {UNREADABLE}: {text}") from None
         if "no matching subject digest" in text:
-            raise Refused(f"{pinned}: the attestation {uri} attached here is for another digest, not this image's "
-                          f"{digest}: {text}") from None
+            raise Refused(
+                f"{pinned}: the attestation {uri} attached here is for another digest, not this image's "
+                f"{digest}: {text}"
+            ) from None
         raise Refused(f"{pinned}: attestation {uri} does not verify with {who}: {text}") from None
     bound = []
     for st in statements:
-        subjects = [(s.get("digest") or {}).get("sha256") if isinstance(s, dict) else None
-                    for s in st.get("subject") or []]
+        subjects = [
+            (s.get("digest") or {}).get("sha256") if isinstance(s, dict) else None for s in st.get("subject") or []
+        ]
         if st.get("predicateType") == uri and f"sha256:{subjects[0] if subjects else ''}" == digest:
             bound.append(st.get("predicate"))
         else:
-            raise Refused(f"{pinned}: attestation {uri} is for {', '.join(f'sha256:{s}' for s in subjects)}, "
-                          f"not for this image's digest {digest}")
+            raise Refused(
+                f"{pinned}: attestation {uri} is for {', '.join(f'sha256:{s}' for s in subjects)}, "
+                f"not for this image's digest {digest}"
+            )
     if not bound or not all(isinstance(p, dict) for p in bound):
         raise Refused(f"{pinned}: attestation {uri} carries no predicate object")
     return bound
@@ -185,35 +227,48 @@ def agreement(v: Verified, ref: Reference) -> list[str]:
     configs = [c for c in result.get("configuration") or [] if isinstance(c, dict)]
     tested = {f"sha256:{c.get('digest', {}).get('sha256')}" for c in configs if c.get("name") == "image-config"}
     if tested != {v.config_digest}:
-        problems.append(f"the test result is for image {', '.join(sorted(tested)) or 'none'}, not this image "
-                        f"{v.config_digest}")
+        problems.append(
+            f"the test result is for image {', '.join(sorted(tested)) or 'none'}, not this image {v.config_digest}"
+        )
     suites_cfg = next((c.get("annotations") or {} for c in configs if c.get("name") == "suites"), {})
     if suites_cfg.get("target") != v.target:
         problems.append(f"the test result is for target {suites_cfg.get('target')!r}, not {v.target!r}")
     judged = suites_cfg.get("judged")
     if isinstance(judged, dict) and judged.get("content_hash") != v.content_hash:
-        problems.append(f"the suites judged content hash {judged.get('content_hash')!r}, the image's label says "
-                        f"{v.content_hash!r}")
+        problems.append(
+            f"the suites judged content hash {judged.get('content_hash')!r}, the image's label says {v.content_hash!r}"
+        )
     component = (sbom.get("metadata") or {}).get("component") or {}
     if component.get("version") != v.config_digest or component.get("name") != v.target:
-        problems.append(f"the SBOM describes {component.get('name')!r} {component.get('version')!r}, not "
-                        f"{v.target!r} {v.config_digest}")
+        problems.append(
+            f"the SBOM describes {component.get('name')!r} {component.get('version')!r}, not "
+            f"{v.target!r} {v.config_digest}"
+        )
     if result.get("result") not in ("PASSED", "WARNED"):
-        problems.append(f"the suites did not pass (test result {result.get('result')!r}: "
-                        f"{'; '.join(result.get('failedTests') or []) or 'no failed test named'})")
-    passed = {line.split(":", 1)[0] for line in result.get("passedTests") or []
-              if isinstance(line, str) and ": not applicable:" not in line}
+        problems.append(
+            f"the suites did not pass (test result {result.get('result')!r}: "
+            f"{'; '.join(result.get('failedTests') or []) or 'no failed test named'})"
+        )
+    passed = {
+        line.split(":", 1)[0]
+        for line in result.get("passedTests") or []
+        if isinstance(line, str) and ": not applicable:" not in line
+    }
     missing = [s for s in att.REQUIRED_SUITES if s not in passed]
     if missing and result.get("result") in ("PASSED", "WARNED"):
         problems.append(f"suite(s) {', '.join(missing)} did not pass (each must: {', '.join(att.REQUIRED_SUITES)})")
     if ref.tag:
         m = _CONTENT_TAG.match(ref.tag)
         if m and not v.content_hash.startswith(m[1]):
-            problems.append(f"tag {ref.tag} now points to an image of content {v.content_hash[:12] or 'unknown'}: "
-                            "the tag was moved to another image")
+            problems.append(
+                f"tag {ref.tag} now points to an image of content {v.content_hash[:12] or 'unknown'}: "
+                "the tag was moved to another image"
+            )
     if v.target and ref.repository.rsplit("/", 1)[-1] != v.target:
-        problems.append(f"the repository {ref.repository} is not target {v.target!r}'s: the image was "
-                        "pushed or moved there from elsewhere")
+        problems.append(
+            f"the repository {ref.repository} is not target {v.target!r}'s: the image was "
+            "pushed or moved there from elsewhere"
+        )
     return problems
 
 
@@ -224,42 +279,64 @@ def sbom_summary(sbom: dict) -> dict:
         purl = str(c.get("purl") or "")
         kind = purl[4:].split("/", 1)[0] if purl.startswith("pkg:") else "other"
         kinds[kind] = kinds.get(kind, 0) + 1
-    return {"format": f"CycloneDX {sbom.get('specVersion', '?')}", "components": len(components), "by_type": kinds,
-            "serial": sbom.get("serialNumber")}
+    return {
+        "format": f"CycloneDX {sbom.get('specVersion', '?')}",
+        "components": len(components),
+        "by_type": kinds,
+        "serial": sbom.get("serialNumber"),
+    }
 
 
 def provenance_summary(prov: dict) -> dict:
     build = prov.get("buildDefinition") or {}
     ext = build.get("externalParameters") or {}
     builder = (prov.get("runDetails") or {}).get("builder") or {}
-    return {"target": ext.get("target"), "source_commit": (builder.get("version") or {}).get("commit"),
-            "rocmforge": (builder.get("version") or {}).get("rocmforge"),
-            "matrix_sha256": (ext.get("matrix") or {}).get("digest", {}).get("sha256"),
-            "lock_sha256": (ext.get("lock") or {}).get("digest", {}).get("sha256"),
-            "dockerfile_sha256": (ext.get("dockerfile") or {}).get("digest", {}).get("sha256"),
-            "resolved_dependencies": len(build.get("resolvedDependencies") or [])}
+    return {
+        "target": ext.get("target"),
+        "source_commit": (builder.get("version") or {}).get("commit"),
+        "rocmforge": (builder.get("version") or {}).get("rocmforge"),
+        "matrix_sha256": (ext.get("matrix") or {}).get("digest", {}).get("sha256"),
+        "lock_sha256": (ext.get("lock") or {}).get("digest", {}).get("sha256"),
+        "dockerfile_sha256": (ext.get("dockerfile") or {}).get("digest", {}).get("sha256"),
+        "resolved_dependencies": len(build.get("resolvedDependencies") or []),
+    }
 
 
 def format_text(v: Verified) -> str:
     result = v.statements[att.TEST_RESULT]
     sb, pv = sbom_summary(v.statements[att.SBOM]), provenance_summary(v.statements[att.PROVENANCE])
-    suites = next((c.get("annotations") or {} for c in result.get("configuration") or []
-                   if isinstance(c, dict) and c.get("name") == "suites"), {})
-    lines = [f"verified: {v.ref}", f"  digest {v.digest}", f"  image (config) {v.config_digest}",
-             f"  target {v.target}, content {v.content_hash[:12]}; {v.signatures} signature(s)",
-             f"suites: {result.get('result')} (host: {suites.get('host', '?')}; archs "
-             f"{', '.join(suites.get('archs') or [])})"]
+    suites = next(
+        (
+            c.get("annotations") or {}
+            for c in result.get("configuration") or []
+            if isinstance(c, dict) and c.get("name") == "suites"
+        ),
+        {},
+    )
+    lines = [
+        f"verified: {v.ref}",
+        f"  digest {v.digest}",
+        f"  image (config) {v.config_digest}",
+        f"  target {v.target}, content {v.content_hash[:12]}; {v.signatures} signature(s)",
+        f"suites: {result.get('result')} (host: {suites.get('host', '?')}; archs "
+        f"{', '.join(suites.get('archs') or [])})",
+    ]
     for status, key in (("passed", "passedTests"), ("warned", "warnedTests"), ("FAILED", "failedTests")):
         lines += [f"  {status:<7} {line}" for line in result.get(key) or []]
-    lines.append(f"sbom: {sb['format']}, {sb['components']} components "
-                 f"({', '.join(f'{k} {n}' for k, n in sorted(sb['by_type'].items()))})")
-    lines.append(f"provenance: rocmforge {pv['rocmforge']}, source commit {pv['source_commit']}, "
-                 f"matrix.lock sha256 {pv['lock_sha256']}, {pv['resolved_dependencies']} resolved dependencies")
+    lines.append(
+        f"sbom: {sb['format']}, {sb['components']} components "
+        f"({', '.join(f'{k} {n}' for k, n in sorted(sb['by_type'].items()))})"
+    )
+    lines.append(
+        f"provenance: rocmforge {pv['rocmforge']}, source commit {pv['source_commit']}, "
+        f"matrix.lock sha256 {pv['lock_sha256']}, {pv['resolved_dependencies']} resolved dependencies"
+    )
     return "\n".join(lines)
 
 
-def verify_entry(client: Engine, cosign: Cosign, repository: str, entry: imageindex.Entry, position: int,
-                 signer: Identity) -> Verified:
+def verify_entry(
+    client: Engine, cosign: Cosign, repository: str, entry: imageindex.Entry, position: int, signer: Identity
+) -> Verified:
     """One image of a rocmforge index, verified by its digest like any image, then held against what
     the (unsigned) index says of it: the archs a host picked it by must be the signed image's own,
     and only the first entry may be the main image."""
@@ -267,12 +344,16 @@ def verify_entry(client: Engine, cosign: Cosign, repository: str, entry: imagein
     labelled = imageindex.archs_of(found.labels.get(imageindex.ARCHS, ""))
     problems = []
     if set(labelled) != set(entry.archs):
-        problems.append(f"the index names it for {','.join(entry.archs)}, but the signed image is labelled "
-                        f"{imageindex.ARCHS}={','.join(labelled) or 'nothing'}")
+        problems.append(
+            f"the index names it for {','.join(entry.archs)}, but the signed image is labelled "
+            f"{imageindex.ARCHS}={','.join(labelled) or 'nothing'}"
+        )
     internal = (found.statements[att.PROVENANCE].get("buildDefinition") or {}).get("internalParameters") or {}
     if "variant" in internal and bool(internal["variant"]) != (position > 0):
-        problems.append(f"entry {position} of the index is attested as {'a variant' if internal['variant'] else 'the main image'}"
-                        f"{'' if position else ', but the first entry is the main image'}")
+        problems.append(
+            f"entry {position} of the index is attested as {'a variant' if internal['variant'] else 'the main image'}"
+            f"{'' if position else ', but the first entry is the main image'}"
+        )
     if problems:
         raise Refused(f"{repository}@{entry.digest}: " + "; ".join(problems))
     return found

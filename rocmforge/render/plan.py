@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
-from rocmforge.resolve.lockmodel import Lock
 from rocmforge.define.matrix import Matrix, load_matrix, variant_suffix
 from rocmforge.render import archprune
 from rocmforge.render.contexts import BaseArg, Renderer, TargetInputs
 from rocmforge.resolve import bases, lockfile
+from rocmforge.resolve.lockmodel import Lock
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import iso_utc
 
@@ -21,6 +21,7 @@ UNRESOLVED = "UNRESOLVED"
 
 class PinnedImage(NamedTuple):
     """A registry image by its locked digest."""
+
     image: str
     digest: str
 
@@ -31,14 +32,14 @@ class TargetPlan:
     stack: str
     archs: tuple[str, ...]
     deps: tuple[str, ...]
-    files: dict[str, bytes]             # rendered build context, relative path → bytes
+    files: dict[str, bytes]  # rendered build context, relative path → bytes
     content_hash: str
     labels: dict[str, str]
-    unresolved: tuple[str, ...]         # why the build must be refused, empty when buildable
-    bootstrap_stack: str | None         # stack whose bootstrapped base this target needs
-    fetches: tuple[FetchItem, ...] = ()   # host-side inputs added to the context at build time
-    registry_base: PinnedImage | None = None   # pulled before the build; FROM names it through BASE_ARG
-    variant: tuple[str, ...] = ()       # a variant's archs; () for the target's main (all-archs) image
+    unresolved: tuple[str, ...]  # why the build must be refused, empty when buildable
+    bootstrap_stack: str | None  # stack whose bootstrapped base this target needs
+    fetches: tuple[FetchItem, ...] = ()  # host-side inputs added to the context at build time
+    registry_base: PinnedImage | None = None  # pulled before the build; FROM names it through BASE_ARG
+    variant: tuple[str, ...] = ()  # a variant's archs; () for the target's main (all-archs) image
     # What the last stage's FROM names, read from the rendered Dockerfile when the plan is made (a
     # project's own template may start it elsewhere than the plan's base); "" when there is none.
     final_from: str = ""
@@ -61,9 +62,9 @@ class TargetPlan:
 @dataclass
 class BuildPlan:
     matrix: Matrix
-    lock: Lock              # matrix.lock as read once for the command; every later stage takes it from here
+    lock: Lock  # matrix.lock as read once for the command; every later stage takes it from here
     targets: dict[str, TargetPlan] = field(default_factory=dict)
-    variants: dict[str, tuple[TargetPlan, ...]] = field(default_factory=dict)   # by target, in matrix order
+    variants: dict[str, tuple[TargetPlan, ...]] = field(default_factory=dict)  # by target, in matrix order
 
     def order(self, names: list[str] | None = None) -> list[str]:
         return self.matrix.order(names)
@@ -123,13 +124,15 @@ def make_plan(m: Matrix, root: Path, lock: Lock | None = None) -> BuildPlan:
     steps = lockfile.apt_steps(m)
     for name in m.order():
         plan.targets[name] = _target_plan(plan, m, name, lock, renderer, steps)
-        plan.variants[name] = tuple(_target_plan(plan, m, name, lock, renderer, steps, tuple(group))
-                                    for group in m.targets[name].variants)
+        plan.variants[name] = tuple(
+            _target_plan(plan, m, name, lock, renderer, steps, tuple(group)) for group in m.targets[name].variants
+        )
     return plan
 
 
-def _target_plan(plan: BuildPlan, m: Matrix, name: str, lock: Lock, renderer: Renderer, steps,
-                 variant: tuple[str, ...] = ()) -> TargetPlan:
+def _target_plan(
+    plan: BuildPlan, m: Matrix, name: str, lock: Lock, renderer: Renderer, steps, variant: tuple[str, ...] = ()
+) -> TargetPlan:
     if variant:
         # The same target rendered for fewer archs: its lock entries, settings and labels stay the
         # target's own; what it is built on is the parent's variant of the same archs.
@@ -155,20 +158,43 @@ def _target_plan(plan: BuildPlan, m: Matrix, name: str, lock: Lock, renderer: Re
         unresolved += [f"{t.builder}: {u}" for u in dep.unresolved]
     unresolved += [u for cp in components.values() for u in cp.unresolved_source]
     labels = _labels(m, name, base.name, base.digest)
-    files = renderer.render_target(m, name, TargetInputs(
-        from_ref=base.from_ref, builder_ref=builder_ref, base_arg=base.base_arg, labels=labels,
-        unresolved=unresolved, pins_by_step=pins_by_step, components=components))
+    files = renderer.render_target(
+        m,
+        name,
+        TargetInputs(
+            from_ref=base.from_ref,
+            builder_ref=builder_ref,
+            base_arg=base.base_arg,
+            labels=labels,
+            unresolved=unresolved,
+            pins_by_step=pins_by_step,
+            components=components,
+        ),
+    )
     return TargetPlan(
-        name=name, stack=t.stack, archs=tuple(t.archs), deps=tuple(m.deps(name)), files=files,
-        content_hash=content_hash(files), labels=labels, unresolved=tuple(unresolved),
-        bootstrap_stack=base.bootstrap_stack, fetches=tuple(f for cp in components.values() for f in cp.fetches),
-        registry_base=base.registry_base, variant=variant, final_from=final_from(files["Dockerfile"]))
+        name=name,
+        stack=t.stack,
+        archs=tuple(t.archs),
+        deps=tuple(m.deps(name)),
+        files=files,
+        content_hash=content_hash(files),
+        labels=labels,
+        unresolved=tuple(unresolved),
+        bootstrap_stack=base.bootstrap_stack,
+        fetches=tuple(f for cp in components.values() for f in cp.fetches),
+        registry_base=base.registry_base,
+        variant=variant,
+        final_from=final_from(files["Dockerfile"]),
+    )
 
 
 def final_from(dockerfile: bytes) -> str:
     """The image the Dockerfile's last FROM names ("" when it has none)."""
-    froms = [line.split()[1] for line in dockerfile.decode().splitlines()
-             if line.upper().startswith("FROM ") and len(line.split()) > 1]
+    froms = [
+        line.split()[1]
+        for line in dockerfile.decode().splitlines()
+        if line.upper().startswith("FROM ") and len(line.split()) > 1
+    ]
     return froms[-1] if froms else ""
 
 
@@ -177,16 +203,21 @@ def _component_plans(m: Matrix, name: str, lock: Lock) -> dict[str, ComponentPla
     t = m.targets[name]
     stack = m.stacks[t.stack]
     has_torch = m.torch_of(name).version is not None
-    return {cname: m.components[cname].plan(cname, lockfile.component_lock(lock, cname), TargetUse(name, i, t, stack, has_torch))
-            for i, cname in enumerate(t.components)}
+    return {
+        cname: m.components[cname].plan(
+            cname, lockfile.component_lock(lock, cname), TargetUse(name, i, t, stack, has_torch)
+        )
+        for i, cname in enumerate(t.components)
+    }
 
 
 @dataclass(frozen=True)
 class _Base:
     """What a target is built FROM, as its Dockerfile and labels name it."""
+
     from_ref: str
-    name: str                                  # org.opencontainers.image.base.name
-    digest: str                                # "" where the base is a local image
+    name: str  # org.opencontainers.image.base.name
+    digest: str  # "" where the base is a local image
     unresolved: tuple[str, ...] = ()
     bootstrap_stack: str | None = None
     registry_base: PinnedImage | None = None
@@ -197,10 +228,16 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock, variant: tuple[s
     t = m.targets[name]
     stack = m.stacks[t.stack]
     if t.from_target:
-        dep = (plan.variant(t.from_target, variant) if variant and m.prunes(t.from_target)
-               else plan.targets[t.from_target])
-        return _Base(dep.content_tag, dep.content_tag, "", tuple(f"{t.from_target}: {u}" for u in dep.unresolved),
-                     bootstrap_stack=dep.bootstrap_stack)
+        dep = (
+            plan.variant(t.from_target, variant) if variant and m.prunes(t.from_target) else plan.targets[t.from_target]
+        )
+        return _Base(
+            dep.content_tag,
+            dep.content_tag,
+            "",
+            tuple(f"{t.from_target}: {u}" for u in dep.unresolved),
+            bootstrap_stack=dep.bootstrap_stack,
+        )
     if stack.base.bootstrap:
         ref = bases.bootstrap_ref(t.stack, stack)
         return _Base(ref, ref, "", bootstrap_stack=t.stack)
@@ -209,16 +246,24 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock, variant: tuple[s
     reg = stack.base.registry
     base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or locked_digest or ""
     if not ok:
-        return _Base(from_ref, base_name, base_digest, (f"base image {reg.image}:{reg.tag} has no digest "
-                                                        "(run `build.py lock` where the registry is reachable)",))
+        return _Base(
+            from_ref,
+            base_name,
+            base_digest,
+            (f"base image {reg.image}:{reg.tag} has no digest (run `build.py lock` where the registry is reachable)",),
+        )
     stale = lockfile.apt_sources_stale(lock, m, t.stack)
     if stale:
         return _Base(from_ref, base_name, base_digest, (stale,))
     # FROM names the base through a build argument whose default is the upstream reference:
     # a build through a registry mirror passes the mirror's reference for the same digest.
-    return _Base("${" + bases.BASE_ARG + "}", base_name, base_digest,
-                 registry_base=PinnedImage(reg.image, reg.digest or locked_digest),
-                 base_arg=BaseArg(bases.BASE_ARG, from_ref))
+    return _Base(
+        "${" + bases.BASE_ARG + "}",
+        base_name,
+        base_digest,
+        registry_base=PinnedImage(reg.image, reg.digest or locked_digest),
+        base_arg=BaseArg(bases.BASE_ARG, from_ref),
+    )
 
 
 def _labels(m: Matrix, name: str, base_name: str, base_digest: str) -> dict[str, str]:
@@ -251,12 +296,14 @@ def require_resolved(tp: TargetPlan, field: str = "--target") -> None:
     """The one gate of every command that builds, or needs a build of, a target: a target whose pins are
     unresolved renders `@sha256:UNRESOLVED` on purpose, so it is refused here, before the engine is asked."""
     if tp.unresolved:
-        raise UserError(f"target {tp.name!r} cannot be built until its pins are resolved: "
-                        + "; ".join(tp.unresolved), field=field)
+        raise UserError(
+            f"target {tp.name!r} cannot be built until its pins are resolved: " + "; ".join(tp.unresolved), field=field
+        )
 
 
 def load_plan(matrix_path: Path | str) -> BuildPlan:
     """The plan for a matrix file and the matrix.lock beside it."""
     matrix_path = Path(matrix_path)
-    return make_plan(load_matrix(matrix_path), matrix_path.resolve().parent,
-                     lockfile.load(matrix_path.with_suffix(".lock")))
+    return make_plan(
+        load_matrix(matrix_path), matrix_path.resolve().parent, lockfile.load(matrix_path.with_suffix(".lock"))
+    )

@@ -12,7 +12,7 @@ import jinja2.bccache
 
 from rocmforge.shared.files import keep_most_recent, user_cache
 
-KEEP = 256   # entries kept (most recently used): a few KB each, one per template file in use
+KEEP = 256  # entries kept (most recently used): a few KB each, one per template file in use
 PATTERN = "%s.jinja"
 
 
@@ -28,7 +28,7 @@ class TemplateCache(jinja2.bccache.FileSystemBytecodeCache):
             super().load_bytecode(bucket)
             if bucket.code is not None:
                 os.utime(self._get_cache_filename(bucket))
-        except Exception:   # unreadable, truncated or from another Python: compile instead (any reason)
+        except Exception:  # unreadable, truncated or from another Python: compile instead (any reason)
             bucket.reset()
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from rocmforge.render.plan import BuildPlan
 from rocmforge.shared.files import atomic_write
 
-
 # Every target's context holds the same probes/ and tools/ (the plan's files, hashed into the
 # content tag); the repository keeps them once (probes/, rocmforge/data/scripts/venv_entry_points.py),
 # and `build.py context` writes a whole context.
@@ -18,8 +17,13 @@ SHARED_PREFIXES = ("probes/", "tools/")
 def expected_tree(plan: BuildPlan) -> dict[str, bytes]:
     """The committed images/ tree: each target's and each variant's (images/NAME-ARCHS/) rendered
     files, without the shared ones."""
-    return {f"{tp.key}/{rel}": data for name in plan.targets for tp in plan.images_of(name)
-            for rel, data in tp.files.items() if not rel.startswith(SHARED_PREFIXES)}
+    return {
+        f"{tp.key}/{rel}": data
+        for name in plan.targets
+        for tp in plan.images_of(name)
+        for rel, data in tp.files.items()
+        if not rel.startswith(SHARED_PREFIXES)
+    }
 
 
 def _existing(out: Path) -> dict[str, Path]:

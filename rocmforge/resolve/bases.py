@@ -8,7 +8,7 @@ import json
 from rocmforge.define.schema import Stack
 
 IMAGE_NAMESPACE = "rocmforge"
-BASE_ARG = "ROCMFORGE_BASE"   # the build argument through which a registry base is named in FROM
+BASE_ARG = "ROCMFORGE_BASE"  # the build argument through which a registry base is named in FROM
 # Bump when the normalisation in bootstrap.py changes: it is part of every recipe hash.
 NORMALISATION_VERSION = 3
 
@@ -20,9 +20,13 @@ def canonical_json(obj) -> bytes:
 def recipe_hash(stack: Stack) -> str:
     boot = stack.base.bootstrap
     assert boot is not None
-    recipe = {"suite": boot.suite, "variant": boot.variant, "include": sorted(boot.include),
-              "normalisation": NORMALISATION_VERSION}
-    if boot.snapshot:   # only when set, so existing recipes keep their hashes
+    recipe = {
+        "suite": boot.suite,
+        "variant": boot.variant,
+        "include": sorted(boot.include),
+        "normalisation": NORMALISATION_VERSION,
+    }
+    if boot.snapshot:  # only when set, so existing recipes keep their hashes
         recipe["snapshot"] = True
     return hashlib.sha256(canonical_json(recipe)).hexdigest()
 

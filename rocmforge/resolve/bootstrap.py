@@ -25,14 +25,24 @@ from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from rocmforge.host.engines import Engine
 
 # Paths that differ between two debootstraps of the same packages (logs, caches, host identity).
-SCRUB = ["var/cache/ldconfig/aux-cache", "var/log/bootstrap.log", "var/log/dpkg.log",
-         "var/log/alternatives.log", "var/log/apt", "var/cache/apt/pkgcache.bin",
-         "var/cache/apt/srcpkgcache.bin", "var/cache/debconf/config.dat-old",
-         "var/cache/debconf/templates.dat-old", "var/lib/dpkg/status-old",
-         "var/lib/dpkg/diversions-old", "debootstrap"]
+SCRUB = [
+    "var/cache/ldconfig/aux-cache",
+    "var/log/bootstrap.log",
+    "var/log/dpkg.log",
+    "var/log/alternatives.log",
+    "var/log/apt",
+    "var/cache/apt/pkgcache.bin",
+    "var/cache/apt/srcpkgcache.bin",
+    "var/cache/debconf/config.dat-old",
+    "var/cache/debconf/templates.dat-old",
+    "var/lib/dpkg/status-old",
+    "var/lib/dpkg/diversions-old",
+    "debootstrap",
+]
 EMPTY_DIRS = ["var/lib/apt/lists", "var/cache/apt/archives"]
 BLANK = ["etc/resolv.conf", "etc/hostname", "etc/machine-id"]
 BLANK_MODE = 0o644
@@ -41,8 +51,9 @@ BLANK_MODE = 0o644
 # host (hostname, resolv.conf), and an empty run/mount that only older ones leave. These are
 # written one way here, so a recipe gives one base whichever debootstrap the host has.
 FSTAB = "etc/fstab"
-CANONICAL_FSTAB = ("# UNCONFIGURED FSTAB FOR BASE SYSTEM\n#\n"
-                   "# <file system> <mount point>   <type>  <options>       <dump>  <pass>\n")
+CANONICAL_FSTAB = (
+    "# UNCONFIGURED FSTAB FOR BASE SYSTEM\n#\n# <file system> <mount point>   <type>  <options>       <dump>  <pass>\n"
+)
 RUN = "run"
 RUN_KEEP = {"lock"}
 EPOCH0 = "1970-01-01T00:00:00Z"
@@ -112,15 +123,30 @@ def _canonical_debootstrap_files(rootfs: Path) -> None:
         fstab.write_text(CANONICAL_FSTAB)
     run = rootfs / RUN
     if run.is_dir() and not run.is_symlink():
-        for child in run.iterdir():   # only empty directories: a package's file there is content
+        for child in run.iterdir():  # only empty directories: a package's file there is content
             if child.name not in RUN_KEEP and child.is_dir() and not child.is_symlink() and not any(child.iterdir()):
                 child.rmdir()
 
 
 def layer_tar(rootfs: Path, out: Path) -> str:
     """Deterministic tar of rootfs; returns the diffID."""
-    subprocess.run(["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner",
-                    "--format=gnu", "-C", str(rootfs), "-cf", str(out), "."], check=True)
+    subprocess.run(
+        [
+            "tar",
+            "--sort=name",
+            "--mtime=@0",
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "--format=gnu",
+            "-C",
+            str(rootfs),
+            "-cf",
+            str(out),
+            ".",
+        ],
+        check=True,
+    )
     h = hashlib.sha256()
     with open(out, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -133,10 +159,14 @@ def image_config(diff_id: str, stack_name: str, stack: Stack) -> bytes:
     recipe = bases.recipe_hash(stack)
     cmd = f"debootstrap --variant={boot.variant} {boot.suite}"
     config = {
-        "architecture": "amd64", "os": "linux", "created": EPOCH0,
-        "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-                   "Cmd": ["bash"],
-                   "Labels": {"io.rocmforge.base": stack_name, "io.rocmforge.recipe": recipe}},
+        "architecture": "amd64",
+        "os": "linux",
+        "created": EPOCH0,
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Cmd": ["bash"],
+            "Labels": {"io.rocmforge.base": stack_name, "io.rocmforge.recipe": recipe},
+        },
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": EPOCH0, "created_by": f"rocmforge bootstrap: {cmd} (recipe {recipe[:12]})"}],
     }
@@ -151,8 +181,9 @@ def _fixed_member(info: tarfile.TarInfo) -> tarfile.TarInfo:
 def write_archive(layer: Path, diff_id: str, config: bytes, ref: str, out: Path) -> str:
     config_id = hashlib.sha256(config).hexdigest()
     layer_dir = diff_id.split(":")[1]
-    manifest = json.dumps([{"Config": f"{config_id}.json", "RepoTags": [ref],
-                            "Layers": [f"{layer_dir}/layer.tar"]}]).encode()
+    manifest = json.dumps(
+        [{"Config": f"{config_id}.json", "RepoTags": [ref], "Layers": [f"{layer_dir}/layer.tar"]}]
+    ).encode()
     with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as tar:
         for name, data in ((f"{config_id}.json", config), ("manifest.json", manifest)):
             info = tarfile.TarInfo(name)
@@ -194,8 +225,9 @@ def _run_as_one(cmd: list[str]) -> subprocess.CompletedProcess:
     chroot) in a process group of their own, killed together when this command is stopped: a
     SIGTERM to rocmforge alone (`docker stop`, a supervisor) would otherwise end debootstrap only,
     and they would go on writing into a tree being removed."""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True) as proc:
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    ) as proc:
         try:
             out, _ = proc.communicate()
         except BaseException:
@@ -227,7 +259,7 @@ def _kill_chrooted(root: Path) -> None:
             where = os.readlink(proc / "root")
             if where == prefix or where.startswith(prefix + "/"):
                 os.kill(int(proc.name), signal.SIGKILL)
-        except (OSError, ValueError):    # gone meanwhile, or not ours to see
+        except (OSError, ValueError):  # gone meanwhile, or not ours to see
             pass
 
 
@@ -257,10 +289,14 @@ def ensure_base(client: Engine, stack_name: str, stack: Stack, workdir: Path, lo
         log(f"base {ref}: present (recipe hash matches)")
         return ref
     if shutil.which("debootstrap") is None:
-        raise BuildError("debootstrap is not installed; install it (apt-get install debootstrap) to build the "
-                         f"bootstrapped base of stack {stack_name!r}")
+        raise BuildError(
+            "debootstrap is not installed; install it (apt-get install debootstrap) to build the "
+            f"bootstrapped base of stack {stack_name!r}"
+        )
     if os.geteuid() != 0:
-        raise BuildError(f"bootstrapping the base of stack {stack_name!r} needs root (debootstrap creates device nodes)")
+        raise BuildError(
+            f"bootstrapping the base of stack {stack_name!r} needs root (debootstrap creates device nodes)"
+        )
     workdir.mkdir(parents=True, exist_ok=True)
     with _scratch_dir(workdir, log) as tmp:
         archive, image_id, diff_id = bootstrap_archive(stack_name, stack, Path(tmp), log)

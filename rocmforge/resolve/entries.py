@@ -5,9 +5,9 @@ module resolves it, against the registry, a git remote, pip, or a container of t
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rocmforge.define.kinds import CmakeToolLock, GitSourceLock, LockEntry, PythonEnvLock
 from rocmforge.host import fetch
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 class MatrixView(Protocol):
     """The part of the matrix an entry reads (define.matrix.Matrix is one)."""
+
     targets: Mapping[str, Target]
     stacks: Mapping[str, Stack]
     components: Mapping[str, Any]
@@ -31,6 +32,7 @@ class MatrixView(Protocol):
 
 class LockOutcome(Protocol):
     """Where an entry reports: one line per entry resolved, failed here, or found stale."""
+
     resolved: list[str]
     failed: list[str]
     problems: list[str]
@@ -38,10 +40,11 @@ class LockOutcome(Protocol):
 
 class LockContext(Protocol):
     """What an entry resolves and checks with; resolve.lock.LockRun provides it."""
+
     client: Engine
     matrix: MatrixView
-    names: list[str]            # the targets the run covers, in build order
-    lock: Lock                  # the lock being written (resolve) or read (check)
+    names: list[str]  # the targets the run covers, in build order
+    lock: Lock  # the lock being written (resolve) or read (check)
     out: LockOutcome
     work: Path
     ca_bundle: Path | None
@@ -107,9 +110,9 @@ def _resolve_cmake(entry: CmakeToolLock, run: LockContext) -> None:
         try:
             image = run.base_image(t.stack)
         except RuntimeError:
-            return   # the base's own failure is reported by its entry
+            return  # the base's own failure is reported by its entry
         with TrackedContainer(run.client, image) as tc:
-            r = tc.exec(["sh", "-c", "p=$(command -v cmake) && echo \"$p\" && cmake --version"])
+            r = tc.exec(["sh", "-c", 'p=$(command -v cmake) && echo "$p" && cmake --version'])
         lines = r.stdout.split("\n") if r.rc == 0 else []
         found = next((ln.split()[-1] for ln in lines if ln.startswith("cmake version")), None)
         if found and _version_tuple(found) >= _version_tuple(entry.minimum):
@@ -118,7 +121,8 @@ def _resolve_cmake(entry: CmakeToolLock, run: LockContext) -> None:
         run.out.failed.append(
             f"cmake {entry.component}: stack {t.stack} (target {tname}): the base {image} has {have}; "
             f"the fork needs CMake >= {entry.minimum}: pin a cmake >= {entry.minimum} under stacks.{t.stack}.apt "
-            f"and add it to components.{entry.component}.builder_apt")
+            f"and add it to components.{entry.component}.builder_apt"
+        )
         return
 
 
@@ -135,8 +139,7 @@ def _resolve_python(entry: PythonEnvLock, run: LockContext) -> None:
         return
     python = run.matrix.stacks[run.matrix.targets[tname].stack].python
     try:
-        run.lock.python[name] = python_files(fetch.resolve_wheels(entry.requirements, python, run.work,
-                                                                  run.ca_bundle))
+        run.lock.python[name] = python_files(fetch.resolve_wheels(entry.requirements, python, run.work, run.ca_bundle))
     except fetch.FetchError as exc:
         run.out.failed.append(f"python {name}: {exc}")
         return
@@ -153,13 +156,21 @@ def _resolve_python_on_image(entry: PythonEnvLock, run: LockContext, tname: str)
         return
     pins, missing = run.builder_image_pins(tname, name)
     if missing:
-        run.out.failed.append(f"python {name}: the apt closure of {', '.join(missing)} is not locked; "
-                              "entry left as it was")
+        run.out.failed.append(
+            f"python {name}: the apt closure of {', '.join(missing)} is not locked; entry left as it was"
+        )
         return
     try:
-        res = pylock.resolve(run.client, image, python_bin=run.matrix.stacks[stack_name].python_bin,
-                             requirements=entry.requirements, apt_pins=[f"{n}={v}" for n, v in pins],
-                             ca_bundle=run.ca_bundle, log=run.log, stack_name=stack_name)
+        res = pylock.resolve(
+            run.client,
+            image,
+            python_bin=run.matrix.stacks[stack_name].python_bin,
+            requirements=entry.requirements,
+            apt_pins=[f"{n}={v}" for n, v in pins],
+            ca_bundle=run.ca_bundle,
+            log=run.log,
+            stack_name=stack_name,
+        )
     except pylock.PythonLockError as exc:
         run.out.failed.append(f"python {name}: {exc}; entry left as it was")
         return
@@ -167,7 +178,8 @@ def _resolve_python_on_image(entry: PythonEnvLock, run: LockContext, tname: str)
     held = run.lock.held[name] = HeldEntry.model_validate(res.held)
     run.out.resolved.append(
         f"python {name}: {len(res.wheels)} wheel(s) with hashes, resolved in {image} against its "
-        f"torch {held.torch_version} (held: {', '.join(held.packages) or 'none'})")
+        f"torch {held.torch_version} (held: {', '.join(held.packages) or 'none'})"
+    )
 
 
 def _check_python(entry: PythonEnvLock, run: LockContext) -> None:

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocmforge.resolve.lockmodel import Lock
 from rocmforge.define.matrix import Matrix
+from rocmforge.resolve.lockmodel import Lock
 
 
 @dataclass(frozen=True)
 class ExpectedPackages:
-    packages: dict[str, str]          # name -> exact version the image must have installed
-    base_locked: bool                 # False when the lock holds no package list for the base
-    unlocked_steps: tuple[str, ...]   # apt steps of the chain the lock has no closure for
-    sources: dict[str, str]           # name -> where the expectation comes from ("base x", "apt y")
+    packages: dict[str, str]  # name -> exact version the image must have installed
+    base_locked: bool  # False when the lock holds no package list for the base
+    unlocked_steps: tuple[str, ...]  # apt steps of the chain the lock has no closure for
+    sources: dict[str, str]  # name -> where the expectation comes from ("base x", "apt y")
 
 
 def expected_packages(lock: Lock, m: Matrix, target: str) -> ExpectedPackages:
@@ -36,7 +36,7 @@ def expected_packages(lock: Lock, m: Matrix, target: str) -> ExpectedPackages:
     while name:
         chain.append(name)
         name = m.targets[name].from_target
-    chain.reverse()                                # base first: later steps override earlier versions
+    chain.reverse()  # base first: later steps override earlier versions
     stack = m.targets[target].stack
     base_pkgs = lock.base(stack).packages
     packages = dict(base_pkgs or {})
@@ -56,26 +56,30 @@ def expected_packages(lock: Lock, m: Matrix, target: str) -> ExpectedPackages:
 
 @dataclass(frozen=True)
 class PackageDiff:
-    missing: list[str]     # "name=version (source)": in the lock, not installed
-    wrong: list[str]       # "name: lock V, installed W (source)"
-    extra: list[str]       # "name=version": installed, in no locked step (judged only with a locked base)
+    missing: list[str]  # "name=version (source)": in the lock, not installed
+    wrong: list[str]  # "name: lock V, installed W (source)"
+    extra: list[str]  # "name=version": installed, in no locked step (judged only with a locked base)
 
     def __bool__(self) -> bool:
         return bool(self.missing or self.wrong or self.extra)
 
     def lines(self) -> list[str]:
-        return ([f"missing (in the lock's closure, not installed): {m}" for m in self.missing]
-                + [f"wrong version: {w}" for w in self.wrong]
-                + [f"extra (installed, not in the lock's closure): {e}" for e in self.extra])
+        return (
+            [f"missing (in the lock's closure, not installed): {m}" for m in self.missing]
+            + [f"wrong version: {w}" for w in self.wrong]
+            + [f"extra (installed, not in the lock's closure): {e}" for e in self.extra]
+        )
 
 
 def compare(expected: ExpectedPackages, installed: dict[str, str]) -> PackageDiff:
     """installed: name -> version of the packages dpkg reports fully installed ("ii")."""
     missing = [f"{n}={v} ({expected.sources[n]})" for n, v in expected.packages.items() if n not in installed]
-    wrong = [f"{n}: lock {v}, installed {installed[n]} ({expected.sources[n]})"
-             for n, v in expected.packages.items() if n in installed and installed[n] != v]
-    extra = [f"{n}={v}" for n, v in sorted(installed.items())
-             if expected.base_locked and n not in expected.packages]
+    wrong = [
+        f"{n}: lock {v}, installed {installed[n]} ({expected.sources[n]})"
+        for n, v in expected.packages.items()
+        if n in installed and installed[n] != v
+    ]
+    extra = [f"{n}={v}" for n, v in sorted(installed.items()) if expected.base_locked and n not in expected.packages]
     return PackageDiff(missing, wrong, extra)
 
 

@@ -5,17 +5,18 @@ with a clear message and keep their previous lock value."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rocmforge.define.kinds import LockEntry
-from rocmforge.resolve.lockmodel import SECTIONS, BaseEntry, Lock
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources, registrybase
 from rocmforge.host.container import TrackedContainer, remove_session_leftovers
 from rocmforge.resolve import bases, bootstrap, entries, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
+from rocmforge.resolve.lockmodel import SECTIONS, BaseEntry, Lock
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
@@ -28,17 +29,18 @@ INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
 class Outcome:
     lock: Lock
     resolved: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)     # unresolvable here: message per entry
-    problems: list[str] = field(default_factory=list)   # --check: stale or unavailable pins
+    failed: list[str] = field(default_factory=list)  # unresolvable here: message per entry
+    problems: list[str] = field(default_factory=list)  # --check: stale or unavailable pins
 
 
 @dataclass
 class LockRun:
     """What the lock entries the kinds describe are resolved and checked with (resolve.entries)."""
+
     client: Any
     matrix: Matrix
-    names: list[str]            # the targets this run covers, in build order
-    lock: Lock                  # the lock being written (resolve) or read (check)
+    names: list[str]  # the targets this run covers, in build order
+    lock: Lock  # the lock being written (resolve) or read (check)
     out: Outcome
     work: Path
     ca_bundle: Path | None
@@ -71,11 +73,12 @@ class AptSession:
             raise
         if r.rc != 0:
             self.close()
-            why = aptsources.failure_message(stack_name, r.output, mirror=aptmirror.from_env()
-                                             if stack.base.bootstrap else None)
+            why = aptsources.failure_message(
+                stack_name, r.output, mirror=aptmirror.from_env() if stack.base.bootstrap else None
+            )
             if why is None and stack.base.bootstrap and aptmirror.unreachable_hint(r.output):
                 why = aptmirror.unreachable_message(aptmirror.from_env())
-            if why:   # every entry of the stack would fail alike: stop with one message
+            if why:  # every entry of the stack would fail alike: stop with one message
                 raise BuildError(f"lock: {why}")
             raise RuntimeError(f"apt-get update failed in {image}: {r.output[-500:]}")
 
@@ -93,8 +96,9 @@ class AptSession:
         """Packages (name → version) that `apt-get install --no-install-recommends PINS` would install."""
         if not pins:
             return {}
-        r = self.tc.exec(["apt-get", "install", "-s", "-y", "--no-install-recommends", *pins], timeout=600,
-                         env=self.env)
+        r = self.tc.exec(
+            ["apt-get", "install", "-s", "-y", "--no-install-recommends", *pins], timeout=600, env=self.env
+        )
         if r.rc != 0:
             raise RuntimeError(_apt_error(r.output))
         return {m.group(1).split(":")[0]: m.group(2) for m in map(INST_RE.match, r.stdout.splitlines()) if m}
@@ -122,8 +126,7 @@ def _apt_error(output: str) -> str:
     return "; ".join(errs) or output.strip()[-300:]
 
 
-def base_image(client: Engine, m: Matrix, stack_name: str, lock: Lock, work: Path,
-               log: Callable[[str], None]) -> str:
+def base_image(client: Engine, m: Matrix, stack_name: str, lock: Lock, work: Path, log: Callable[[str], None]) -> str:
     """A local reference of the stack's base: bootstrapped here, or pulled by its locked digest
     (through the registry mirror when one is set). Raises RuntimeError saying why not."""
     stack = m.stacks[stack_name]
@@ -140,23 +143,29 @@ def base_image(client: Engine, m: Matrix, stack_name: str, lock: Lock, work: Pat
         raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
 
 
-def _apt_session(client: Engine, m: Matrix, stack_name: str, sessions: dict, work: Path,
-                 log: Callable[[str], None], lock: Lock):
+def _apt_session(
+    client: Engine, m: Matrix, stack_name: str, sessions: dict, work: Path, log: Callable[[str], None], lock: Lock
+):
     """An apt session in the stack's base, or the reason there is none (a string)."""
     if stack_name not in sessions:
         try:
-            sessions[stack_name] = AptSession(client, base_image(client, m, stack_name, lock, work, log), stack_name,
-                                          m.stacks[stack_name])
+            sessions[stack_name] = AptSession(
+                client, base_image(client, m, stack_name, lock, work, log), stack_name, m.stacks[stack_name]
+            )
         except RuntimeError as exc:
             sessions[stack_name] = str(exc)
     return sessions[stack_name]
 
 
-def _resolve_digest(stack_name: str, stack, lock: Lock, out: "Outcome") -> bool:
+def _resolve_digest(stack_name: str, stack, lock: Lock, out: Outcome) -> bool:
     """The base's digest into the lock; False when it could not be resolved (reported)."""
     reg = stack.base.registry
-    entry = BaseEntry(kind="registry", image=f"{reg.image}:{reg.tag}", digest=reg.digest,
-                      apt_sources=aptsources.record(stack.apt_sources))
+    entry = BaseEntry(
+        kind="registry",
+        image=f"{reg.image}:{reg.tag}",
+        digest=reg.digest,
+        apt_sources=aptsources.record(stack.apt_sources),
+    )
     if reg.digest:
         lock.bases[stack_name] = entry
         out.resolved.append(f"base {stack_name}: {reg.digest} (from matrix.yaml)")
@@ -177,8 +186,9 @@ def _resolve_digest(stack_name: str, stack, lock: Lock, out: "Outcome") -> bool:
     return True
 
 
-def _record_base_packages(client: Engine, m: Matrix, stack_name: str, lock: Lock, out: "Outcome", work: Path,
-                          log: Callable[[str], None]) -> None:
+def _record_base_packages(
+    client: Engine, m: Matrix, stack_name: str, lock: Lock, out: Outcome, work: Path, log: Callable[[str], None]
+) -> None:
     """The dpkg set of a registry base pulled by its digest, into bases.<stack>.packages: the suites
     expect exactly it plus the locked apt steps (rocmforge.resolve.image_packages). Read before any apt
     update, so a dead vendor list does not stand in the way."""
@@ -188,7 +198,7 @@ def _record_base_packages(client: Engine, m: Matrix, stack_name: str, lock: Lock
     except RuntimeError as exc:
         out.failed.append(f"base {stack_name}: packages: {exc}")
         return
-    with TrackedContainer(client, image) as tc:    # stopped between create and start: swept there
+    with TrackedContainer(client, image) as tc:  # stopped between create and start: swept there
         r = tc.exec(DPKG_STATUS, timeout=300)
     if r.rc != 0:
         out.failed.append(f"base {stack_name}: packages: dpkg-query failed in {image}: {r.output.strip()[-300:]}")
@@ -201,8 +211,16 @@ def _session_failed(session) -> str | None:
     return session if isinstance(session, str) else None
 
 
-def resolve(client: Engine, m: Matrix, old: Lock, *, targets: list[str] | None, work: Path,
-            ca_bundle: Path | None = None, log: Callable[[str], None] = print) -> Outcome:
+def resolve(
+    client: Engine,
+    m: Matrix,
+    old: Lock,
+    *,
+    targets: list[str] | None,
+    work: Path,
+    ca_bundle: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> Outcome:
     lock = Lock(**{s: dict(getattr(old, s)) for s in SECTIONS})
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()
@@ -220,8 +238,12 @@ def resolve(client: Engine, m: Matrix, old: Lock, *, targets: list[str] | None, 
                 out.failed.append(f"base {sname}: {session}")
                 continue
             image_id = client.identity(bases.bootstrap_ref(sname, stack))
-            lock.bases[sname] = BaseEntry(kind="bootstrap", recipe=bases.recipe_hash(stack), image_id=image_id,
-                                          packages=dict(sorted(session.installed().items())))
+            lock.bases[sname] = BaseEntry(
+                kind="bootstrap",
+                recipe=bases.recipe_hash(stack),
+                image_id=image_id,
+                packages=dict(sorted(session.installed().items())),
+            )
             out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
@@ -230,7 +252,7 @@ def resolve(client: Engine, m: Matrix, old: Lock, *, targets: list[str] | None, 
             if _session_failed(session):
                 out.failed.append(f"apt {step.key}: {session}; entry left as it was")
                 continue
-            if session.lists and step.stack in lock.bases:   # what the base shipped, beside what is done to it
+            if session.lists and step.stack in lock.bases:  # what the base shipped, beside what is done to it
                 lock.bases[step.stack].apt_lists_found = session.lists
             pins = m.stacks[step.stack].apt
             try:
@@ -254,12 +276,17 @@ def resolve(client: Engine, m: Matrix, old: Lock, *, targets: list[str] | None, 
 
 def _lock_entries(m: Matrix, names: list[str]) -> list[LockEntry]:
     """The lock entries of every component the targets use, by component name."""
-    return [entry for cname, comp in sorted(m.components.items())
-            if any(cname in m.targets[n].components for n in names) for entry in comp.lock_entries(cname)]
+    return [
+        entry
+        for cname, comp in sorted(m.components.items())
+        if any(cname in m.targets[n].components for n in names)
+        for entry in comp.lock_entries(cname)
+    ]
 
 
-def check(client: Engine, m: Matrix, lock: Lock, *, targets: list[str] | None, work: Path,
-          log: Callable[[str], None] = print) -> Outcome:
+def check(
+    client: Engine, m: Matrix, lock: Lock, *, targets: list[str] | None, work: Path, log: Callable[[str], None] = print
+) -> Outcome:
     """Every stale or unresolvable pin at once; builds nothing."""
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()
@@ -296,7 +323,9 @@ def check(client: Engine, m: Matrix, lock: Lock, *, targets: list[str] | None, w
         entry = lock.bases.get(sname)
         if stack.base.registry:
             if not (stack.base.registry.digest or lock.base(sname).digest):
-                out.problems.append(f"base {sname}: no digest for {stack.base.registry.image}:{stack.base.registry.tag}")
+                out.problems.append(
+                    f"base {sname}: no digest for {stack.base.registry.image}:{stack.base.registry.tag}"
+                )
             stale = lockfile.apt_sources_stale(lock, m, sname)
             if stale:
                 out.problems.append(stale)
@@ -304,8 +333,11 @@ def check(client: Engine, m: Matrix, lock: Lock, *, targets: list[str] | None, w
             out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")
         elif base_packages.get(sname) is not None:
             have = base_packages[sname]
-            moved = [f"{n} lock {v}, now {have.get(n, 'absent')}" for n, v in sorted((entry.packages or {}).items())
-                     if have.get(n) != v]
+            moved = [
+                f"{n} lock {v}, now {have.get(n, 'absent')}"
+                for n, v in sorted((entry.packages or {}).items())
+                if have.get(n) != v
+            ]
             if moved:
                 out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))
     run = LockRun(client, m, names, lock, out, work, None, log)

@@ -48,6 +48,7 @@ Commit = Annotated[str, _matching(COMMIT_RE, "must be a 40-character commit or n
 class Entry(BaseModel):
     """An entry keeps what the file holds as it holds it: a key is dumped only when it was read or
     set (model_dump(exclude_unset=True)), and keys the tool does not know are kept (extra)."""
+
     model_config = ConfigDict(extra="allow", strict=True)
 
     def __bool__(self) -> bool:
@@ -58,6 +59,7 @@ class Entry(BaseModel):
 class BaseEntry(Entry):
     """bases.<stack>: a bootstrapped base (recipe, image_id, packages) or a registry one (image, digest,
     apt_sources, packages, apt_lists_found). Fields in the order they are checked."""
+
     kind: Literal["bootstrap", "registry"] = "bootstrap"
     digest: Digest | None = None
     image_id: ImageId | None = None
@@ -71,6 +73,7 @@ class BaseEntry(Entry):
 
 class PythonFile(Entry):
     """python.<env>.<package>: one wheel of the environment's closure."""
+
     version: str
     sha256: list[Sha256]
     file: str = ""
@@ -78,6 +81,7 @@ class PythonFile(Entry):
 
 class HeldEntry(Entry):
     """held.<env>: the torch family a torch image already has, and the torch the build must leave."""
+
     packages: dict[str, Version]
     torch_version: str
     torch_hip: str | None = None
@@ -85,6 +89,7 @@ class HeldEntry(Entry):
 
 class GitEntry(Entry):
     """git.<component>: a ref resolved to a commit (None: not resolved here)."""
+
     commit: Commit | None = None
     url: str = ""
     ref: str = ""
@@ -92,6 +97,7 @@ class GitEntry(Entry):
 
 class Lock(BaseModel):
     """The whole lock; writers (resolve/lock.py and the kinds' lock entries) update its sections in place."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
     schema_version: Literal[1] = Field(default=1, alias="schema")
     bases: dict[str, BaseEntry] = Field(default_factory=dict)
@@ -124,12 +130,17 @@ def python_files(wheels: dict[str, dict]) -> dict[str, PythonFile]:
 
 
 # The message of a refused field, by section and the field's first key below the entry.
-_BASE = {"kind": "must be 'bootstrap' or 'registry'", "digest": "must be sha256:<64 hex> or null",
-         "image_id": "must be sha256:<64 hex> or null", "recipe": "must be 64 hex digits or null",
-         "packages": "must map package names to version strings",
-         "apt_sources": "must be a mapping (keep, drop, replace) as the stack states it",
-         "apt_lists_found": "must be a list of file names", "image": "must be an image reference (a string)",
-         "index_digest": "must be sha256:<64 hex> or null"}
+_BASE = {
+    "kind": "must be 'bootstrap' or 'registry'",
+    "digest": "must be sha256:<64 hex> or null",
+    "image_id": "must be sha256:<64 hex> or null",
+    "recipe": "must be 64 hex digits or null",
+    "packages": "must map package names to version strings",
+    "apt_sources": "must be a mapping (keep, drop, replace) as the stack states it",
+    "apt_lists_found": "must be a list of file names",
+    "image": "must be an image reference (a string)",
+    "index_digest": "must be sha256:<64 hex> or null",
+}
 _HELD = "needs 'packages' (name: version) and 'torch_version'"
 _KEY = "must be a name (a string)"
 

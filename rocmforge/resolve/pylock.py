@@ -21,6 +21,7 @@ from rocmforge.host.container import TrackedContainer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from rocmforge.host.engines import Engine
 
 # The distributions that make up "the image's torch": never replaced by an environment.
@@ -43,7 +44,7 @@ try:
 except Exception as exc:
     out["torch_error"] = "%%s: %%s" %% (type(exc).__name__, exc)
 print(json.dumps(out))
-""" % (TORCH_FAMILY,)
+""" % (TORCH_FAMILY,)  # noqa: UP031  (the script's own braces stay as they are)
 
 
 class PythonLockError(Exception):
@@ -52,8 +53,8 @@ class PythonLockError(Exception):
 
 @dataclass
 class Resolved:
-    wheels: dict[str, dict]   # canonical name -> {version, file, sha256: [..]}
-    held: dict                # {packages: {name: version}, torch_version, torch_hip}
+    wheels: dict[str, dict]  # canonical name -> {version, file, sha256: [..]}
+    held: dict  # {packages: {name: version}, torch_version, torch_hip}
 
 
 def canonical(name: str) -> str:
@@ -74,8 +75,10 @@ def report_to_wheels(report: dict) -> dict[str, dict]:
             digest = archive["hash"].split("=", 1)[1]
         filename = urllib.parse.unquote(posixpath.basename(urllib.parse.urlparse(url).path))
         if not filename.endswith(".whl"):
-            raise PythonLockError(f"{name}=={version} has no wheel for this Python ({filename or url or 'no file'}); "
-                                  "rocmforge installs wheels only")
+            raise PythonLockError(
+                f"{name}=={version} has no wheel for this Python ({filename or url or 'no file'}); "
+                "rocmforge installs wheels only"
+            )
         if not digest:
             raise PythonLockError(f"{name}=={version}: the index gave no sha256 for {filename}")
         out[name] = {"version": version, "file": filename, "sha256": [digest]}
@@ -85,8 +88,11 @@ def report_to_wheels(report: dict) -> dict[str, dict]:
 # Where registry images keep their Pythons, listed when python_bin names none of them.
 PYTHON_PLACES = ("/opt/conda/envs/*/bin/python", "/opt/conda/bin/python", "/usr/bin/python3", "/usr/local/bin/python3")
 # PEP 440 (public version plus an optional local part such as AMD's +git53da8f8 or +rocm5.7).
-PEP440_RE = re.compile(r"^([0-9]+!)?[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?"
-                       r"(\+[a-z0-9]+(\.[a-z0-9]+)*)?$", re.I)
+PEP440_RE = re.compile(
+    r"^([0-9]+!)?[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?"
+    r"(\+[a-z0-9]+(\.[a-z0-9]+)*)?$",
+    re.I,
+)
 
 
 def torch_version_problem(version, dist_version) -> str | None:
@@ -97,55 +103,82 @@ def torch_version_problem(version, dist_version) -> str | None:
     return None
 
 
-def resolve(client: Engine, image: str, *, python_bin: str, requirements: dict[str, str], apt_pins: list[str],
-            ca_bundle: Path | None, log: Callable[[str], None], stack_name: str | None = None) -> Resolved:
+def resolve(
+    client: Engine,
+    image: str,
+    *,
+    python_bin: str,
+    requirements: dict[str, str],
+    apt_pins: list[str],
+    ca_bundle: Path | None,
+    log: Callable[[str], None],
+    stack_name: str | None = None,
+) -> Resolved:
     with TrackedContainer(client, image) as tc:
         if apt_pins:
             log(f"python lock in {image}: installing the {len(apt_pins)} packages the environment builds on")
             setup_env, _ = aptmirror.container_env()
-            r = tc.exec(f"export DEBIAN_FRONTEND=noninteractive; {aptmirror.SETUP} && {aptmirror.UPDATE} -qq "
-                        "&& apt-get install -y -qq --no-install-recommends " + " ".join(apt_pins),
-                        timeout=1800, env=setup_env)
+            r = tc.exec(
+                f"export DEBIAN_FRONTEND=noninteractive; {aptmirror.SETUP} && {aptmirror.UPDATE} -qq "
+                "&& apt-get install -y -qq --no-install-recommends " + " ".join(apt_pins),
+                timeout=1800,
+                env=setup_env,
+            )
             if r.rc != 0:
                 raise PythonLockError(f"installing the locked apt closure failed: {r.output.strip()[-400:]}")
         setting = f"stacks.{stack_name}.python_bin" if stack_name else "the stack's python_bin"
         if tc.exec(["test", "-x", python_bin]).rc != 0:
             have = tc.exec(["sh", "-c", "ls -1d " + " ".join(PYTHON_PLACES) + " 2>/dev/null"]).stdout.split()
-            raise PythonLockError(f"{python_bin} does not exist in {image}; set {setting} in matrix.yaml to the "
-                                  f"interpreter that has torch (the image has: {', '.join(have) or 'none of ' + ' '.join(PYTHON_PLACES)})")
+            raise PythonLockError(
+                f"{python_bin} does not exist in {image}; set {setting} in matrix.yaml to the "
+                f"interpreter that has torch (the image has: {', '.join(have) or 'none of ' + ' '.join(PYTHON_PLACES)})"
+            )
         r = tc.exec([python_bin, "-c", _INSPECT], timeout=300)
         if r.rc != 0:
             raise PythonLockError(f"{python_bin} ({setting}) does not run in {image}: {r.output.strip()[-300:]}")
         found = json.loads(r.stdout.strip().splitlines()[-1])
         if "torch_error" in found:
-            raise PythonLockError(f"the image's torch does not import with {python_bin} ({setting}): {found['torch_error']}")
+            raise PythonLockError(
+                f"the image's torch does not import with {python_bin} ({setting}): {found['torch_error']}"
+            )
         problem = torch_version_problem(found.get("torch_version"), found.get("family", {}).get("torch"))
         if problem:
-            raise PythonLockError(f"{problem} ({python_bin}, {setting}); pin a base whose torch reports a PEP 440 "
-                                  "version (stacks.*.base.registry.tag / digest)")
-        held = {"packages": dict(sorted(found["family"].items())), "torch_version": found["torch_version"],
-                "torch_hip": found["torch_hip"]}
-        files = {"requirements.txt": "".join(f"{k}=={v}\n" for k, v in sorted(requirements.items())).encode(),
-                 "constraints.txt": "".join(f"{k}=={v}\n" for k, v in held["packages"].items()).encode()}
+            raise PythonLockError(
+                f"{problem} ({python_bin}, {setting}); pin a base whose torch reports a PEP 440 "
+                "version (stacks.*.base.registry.tag / digest)"
+            )
+        held = {
+            "packages": dict(sorted(found["family"].items())),
+            "torch_version": found["torch_version"],
+            "torch_hip": found["torch_hip"],
+        }
+        files = {
+            "requirements.txt": "".join(f"{k}=={v}\n" for k, v in sorted(requirements.items())).encode(),
+            "constraints.txt": "".join(f"{k}=={v}\n" for k, v in held["packages"].items()).encode(),
+        }
         if ca_bundle:
-            files["ca.pem"] = ca_bundle.read_bytes()   # this throw-away container only, never an image
+            files["ca.pem"] = ca_bundle.read_bytes()  # this throw-away container only, never an image
         tc.put_files(WORK, files, mode=0o644)
         cert = f" --cert {WORK}/ca.pem" if ca_bundle else ""
-        r = tc.exec(f"{python_bin} -m venv --system-site-packages {WORK}/venv && {WORK}/venv/bin/python -m pip "
-                    f"install --dry-run --quiet --disable-pip-version-check --only-binary=:all:{cert} "
-                    f"--report {WORK}/report.json -r {WORK}/requirements.txt -c {WORK}/constraints.txt",
-                    timeout=1800)
+        r = tc.exec(
+            f"{python_bin} -m venv --system-site-packages {WORK}/venv && {WORK}/venv/bin/python -m pip "
+            f"install --dry-run --quiet --disable-pip-version-check --only-binary=:all:{cert} "
+            f"--report {WORK}/report.json -r {WORK}/requirements.txt -c {WORK}/constraints.txt",
+            timeout=1800,
+        )
         if r.rc != 0:
             lines = r.output.splitlines()
             errors = [ln for ln in lines if "ERROR" in ln or "error" in ln.lower()]
             # pip names the requirements that clash after this line: they are the useful part.
             cause = next((i for i, ln in enumerate(lines) if "conflict is caused by" in ln), None)
-            clash = [ln.strip() for ln in lines[cause + 1:cause + 8] if ln.strip()] if cause is not None else []
-            raise PythonLockError("pip could not resolve the environment against the image's packages: "
-                                  + ("; ".join(errors[-3:] + clash) or r.output.strip()[-400:]))
+            clash = [ln.strip() for ln in lines[cause + 1 : cause + 8] if ln.strip()] if cause is not None else []
+            raise PythonLockError(
+                "pip could not resolve the environment against the image's packages: "
+                + ("; ".join(errors[-3:] + clash) or r.output.strip()[-400:])
+            )
         report = json.loads(tc.exec(["cat", f"{WORK}/report.json"]).stdout)
     wheels = report_to_wheels(report)
     moved = sorted(set(wheels) & set(held["packages"]))
-    if moved:   # the constraints make this impossible; a report saying otherwise is not trusted
+    if moved:  # the constraints make this impossible; a report saying otherwise is not trusted
         raise PythonLockError(f"the resolution would replace the image's {', '.join(moved)}")
     return Resolved(wheels, held)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -23,24 +24,26 @@ class Background(Generic[T]):
     def _run(self) -> None:
         try:
             self._value = self._fn()
-        except BaseException as exc:   # handed to whoever asks for the result
+        except BaseException as exc:  # handed to whoever asks for the result
             self._error = exc
 
     def result(self) -> T:
         self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._value   # type: ignore[return-value]
+        return self._value  # type: ignore[return-value]
 
 
 def preload(*modules: str) -> None:
     """Imports modules in the background (imports are CPU work the GIL lets run while the main
     thread waits on a socket); whoever imports one later waits for it, as imports do. A module
     that fails to import fails again, with its error, where it is really imported."""
+
     def load() -> None:
         for name in modules:
             try:
                 importlib.import_module(name)
             except Exception:
                 pass
+
     threading.Thread(target=load, daemon=True, name="preload").start()

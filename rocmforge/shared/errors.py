@@ -11,8 +11,9 @@ MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ENOMEM, errno.EMF
 class UserError(Exception):
     """Bad input from the user (matrix, template, CLI, lock). Never shown with a traceback."""
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: str | None = None, line: int | None = None, field: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.file = file

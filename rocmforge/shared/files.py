@@ -21,18 +21,20 @@ def atomic_write(path: Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
-            exc.filename = str(path)       # a full disk fails the write, which names no file
+            exc.filename = str(path)  # a full disk fails the write, which names no file
         raise
 
 
 def keep_most_recent(folder: Path, pattern: str, keep: int) -> None:
     """Removes all but the `keep` most recently used files of folder named by pattern (by mtime:
     a cache's reader touches what it uses). One another process removed meanwhile is no error."""
+
     def used(path: Path) -> float:
         try:
             return path.stat().st_mtime
         except OSError:
             return 0.0
+
     for old in sorted(folder.glob(pattern), key=used, reverse=True)[keep:]:
         old.unlink(missing_ok=True)
 

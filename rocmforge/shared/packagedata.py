@@ -43,6 +43,7 @@ def probe(name: str) -> ModuleType:
         sys.path.append(str(PROBES))
     module = importlib.import_module(name)
     if Path(module.__file__ or "").resolve().parent != PROBES:
-        raise ImportError(f"probe {name!r}: the name is an installed module's ({module.__file__}), "
-                          f"not {PROBES / (name + '.py')}")
+        raise ImportError(
+            f"probe {name!r}: the name is an installed module's ({module.__file__}), not {PROBES / (name + '.py')}"
+        )
     return module

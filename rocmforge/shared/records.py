@@ -36,8 +36,10 @@ def read_json(path: Path):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadRecord(f"not a text file (byte {raw[exc.start]:#04x} at offset {exc.start}), not a rocmforge "
-                        "record", raw[:exc.start].count(b"\n") + 1) from None
+        raise BadRecord(
+            f"not a text file (byte {raw[exc.start]:#04x} at offset {exc.start}), not a rocmforge record",
+            raw[: exc.start].count(b"\n") + 1,
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -8,7 +8,8 @@ bytes, as views of the chunks, so that layer data is copied once, into its outpu
 from __future__ import annotations
 
 import hashlib
-from typing import BinaryIO, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 from rocmforge.shared.errors import ImageArchiveError
 
@@ -39,7 +40,7 @@ class ChunkStream:
             if self._pos >= len(self._buf) and not self._next_chunk():
                 break
             take = min(n, len(self._buf) - self._pos)
-            parts.append(self._buf[self._pos:self._pos + take])
+            parts.append(self._buf[self._pos : self._pos + take])
             self._pos += take
             n -= take
         return b"".join(parts)
@@ -49,7 +50,7 @@ class ChunkStream:
             if self._pos >= len(self._buf) and not self._next_chunk():
                 raise ImageArchiveError("image archive ends early")
             take = min(n, len(self._buf) - self._pos)
-            yield self._buf[self._pos:self._pos + take]
+            yield self._buf[self._pos : self._pos + take]
             self._pos += take
             n -= take
 

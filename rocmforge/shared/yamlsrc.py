@@ -24,8 +24,8 @@ class _Checked:
         except (ValueError, TypeError, OverflowError) as exc:
             detail = "" if repr(node.value) in str(exc) else f" ({exc})"
             raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read {node.value!r} as {node.tag.rsplit(':', 1)[-1]}{detail}",
-                node.start_mark) from None
+                None, None, f"cannot read {node.value!r} as {node.tag.rsplit(':', 1)[-1]}{detail}", node.start_mark
+            ) from None
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -34,8 +34,12 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if key in result:
-            raise UserError(f"duplicate key {key!r} (first defined above)", file=loader.src_name,
-                            line=key_node.start_mark.line + 1, field=str(key))
+            raise UserError(
+                f"duplicate key {key!r} (first defined above)",
+                file=loader.src_name,
+                line=key_node.start_mark.line + 1,
+                field=str(key),
+            )
         result[key] = loader.construct_object(value_node, deep=True)
     return result
 
@@ -48,8 +52,9 @@ class _Loader(_Checked, yaml.SafeLoader):
 # matrix and lock are read by every command). A document it refuses is read again by _Loader.
 # It is not given a text with a tab, a "!" or a character PyYAML refuses: there the two parsers
 # differ (libyaml takes a tab PyYAML refuses, and reads a bare `!` tag as '' where PyYAML reads None).
-_FastLoader = type("_FastLoader", (_Checked, yaml.CSafeLoader), {}) if getattr(yaml, "__with_libyaml__", False) \
-    else None
+_FastLoader = (
+    type("_FastLoader", (_Checked, yaml.CSafeLoader), {}) if getattr(yaml, "__with_libyaml__", False) else None
+)
 
 for _cls in filter(None, (_Loader, _FastLoader)):
     _cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
@@ -57,19 +62,25 @@ for _cls in filter(None, (_Loader, _FastLoader)):
 
 def _walk(node: yaml.Node, path: Loc, lines: dict[Loc, int], name: str, active: tuple = ()) -> None:
     if id(node) in active:
-        raise yaml.constructor.ConstructorError(None, None, "an alias refers to its own anchor (recursive value)",
-                                                node.start_mark)
+        raise yaml.constructor.ConstructorError(
+            None, None, "an alias refers to its own anchor (recursive value)", node.start_mark
+        )
     active += (id(node),)
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value, "
-                                                        "not a list or mapping", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value, not a list or mapping", key_node.start_mark
+                )
             sub = path + (key_node.value,)
             line = key_node.start_mark.line + 1
             if sub in lines and key_node.value != "<<":
-                raise UserError(f"duplicate key {key_node.value!r} (first defined on line {lines[sub]})",
-                                file=name, line=line, field=".".join(str(p) for p in sub))
+                raise UserError(
+                    f"duplicate key {key_node.value!r} (first defined on line {lines[sub]})",
+                    file=name,
+                    line=line,
+                    field=".".join(str(p) for p in sub),
+                )
             lines[sub] = line
             _walk(value_node, sub, lines, name, active)
     elif isinstance(node, yaml.SequenceNode):
@@ -108,8 +119,12 @@ def load(path: Path, display_name: str | None = None) -> tuple[Any, SourceMap]:
         raise UserError("file not found", file=name) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read: {exc}", file=name) from None
-    if _FastLoader is not None and "\t" not in text and "!" not in text \
-            and not yaml.reader.Reader.NON_PRINTABLE.search(text):
+    if (
+        _FastLoader is not None
+        and "\t" not in text
+        and "!" not in text
+        and not yaml.reader.Reader.NON_PRINTABLE.search(text)
+    ):
         loader = _FastLoader(text)
         loader.src_name = name
         try:
@@ -128,10 +143,14 @@ def load(path: Path, display_name: str | None = None) -> tuple[Any, SourceMap]:
 def _load_checked(text: str, name: str) -> tuple[Any, SourceMap]:
     try:
         loader = _Loader(text)
-    except yaml.reader.ReaderError as exc:   # a character YAML refuses (a NUL, a control byte)
+    except yaml.reader.ReaderError as exc:  # a character YAML refuses (a NUL, a control byte)
         line = text.count("\n", 0, exc.position) + 1
-        raise UserError(f"not a YAML text: character {exc.character:#04x} at column "
-                        f"{exc.position - text.rfind(chr(10), 0, exc.position)}", file=name, line=line) from None
+        raise UserError(
+            f"not a YAML text: character {exc.character:#04x} at column "
+            f"{exc.position - text.rfind(chr(10), 0, exc.position)}",
+            file=name,
+            line=line,
+        ) from None
     loader.src_name = name
     try:
         node = loader.get_single_node()

@@ -13,8 +13,9 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from rocmforge.host.container import TrackedContainer
 from rocmforge.host.enginebase import EngineError
@@ -26,36 +27,65 @@ if TYPE_CHECKING:
 
 # sys.path[0] is the working directory under -c: a module or package there (an app copied into
 # WORKDIR) would shadow the standard library the command imports.
-PY_INVENTORY = ("import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; "
-                "import importlib.metadata as m, json; "
-                "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
-                "if d.metadata['Name']})))")
+PY_INVENTORY = (
+    "import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; "
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions() "
+    "if d.metadata['Name']})))"
+)
 DPKG_QUERY = ["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"]
 PYTHONS = ("/opt/rocmforge/venv/bin/python", "python3")
-NOT_THERE = (126, 127)   # the program is missing: nothing of that kind is installed
+NOT_THERE = (126, 127)  # the program is missing: nothing of that kind is installed
 
 # What the container's commands read, as layer names: dpkg's database and configuration, every
 # Python installation (its standard library, search path and package metadata), the prune records,
 # the dynamic loader and libraries, the user database (HOME, the user site), and the programs run
 # (python*, dpkg*, the shells, cat, timeout, sleep: wherever PATH finds them).
-READ_ROOTS = (b"var/lib/dpkg", b"etc/dpkg", b"etc/python", b"etc/ld.so", b"etc/passwd", b"etc/group",
-              b"opt/rocmforge/venv", archprune.PRUNE_DIR.lstrip("/").encode(), b"lib64", b"usr/lib64")
-READ_MARKS = (b"site-packages", b"dist-packages", b".dist-info", b".egg", b".pth", b"pyvenv.cfg", b"lib/python",
-              b"-linux-gnu")
+READ_ROOTS = (
+    b"var/lib/dpkg",
+    b"etc/dpkg",
+    b"etc/python",
+    b"etc/ld.so",
+    b"etc/passwd",
+    b"etc/group",
+    b"opt/rocmforge/venv",
+    archprune.PRUNE_DIR.lstrip("/").encode(),
+    b"lib64",
+    b"usr/lib64",
+)
+READ_MARKS = (
+    b"site-packages",
+    b"dist-packages",
+    b".dist-info",
+    b".egg",
+    b".pth",
+    b"pyvenv.cfg",
+    b"lib/python",
+    b"-linux-gnu",
+)
 # Where Debian keeps what the marks and programs match: replacing or removing a folder above one
 # of these (or a root) counts.
-READ_PLACES = READ_ROOTS + (b"usr/lib/python3", b"usr/local/lib/python3", b"usr/lib/x86_64-linux-gnu",
-                            b"lib/x86_64-linux-gnu", b"usr/bin/python3", b"usr/bin/dpkg-query", b"bin/sh",
-                            b"usr/bin/timeout", b"usr/bin/sleep")
+READ_PLACES = READ_ROOTS + (
+    b"usr/lib/python3",
+    b"usr/local/lib/python3",
+    b"usr/lib/x86_64-linux-gnu",
+    b"lib/x86_64-linux-gnu",
+    b"usr/bin/python3",
+    b"usr/bin/dpkg-query",
+    b"bin/sh",
+    b"usr/bin/timeout",
+    b"usr/bin/sleep",
+)
 READ_PROGRAM_PREFIXES = (b"python", b"dpkg", b"libpython", b"ld-linux", b"libc.so", b"libc-")
 READ_PROGRAMS = (b"sh", b"dash", b"bash", b"cat", b"env", b"timeout", b"sleep")
-RUN_AS = ("Env", "User", "WorkingDir")   # what the commands see of the config
+RUN_AS = ("Env", "User", "WorkingDir")  # what the commands see of the config
 WHITEOUT = b".wh."
-OPAQUE = b".wh..opq"   # what follows WHITEOUT in an opaque marker
-KEEP = 512   # cache entries kept (most recently used; a few tens of KB each)
+OPAQUE = b".wh..opq"  # what follows WHITEOUT in an opaque marker
+KEEP = 512  # cache entries kept (most recently used; a few tens of KB each)
 # Cache entries are named by the commands too: changing what is read starts a new cache.
-COMMANDS = hashlib.sha256(json.dumps([PY_INVENTORY, DPKG_QUERY, PYTHONS, archprune.READ_RECORDS]).encode()
-                          ).hexdigest()[:12]
+COMMANDS = hashlib.sha256(json.dumps([PY_INVENTORY, DPKG_QUERY, PYTHONS, archprune.READ_RECORDS]).encode()).hexdigest()[
+    :12
+]
 
 
 def cache_dir():
@@ -84,8 +114,11 @@ def take(client: Engine, image: str) -> tuple[dict, bool]:
             answered(r.rc)
         r = tc.exec(["sh", "-c", archprune.READ_RECORDS])
         prune_records = archprune.parse_records(r.stdout) if answered(r.rc) else []
-    inv = {"dpkg": dict(sorted(dpkg.items())), "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower())),
-           "prune_records": prune_records}
+    inv = {
+        "dpkg": dict(sorted(dpkg.items())),
+        "python": dict(sorted(python.items(), key=lambda kv: kv[0].lower())),
+        "prune_records": prune_records,
+    }
     return inv, complete
 
 
@@ -97,7 +130,7 @@ def read_by_inventory(path: bytes) -> bool:
     folder, _, leaf = path.rstrip(b"/").rpartition(b"/")
     path = path.rstrip(b"/")
     if leaf.startswith(WHITEOUT):
-        removed = leaf[len(WHITEOUT):]
+        removed = leaf[len(WHITEOUT) :]
         path = folder if removed == OPAQUE else (folder + b"/" + removed if folder else removed)
         leaf, is_dir = path.rpartition(b"/")[2], False
     if any(mark in path for mark in READ_MARKS):
@@ -124,12 +157,16 @@ def _load(identity: str) -> dict | None:
     path = _entry(identity)
     try:
         data = json.loads(path.read_text())
-        os.utime(path)   # most recently used: pruned last
+        os.utime(path)  # most recently used: pruned last
     except (OSError, ValueError):
         return None
     inv = data.get("inventory") if isinstance(data, dict) and data.get("image") == identity else None
-    if not (isinstance(inv, dict) and isinstance(inv.get("dpkg"), dict) and isinstance(inv.get("python"), dict)
-            and isinstance(inv.get("prune_records"), list)):
+    if not (
+        isinstance(inv, dict)
+        and isinstance(inv.get("dpkg"), dict)
+        and isinstance(inv.get("python"), dict)
+        and isinstance(inv.get("prune_records"), list)
+    ):
         return None
     return inv
 
@@ -151,8 +188,9 @@ def _run_as(inspected: dict) -> tuple:
 @dataclass(frozen=True)
 class BaseSeen:
     """The image a build started FROM, as it was when the build was normalised (a tag may move on)."""
+
     identity: str
-    run_as: tuple    # its config's RUN_AS fields
+    run_as: tuple  # its config's RUN_AS fields
 
     @classmethod
     def of(cls, client: Engine, ref: str | None) -> BaseSeen | None:
@@ -175,8 +213,14 @@ def _why_not_the_bases(client: Engine, image: str, base: BaseSeen, added_paths: 
     return None
 
 
-def inventory(client: Engine, image: str, *, base: BaseSeen | None = None, added_paths: list[bytes] | None = None,
-              log: Callable[[str], None] = lambda line: None) -> dict:
+def inventory(
+    client: Engine,
+    image: str,
+    *,
+    base: BaseSeen | None = None,
+    added_paths: list[bytes] | None = None,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
     """image's inventory, from the cache, its base's, or a container (then kept). base and
     added_paths: what its build started FROM and every name of the layers the build added
     (normalise's NormalisedImage); without them only the image's own cache entry saves a
@@ -199,8 +243,10 @@ def inventory(client: Engine, image: str, *, base: BaseSeen | None = None, added
         log(f"{said}: taken in a container ({why})")
     started = time.monotonic()
     inv, complete = take(client, image)
-    log(f"{said}: the container took {time.monotonic() - started:.1f}s"
-        + ("" if complete else "; a command failed, so it is not kept"))
+    log(
+        f"{said}: the container took {time.monotonic() - started:.1f}s"
+        + ("" if complete else "; a command failed, so it is not kept")
+    )
     if complete:
         _keep(identity, inv)
         if why is None:

@@ -11,35 +11,52 @@ import warnings
 from pathlib import Path
 
 from rocmforge.define.kinds import GitSourceFetch
-from rocmforge.resolve.lockmodel import Lock
+from rocmforge.define.matrix import variant_suffix
 from rocmforge.host import aptmirror
 from rocmforge.render import archprune
-from rocmforge.define.matrix import variant_suffix
 from rocmforge.render.plan import TargetPlan
+from rocmforge.resolve.lockmodel import Lock
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
 from rocmforge.shared.statedir import StateDir
 
 
-def make_manifest(tp: TargetPlan, image_id: str, inv: dict, lock: Lock, suites: dict | None,
-                  apt_mirror: str | None = None) -> dict:
+def make_manifest(
+    tp: TargetPlan, image_id: str, inv: dict, lock: Lock, suites: dict | None, apt_mirror: str | None = None
+) -> dict:
     """apt_mirror: the Debian archive the build's apt read from (recorded; not part of the image)."""
-    git = {item.component: {"url": item.url, "commit": item.commit}
-           for item in tp.fetches if isinstance(item, GitSourceFetch)}
+    git = {
+        item.component: {"url": item.url, "commit": item.commit}
+        for item in tp.fetches
+        if isinstance(item, GitSourceFetch)
+    }
     base = lock.base(tp.stack)
     return {
-        "target": tp.name, **({"variant": list(tp.variant)} if tp.variant else {}),
-        "stack": tp.stack, "archs": list(tp.archs), "image_id": image_id,
-        "content_hash": tp.content_hash, "tags": [tp.content_tag, tp.readable_tag],
+        "target": tp.name,
+        **({"variant": list(tp.variant)} if tp.variant else {}),
+        "stack": tp.stack,
+        "archs": list(tp.archs),
+        "image_id": image_id,
+        "content_hash": tp.content_hash,
+        "tags": [tp.content_tag, tp.readable_tag],
         "created": tp.labels["org.opencontainers.image.created"],
-        "base": {"name": tp.labels["org.opencontainers.image.base.name"],
-                 "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.digest,
-                 "image_id": base.image_id, "recipe": base.recipe,
-                 # a registry base's own apt lists: what the stack did to them, and which it shipped
-                 **({"apt_sources": base.apt_sources, "apt_lists_found": base.apt_lists_found}
-                    if base.apt_sources is not None else {})},
+        "base": {
+            "name": tp.labels["org.opencontainers.image.base.name"],
+            "digest": tp.labels.get("org.opencontainers.image.base.digest") or base.digest,
+            "image_id": base.image_id,
+            "recipe": base.recipe,
+            # a registry base's own apt lists: what the stack did to them, and which it shipped
+            **(
+                {"apt_sources": base.apt_sources, "apt_lists_found": base.apt_lists_found}
+                if base.apt_sources is not None
+                else {}
+            ),
+        },
         "prune": archprune.summary(tp.labels.get(archprune.LABEL) == "true", inv.get("prune_records", [])),
-        "dpkg": inv["dpkg"], "python": inv["python"], "git": git, "suites": suites,
+        "dpkg": inv["dpkg"],
+        "python": inv["python"],
+        "git": git,
+        "suites": suites,
         "apt_mirror": apt_mirror or aptmirror.effective(),
     }
 
@@ -57,23 +74,29 @@ def make_sbom(manifest: dict) -> str:
     bom = Bom()
     content = json.dumps({k: manifest[k] for k in ("image_id", "dpkg", "python", "git")}, sort_keys=True)
     bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "rocmforge:" + hashlib.sha256(content.encode()).hexdigest())
-    bom.metadata.timestamp = dt.datetime.strptime(manifest["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
-    bom.metadata.component = Component(name=manifest["target"], version=manifest["image_id"],
-                                       type=ComponentType.CONTAINER, bom_ref="image")
+    bom.metadata.timestamp = dt.datetime.strptime(manifest["created"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=dt.timezone.utc
+    )
+    bom.metadata.component = Component(
+        name=manifest["target"], version=manifest["image_id"], type=ComponentType.CONTAINER, bom_ref="image"
+    )
     distro = manifest["stack"].split("-")[0]
     for name, version in manifest["dpkg"].items():
         purl = PackageURL("deb", "debian", name, version, {"arch": "amd64", "distro": distro})
-        bom.components.add(Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl,
-                                     bom_ref=purl.to_string()))
+        bom.components.add(
+            Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl, bom_ref=purl.to_string())
+        )
     for name, version in manifest["python"].items():
         purl = PackageURL("pypi", None, name.lower(), version)
-        bom.components.add(Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl,
-                                     bom_ref=purl.to_string()))
+        bom.components.add(
+            Component(name=name, version=version, type=ComponentType.LIBRARY, purl=purl, bom_ref=purl.to_string())
+        )
     for name, src in manifest["git"].items():
         purl = PackageURL("generic", None, name, src["commit"], {"vcs_url": f"git+{src['url']}@{src['commit']}"})
-        bom.components.add(Component(name=name, version=src["commit"], type=ComponentType.LIBRARY, purl=purl,
-                                     bom_ref=purl.to_string()))
-    with warnings.catch_warnings():   # the dependency graph of an image's packages is not modelled
+        bom.components.add(
+            Component(name=name, version=src["commit"], type=ComponentType.LIBRARY, purl=purl, bom_ref=purl.to_string())
+        )
+    with warnings.catch_warnings():  # the dependency graph of an image's packages is not modelled
         warnings.simplefilter("ignore")
         return JsonV1Dot5(bom).output_as_string(indent=2) + "\n"
 
@@ -123,8 +146,11 @@ def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | Non
 
 
 def _manifest_problem(data, target: str) -> str | None:
-    if not isinstance(data, dict) or not isinstance(data.get("variant", []), list) \
-            or f"{data.get('target')}{variant_suffix(data.get('variant', []))}" != target:
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("variant", []), list)
+        or f"{data.get('target')}{variant_suffix(data.get('variant', []))}" != target
+    ):
         return f"not a manifest of {target}"
     if not isinstance(data.get("image_id"), str) or not isinstance(data.get("sbom_sha256"), str):
         return "not a manifest written by rocmforge (no 'image_id' or 'sbom_sha256')"

@@ -35,8 +35,7 @@ def groups(suites: list[str]) -> list[list[str]]:
     return [g for g in (first, second) if g]
 
 
-def run_groups(base_cmd: list[str], root: Path, suites: list[str], tmp: Path,
-               junit: Path | None = None) -> GroupRun:
+def run_groups(base_cmd: list[str], root: Path, suites: list[str], tmp: Path, junit: Path | None = None) -> GroupRun:
     """Run pytest once per group of suites (test files `root/test_<suite>.py`), all at once. A
     Ctrl-C or a signal ends every process before it is passed on."""
     procs: list[tuple[subprocess.Popen, Path, Path]] = []

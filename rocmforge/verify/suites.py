@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge import __version__
+from rocmforge.define.matrix import variant_suffix
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
 from rocmforge.host.enginebase import EngineError
-from rocmforge.define.matrix import variant_suffix
 from rocmforge.shared import packagedata
-from rocmforge.verify import suiteprocs
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 from rocmforge.shared.statedir import StateDir
+from rocmforge.verify import suiteprocs
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
@@ -32,6 +32,7 @@ SUITE_NAMES = ("contents", "linkage", "config", "rocminfo", "gemm", "versions", 
 
 class SuiteStatus(str, Enum):
     """A suite's result, and what the report shows for a suite that has none."""
+
     PASSED = "passed"
     FAILED = "failed"
     NOT_GPU_VERIFIED = "not GPU-verified"
@@ -64,14 +65,21 @@ class SuiteOutcome:
     figures: dict = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict) -> "SuiteOutcome":
-        return cls(SuiteStatus(data["status"]), data.get("detail", ""), data.get("passed", 0), data.get("failed", 0),
-                   data.get("not_gpu_verified", 0), data.get("figures") or {})
+    def from_json(cls, data: dict) -> SuiteOutcome:
+        return cls(
+            SuiteStatus(data["status"]),
+            data.get("detail", ""),
+            data.get("passed", 0),
+            data.get("failed", 0),
+            data.get("not_gpu_verified", 0),
+            data.get("figures") or {},
+        )
 
 
 @dataclass
 class SuitesReport:
     """One run of the suites against one image: what `test` prints, records and publishing trusts."""
+
     image: str
     image_id: str
     target: str | None
@@ -79,26 +87,41 @@ class SuitesReport:
     suites: dict[str, SuiteOutcome]
     ok: bool
     tests: list[dict] = field(default_factory=list)
-    log: str = ""          # pytest's output; shown on failure, never recorded
+    log: str = ""  # pytest's output; shown on failure, never recorded
     # What the verdict was reached against (Judged); None in a record written before it was kept.
     judged: Judged | None = None
-    host: str = ""         # what kind of host ran them (GPU or not): the signed test result says it
+    host: str = ""  # what kind of host ran them (GPU or not): the signed test result says it
 
     def statuses(self) -> dict[str, SuiteStatus]:
         return {name: s.status for name, s in self.suites.items()}
 
     def to_json(self) -> dict:
-        return {"image": self.image, "image_id": self.image_id, "target": self.target, "pytest_exit": self.pytest_exit,
-                "ok": self.ok, "suites": {n: asdict(s) for n, s in self.suites.items()}, "tests": self.tests,
-                "host": self.host, **(asdict(self.judged) if self.judged else {})}
+        return {
+            "image": self.image,
+            "image_id": self.image_id,
+            "target": self.target,
+            "pytest_exit": self.pytest_exit,
+            "ok": self.ok,
+            "suites": {n: asdict(s) for n, s in self.suites.items()},
+            "tests": self.tests,
+            "host": self.host,
+            **(asdict(self.judged) if self.judged else {}),
+        }
 
     @classmethod
-    def from_json(cls, data: dict) -> "SuitesReport":
+    def from_json(cls, data: dict) -> SuitesReport:
         judged = Judged.from_json(data)
-        return cls(image=data.get("image", data["image_id"]), image_id=data["image_id"], target=data.get("target"),
-                   pytest_exit=data.get("pytest_exit", 0), tests=data.get("tests", []), ok=data["ok"],
-                   suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()}, judged=judged,
-                   host=data.get("host") if isinstance(data.get("host"), str) else "")
+        return cls(
+            image=data.get("image", data["image_id"]),
+            image_id=data["image_id"],
+            target=data.get("target"),
+            pytest_exit=data.get("pytest_exit", 0),
+            tests=data.get("tests", []),
+            ok=data["ok"],
+            suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()},
+            judged=judged,
+            host=data.get("host") if isinstance(data.get("host"), str) else "",
+        )
 
 
 @dataclass(frozen=True)
@@ -106,6 +129,7 @@ class Judged:
     """What a suite verdict holds for: the image was judged as this target, with this content hash,
     against these exact matrix and lock files (sha256 of their bytes; None for a file that was
     absent), by this rocmforge. A verdict reached against other inputs says nothing about these."""
+
     target: str | None
     content_hash: str | None
     matrix_sha256: str | None
@@ -113,7 +137,7 @@ class Judged:
     rocmforge_version: str
 
     @classmethod
-    def from_json(cls, data: dict) -> "Judged | None":
+    def from_json(cls, data: dict) -> Judged | None:
         """None for a record that does not say what it was judged against (written before it was kept)."""
         if not all(k in data for k in JUDGED_KEYS):
             return None
@@ -133,8 +157,9 @@ def file_sha256(path: Path) -> str | None:
 
 def judged_against(matrix: Path, target: str | None, content_hash: str | None) -> Judged:
     """What a run of the suites judges against now: the lock is matrix.lock beside the matrix."""
-    return Judged(target, content_hash, file_sha256(matrix), file_sha256(Path(matrix).with_suffix(".lock")),
-                  __version__)
+    return Judged(
+        target, content_hash, file_sha256(matrix), file_sha256(Path(matrix).with_suffix(".lock")), __version__
+    )
 
 
 def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
@@ -159,9 +184,16 @@ def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
     return out
 
 
-def run_suites(client: Engine, image_ref: str, image_id: str, target: str | None, matrix: Path,
-               junit: Path | None = None, require_gpu: bool = False,
-               content_hashes: dict[str, str] | None = None) -> SuitesReport:
+def run_suites(
+    client: Engine,
+    image_ref: str,
+    image_id: str,
+    target: str | None,
+    matrix: Path,
+    junit: Path | None = None,
+    require_gpu: bool = False,
+    content_hashes: dict[str, str] | None = None,
+) -> SuitesReport:
     """The suites run against a container of image_ref, whose ID (image_id) the caller found.
     require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd).
     content_hashes: TargetPlan.key (a target, or a target's variant) -> content hash of the plan the
@@ -179,9 +211,25 @@ def run_suites(client: Engine, image_ref: str, image_id: str, target: str | None
     with tempfile.TemporaryDirectory(prefix="rocmforge-test-") as tmp:
         # The suites' own ini and rootdir: none of the checkout's (or of a folder above the install) applies.
         root = packagedata.SUITES
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-               "-q", "-rA", "--image", image_ref, "--matrix", str(matrix),
-               "--session-id", session, "--rootdir", str(root), "-c", str(root / "pytest.ini")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            "--image",
+            image_ref,
+            "--matrix",
+            str(matrix),
+            "--session-id",
+            session,
+            "--rootdir",
+            str(root),
+            "-c",
+            str(root / "pytest.ini"),
+        ]
         if target:
             cmd += ["--target", target]
         if require_gpu:
@@ -201,30 +249,38 @@ def run_suites(client: Engine, image_ref: str, image_id: str, target: str | None
         results = proc.results
     summary = judge(summarise(results), results, proc.exit_code, proc.log)
     gpu = host_gpu_access()
-    host = (f"GPU host ({len(gpu.devices)} device node(s))" if gpu.present else f"no GPU: {gpu.reason_absent()}")
-    return SuitesReport(image=image_ref, image_id=image_id, target=judged_target,
-                        pytest_exit=proc.exit_code, suites=summary, tests=results, log=proc.log, judged=judged,
-                        host=host,
-                        ok=proc.exit_code == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()))
+    host = f"GPU host ({len(gpu.devices)} device node(s))" if gpu.present else f"no GPU: {gpu.reason_absent()}"
+    return SuitesReport(
+        image=image_ref,
+        image_id=image_id,
+        target=judged_target,
+        pytest_exit=proc.exit_code,
+        suites=summary,
+        tests=results,
+        log=proc.log,
+        judged=judged,
+        host=host,
+        ok=proc.exit_code == 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()),
+    )
 
 
 def _labels(client: Engine, image_ref: str) -> dict[str, str]:
     try:
         return client.labels(image_ref)
-    except EngineError:     # gone since the caller found it: the suites say so themselves
+    except EngineError:  # gone since the caller found it: the suites say so themselves
         return {}
 
 
-def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: int,
-          log: str) -> dict[str, SuiteOutcome]:
+def judge(summary: dict[str, SuiteOutcome], results: list[dict], pytest_exit: int, log: str) -> dict[str, SuiteOutcome]:
     """The suites' outcomes with pytest's own verdict added: a run that exits non-zero while no
     suite failed (a collection error, an internal error, a crash of the run) is a failure too,
     named "pytest", never a pass."""
     if not results:
         summary["suites"] = SuiteOutcome(SuiteStatus.FAILED, "pytest produced no results:\n" + log[-3000:], failed=1)
     elif pytest_exit != 0 and not any(s.status == SuiteStatus.FAILED for s in summary.values()):
-        summary["pytest"] = SuiteOutcome(SuiteStatus.FAILED, f"pytest exited {pytest_exit} although no suite failed:\n"
-                                         + log[-3000:], failed=1)
+        summary["pytest"] = SuiteOutcome(
+            SuiteStatus.FAILED, f"pytest exited {pytest_exit} although no suite failed:\n" + log[-3000:], failed=1
+        )
     return summary
 
 
@@ -240,8 +296,11 @@ def recorded(state: Path, image_id: str) -> SuitesReport | None:
     """The suite outcome recorded for exactly this image ID, or None when it was never tested. A
     record that is not a results record of this image is never trusted: it reads as "never
     tested" (nothing is published on its word), with a warning naming it."""
-    data = load_internal(results_path(state, image_id), lambda data: _results_problem(data, image_id),
-                         "delete it and run `python build.py test` on the image again")
+    data = load_internal(
+        results_path(state, image_id),
+        lambda data: _results_problem(data, image_id),
+        "delete it and run `python build.py test` on the image again",
+    )
     return None if data is None else SuitesReport.from_json(data)
 
 
@@ -258,7 +317,8 @@ def _results_problem(data, image_id: str) -> str | None:
         return "not a suite results record: 'ok' is not true or false"
     suites = data.get("suites")
     known = {s.value for s in SuiteStatus}
-    if not isinstance(suites, dict) or not all(isinstance(s, dict) and s.get("status") in known
-                                               for s in suites.values()):
+    if not isinstance(suites, dict) or not all(
+        isinstance(s, dict) and s.get("status") in known for s in suites.values()
+    ):
         return "not a suite results record: 'suites' must map each suite to its status"
     return None

@@ -7,17 +7,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rocmforge.assemble import buildcache, engine, steplock
-from rocmforge.workflow.project import Project
 from rocmforge.shared.statedir import StateDir
+from rocmforge.workflow.project import Project
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from rocmforge.host.engines import Engine
 
 
 @dataclass(frozen=True)
 class Leftover:
-    kind: str        # container, image, leftover image, build cache, ...
+    kind: str  # container, image, leftover image, build cache, ...
     ref: str
     size: int
 
@@ -25,11 +26,10 @@ class Leftover:
 @dataclass
 class Found:
     items: list[Leftover]
-    waiting: int = 0      # untagged step images kept because another build may stand on them
+    waiting: int = 0  # untagged step images kept because another build may stand on them
 
 
-def find(client: Engine, project: Project, names: list[str], all_targets: bool, alone: bool,
-         dry_run: bool) -> Found:
+def find(client: Engine, project: Project, names: list[str], all_targets: bool, alone: bool, dry_run: bool) -> Found:
     plan = project.plan
     cached = {i[:12] for n in names for i in buildcache.recorded(project.state, n)}
     kept = {i[:12] for n in plan.targets for i in buildcache.recorded(project.state, n)}
@@ -44,10 +44,11 @@ def find(client: Engine, project: Project, names: list[str], all_targets: bool, 
     return Found([f for f in items if f.kind != "leftover image"], len(waiting))
 
 
-def remove(client: Engine, project: Project, found: Found, names: list[str], alone: bool,
-           warn: Callable[[str], None]) -> None:
+def remove(
+    client: Engine, project: Project, found: Found, names: list[str], alone: bool, warn: Callable[[str], None]
+) -> None:
     """Each item on its own: one that cannot be removed is reported and the rest still go."""
-    for item in sorted(found.items, key=lambda f: f.kind != "container"):   # a container holds its image
+    for item in sorted(found.items, key=lambda f: f.kind != "container"):  # a container holds its image
         try:
             if item.kind == "container":
                 client.remove_container(item.ref)
@@ -59,6 +60,6 @@ def remove(client: Engine, project: Project, found: Found, names: list[str], alo
             warn(f"could not remove {item.ref}: {exc}")
     for n in names:
         buildcache.forget(client, project.state, n)
-    if alone:   # while another build runs, it may be writing there
+    if alone:  # while another build runs, it may be writing there
         shutil.rmtree(StateDir(project.state).logs, ignore_errors=True)
         shutil.rmtree(StateDir(project.state).work, ignore_errors=True)

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 from rocmforge.assemble import engine
 from rocmforge.release import matrix_report
-from rocmforge.resolve import lock as pins, lockfile
+from rocmforge.resolve import lock as pins
+from rocmforge.resolve import lockfile
 from rocmforge.shared.files import atomic_write
-from rocmforge.workflow.project import Project, ca_bundle, writable_file
 from rocmforge.shared.statedir import StateDir
+from rocmforge.workflow.project import Project, ca_bundle, writable_file
 
 if TYPE_CHECKING:
     from rocmforge.resolve.lock import Outcome
@@ -28,8 +29,9 @@ def check(project: Project, targets: list[str] | None, progress: Progress) -> Ou
     _prepare(project, targets)
     m, client = project.plan.matrix, engine.connect()
     with progress.status("checking matrix.lock against the matrix and the mirrors"):
-        out = pins.check(client, m, project.plan.lock, targets=targets, work=StateDir(project.state).work,
-                         log=project.log("lock"))
+        out = pins.check(
+            client, m, project.plan.lock, targets=targets, work=StateDir(project.state).work, log=project.log("lock")
+        )
     matrix_report.save_check(project.state, "lock", {"targets": m.order(targets), "problems": list(out.problems)})
     return out
 
@@ -40,7 +42,14 @@ def resolve(project: Project, targets: list[str] | None, ca: str | None, progres
     writable_file(project.lock_path, None)
     client = engine.connect()
     with progress.status("resolving pins"):
-        out = pins.resolve(client, project.plan.matrix, project.plan.lock, targets=targets,
-                           work=StateDir(project.state).work, ca_bundle=ca_bundle(ca), log=project.log("lock"))
+        out = pins.resolve(
+            client,
+            project.plan.matrix,
+            project.plan.lock,
+            targets=targets,
+            work=StateDir(project.state).work,
+            ca_bundle=ca_bundle(ca),
+            log=project.log("lock"),
+        )
     atomic_write(project.lock_path, lockfile.dump(out.lock).encode())
     return out

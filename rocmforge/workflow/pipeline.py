@@ -17,14 +17,14 @@ from rich.console import Console
 from rocmforge.assemble import buildcache, engine, image
 from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
-from rocmforge.workflow import registry_cache
 from rocmforge.resolve import bootstrap, inputs
 from rocmforge.shared import background
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
-from rocmforge.verify import inventory, manifest, suites
-from rocmforge.workflow.project import Project, ca_bundle
 from rocmforge.shared.statedir import StateDir
+from rocmforge.verify import inventory, manifest, suites
+from rocmforge.workflow import registry_cache
+from rocmforge.workflow.project import Project, ca_bundle
 
 if TYPE_CHECKING:
     from rocmforge.render.plan import BuildPlan, TargetPlan
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BuildOptions:
-    ca_bundle: str | None = None          # as given; None: the usual variables (project.CA_ENV)
-    cache_registry: str | None = None     # HOST[:PORT][/NS] of the cache registry, or None
+    ca_bundle: str | None = None  # as given; None: the usual variables (project.CA_ENV)
+    cache_registry: str | None = None  # HOST[:PORT][/NS] of the cache registry, or None
     cache_readonly: bool = False
     check_disk: bool = False
 
@@ -41,22 +41,24 @@ class BuildOptions:
 @dataclass(frozen=True)
 class BuiltTarget:
     """One row of a build: a target of the chain and how its image came to be there."""
+
     target: str
-    status: str           # built, up-to-date or from cache
+    status: str  # built, up-to-date or from cache
     image_id: str
-    size: int | None = None   # bytes, as the engine reports the image
-    engine_id: str = ""       # the ID the engine shows for it (its containerd store: the manifest digest)
+    size: int | None = None  # bytes, as the engine reports the image
+    engine_id: str = ""  # the ID the engine shows for it (its containerd store: the manifest digest)
 
 
 @dataclass(frozen=True)
 class BuiltImage:
     """A normalised image and the step images its build left, which the caller settles or discards."""
+
     image_id: str
     made: list[str]
     build_s: float
     normalise_s: float
-    base: inventory.BaseSeen | None = None   # what its last stage started FROM
-    added_paths: list[bytes] | None = None   # every name of the layers the build added
+    base: inventory.BaseSeen | None = None  # what its last stage started FROM
+    added_paths: list[bytes] | None = None  # every name of the layers the build added
 
 
 class Progress:
@@ -78,12 +80,13 @@ class Progress:
 
 
 class Pipeline:
-    def __init__(self, project: Project, progress: Progress | None = None,
-                 options: BuildOptions = BuildOptions()) -> None:
+    def __init__(
+        self, project: Project, progress: Progress | None = None, options: BuildOptions = BuildOptions()
+    ) -> None:
         self.project = project
         self.progress = progress or Progress()
         self.options = options
-        self.cached: set[str] = set()      # targets this run took from the cache registry
+        self.cached: set[str] = set()  # targets this run took from the cache registry
 
     @cached_property
     def ca(self) -> Path | None:
@@ -101,7 +104,7 @@ class Pipeline:
     # -- the chain of a target ----------------------------------------------------------------
     def build(self, name: str) -> list[BuiltTarget]:
         """Build name and its prerequisites: each is taken from the engine, the cache registry or built."""
-        connecting = background.Background(engine.connect)   # the engine answers while the plan is made
+        connecting = background.Background(engine.connect)  # the engine answers while the plan is made
         self.project.target(name)
         self.project.writable_state()
         tp = self.project.buildable_target(name)
@@ -110,7 +113,7 @@ class Pipeline:
         cache = registry_cache.from_options(self.options.cache_registry, self.options.cache_readonly)
         client = connecting.result()
         order = self.plan.order([name])
-        if cache and not engine.image_id(client, tp.content_tag):   # a hit needs none of its prerequisites
+        if cache and not engine.image_id(client, tp.content_tag):  # a hit needs none of its prerequisites
             order = [name] if self.from_cache(client, cache, tp) else order
         # The variants come after the whole chain: each is built on its parent's variant, or on
         # what the main image is built on.
@@ -121,7 +124,7 @@ class Pipeline:
             if not existing and cache and dp is not tp:
                 existing = self.from_cache(client, cache, dp)
             if existing:
-                client.tag(dp.content_tag, dp.readable_tag)   # by tag: the containerd store knows no config digest
+                client.tag(dp.content_tag, dp.readable_tag)  # by tag: the containerd store knows no config digest
                 self.progress.line(f"[green]up to date[/green] {dp.key}: {dp.content_tag} ({existing[7:19]})")
                 if dp.name == name and not manifest.describes(self.project.state, dp.key, existing):
                     # Built under another state dir (or before it was cleared): `build` leaves the
@@ -130,10 +133,13 @@ class Pipeline:
                 status, image_id = ("from cache" if dp.key in self.cached else "up-to-date"), existing
             else:
                 status, image_id = "built", self.build_one(client, dp, cache)
-            shown = client.inspect(dp.content_tag)     # what the table shows: the engine's ID and size
+            shown = client.inspect(dp.content_tag)  # what the table shows: the engine's ID and size
             size = shown.get("Size")
-            results.append(BuiltTarget(dp.key, status, image_id, size if isinstance(size, int) else None,
-                                       shown.get("Id") or image_id))
+            results.append(
+                BuiltTarget(
+                    dp.key, status, image_id, size if isinstance(size, int) else None, shown.get("Id") or image_id
+                )
+            )
         return results
 
     def build_one(self, client: Engine, tp: TargetPlan, cache: registry_cache.Cache | None = None) -> str:
@@ -148,29 +154,35 @@ class Pipeline:
             built = self.build_image(client, tp, tags=[tp.content_tag, tp.readable_tag], status=status)
             # Settling the cache (removing the previous one) and taking the inventory are independent.
             with ThreadPoolExecutor(max_workers=1) as pool:
-                settled = pool.submit(buildcache.settle, client, self.project.state, name,
-                                      engine.raw_tag(tp), built.made)
+                settled = pool.submit(
+                    buildcache.settle, client, self.project.state, name, engine.raw_tag(tp), built.made
+                )
                 self.write_manifest(client, tp, built.image_id, built)
                 kept = settled.result()
         if cache and registry_cache.store(client, cache, tp, self.progress.warn):
             self.progress.line(f"  stored {name} in the cache {cache.where.repository(tp.name)}")
         shown = client.manifest_digest(tp.content_tag)
         also = f" (the engine's containerd store shows it as {shown[7:19]}, its manifest digest)" if shown else ""
-        self.progress.line(f"[green]built[/green] {name}: {built.image_id[7:19]}{also} tags {tp.content_tag}, "
-                           f"{tp.readable_tag}; manifest and SBOM in {StateDir(self.project.state).artifacts(name)}"
-                           + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else ""))
+        self.progress.line(
+            f"[green]built[/green] {name}: {built.image_id[7:19]}{also} tags {tp.content_tag}, "
+            f"{tp.readable_tag}; manifest and SBOM in {StateDir(self.project.state).artifacts(name)}"
+            + (f"; build cache kept as {buildcache.REPO}/{name}:last" if kept else "")
+        )
         return built.image_id
 
     def from_cache(self, client: Engine, cache: registry_cache.Cache, tp: TargetPlan) -> str | None:
         """The image of tp from the cache registry, or None on a miss."""
         epoch = iso_utc(self.plan.matrix.targets[tp.name].source_date_epoch)
         with self.progress.status(f"{tp.key}: asking the cache {cache.where.host}"):
-            image = registry_cache.fetch(client, cache, tp, engine.final_base(client, tp, fetch=False), epoch,
-                                   self.progress.warn)
+            image = registry_cache.fetch(
+                client, cache, tp, engine.final_base(client, tp, fetch=False), epoch, self.progress.warn
+            )
         if image:
             self.cached.add(tp.key)
-            self.progress.line(f"[green]from cache[/green] {tp.key}: {cache.where.repository(tp.name)}:content-"
-                               f"{tp.content_hash[:12]}… ({image[7:19]}); no build step run")
+            self.progress.line(
+                f"[green]from cache[/green] {tp.key}: {cache.where.repository(tp.name)}:content-"
+                f"{tp.content_hash[:12]}… ({image[7:19]}); no build step run"
+            )
             self.write_manifest(client, tp, image)
         return image
 
@@ -178,17 +190,24 @@ class Pipeline:
         need = self.plan.matrix.runner_of(name).disk_gb
         free = client.free_disk()
         if need and free and free.free_bytes < need * 10**9:
-            raise BuildError(f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
-                             f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space (`build.py clean`, "
-                             "`docker system prune`) or use a runner with more disk")
+            raise BuildError(
+                f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
+                f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space (`build.py clean`, "
+                "`docker system prune`) or use a runner with more disk"
+            )
 
     def ensure_base(self, client: Engine, tp: TargetPlan) -> None:
         """Cheap when present; a removed bootstrapped base must come back before any FROM names it."""
         if tp.bootstrap_stack:
             stack = self.plan.matrix.stacks[tp.bootstrap_stack]
             with self.progress.status(f"bootstrapping base of {tp.bootstrap_stack}"):
-                bootstrap.ensure_base(client, tp.bootstrap_stack, stack, StateDir(self.project.state).work,
-                                      self.project.log(f"base-{tp.bootstrap_stack}"))
+                bootstrap.ensure_base(
+                    client,
+                    tp.bootstrap_stack,
+                    stack,
+                    StateDir(self.project.state).work,
+                    self.project.log(f"base-{tp.bootstrap_stack}"),
+                )
 
     # -- the steps ----------------------------------------------------------------------------
     def fetch_inputs(self, tp: TargetPlan) -> dict[str, bytes]:
@@ -202,8 +221,17 @@ class Pipeline:
             raise BuildError(f"fetching the inputs of {tp.name} failed: {exc}") from None
         return context
 
-    def build_image(self, client: Engine, tp: TargetPlan, *, tags: list[str], status, raw_tag: str | None = None,
-                    log_name: str | None = None, nocache: bool = False) -> BuiltImage:
+    def build_image(
+        self,
+        client: Engine,
+        tp: TargetPlan,
+        *,
+        tags: list[str],
+        status,
+        raw_tag: str | None = None,
+        log_name: str | None = None,
+        nocache: bool = False,
+    ) -> BuiltImage:
         """One `docker build` of tp, normalised so the same inputs give the same image ID, tagged tags.
         On failure the raw image and the step images of this build are discarded."""
         log_name = log_name or tp.key
@@ -215,62 +243,117 @@ class Pipeline:
             status.update(f"{tp.name}: {text[:100]}")
             self.progress.line(f"  {text[:160]}", markup=False)
 
-        background.preload("rocmforge.assemble.image.normalise", *manifest.SBOM_LIBRARIES)   # needed after it
-        raw = engine.build(client, tp, log_path=StateDir(self.project.state).log(log_name),
-                           ca_bundle=self.ca, progress=step, extra_files=self.fetch_inputs(tp),
-                           tag=raw_tag, nocache=nocache, made=made)
+        background.preload("rocmforge.assemble.image.normalise", *manifest.SBOM_LIBRARIES)  # needed after it
+        raw = engine.build(
+            client,
+            tp,
+            log_path=StateDir(self.project.state).log(log_name),
+            ca_bundle=self.ca,
+            progress=step,
+            extra_files=self.fetch_inputs(tp),
+            tag=raw_tag,
+            nocache=nocache,
+            made=made,
+        )
         built = time.monotonic()
         try:
             status.update(f"{tp.name}: normalising layers and config for a reproducible image ID")
             base = engine.final_base(client, tp)
-            done = self.normalise(client, tp, raw, tags, log_name, base,
-                                  progress=lambda msg: status.update(f"{tp.name}: {msg}"))
+            done = self.normalise(
+                client, tp, raw, tags, log_name, base, progress=lambda msg: status.update(f"{tp.name}: {msg}")
+            )
         except BaseException:
             kept = set(buildcache.recorded(self.project.state, tp.name))
             self.discard_raw(client, raw_tag, [m for m in made if m not in kept])
             raise
-        return BuiltImage(done.image_id, made, round(built - started, 1), round(time.monotonic() - built, 1),
-                          inventory.BaseSeen.of(client, base), done.added_paths)
+        return BuiltImage(
+            done.image_id,
+            made,
+            round(built - started, 1),
+            round(time.monotonic() - built, 1),
+            inventory.BaseSeen.of(client, base),
+            done.added_paths,
+        )
 
-    def normalise(self, client: Engine, tp: TargetPlan, raw_ref: str, tags: list[str], log_name: str,
-                  base: str | None, progress=None) -> image.NormalisedImage:
+    def normalise(
+        self,
+        client: Engine,
+        tp: TargetPlan,
+        raw_ref: str,
+        tags: list[str],
+        log_name: str,
+        base: str | None,
+        progress=None,
+    ) -> image.NormalisedImage:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
-        return image.normalise_image(client, raw_ref, epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
-                                     tags=tags, workdir=StateDir(self.project.state).work, log=self.project.log(log_name),
-                                     base_ref=base, progress=progress, steps=engine.history_steps(tp),
-                                     merged=engine.merged_steps(tp))
+        return image.normalise_image(
+            client,
+            raw_ref,
+            epoch=self.plan.matrix.targets[tp.name].source_date_epoch,
+            tags=tags,
+            workdir=StateDir(self.project.state).work,
+            log=self.project.log(log_name),
+            base_ref=base,
+            progress=progress,
+            steps=engine.history_steps(tp),
+            merged=engine.merged_steps(tp),
+        )
 
     @staticmethod
     def discard_raw(client: Engine, raw_tag: str, made: list[str]) -> None:
         try:
-            client.untag(raw_tag)   # the tag; discard removes the images
-        except EngineError:   # never made, or already gone
+            client.untag(raw_tag)  # the tag; discard removes the images
+        except EngineError:  # never made, or already gone
             pass
         engine.discard(client, made)
 
-    def write_manifest(self, client: Engine, tp: TargetPlan, image_id: str, built: BuiltImage | None = None,
-                       report: suites.SuitesReport | None = None) -> Path:
+    def write_manifest(
+        self,
+        client: Engine,
+        tp: TargetPlan,
+        image_id: str,
+        built: BuiltImage | None = None,
+        report: suites.SuitesReport | None = None,
+    ) -> Path:
         """The manifest and SBOM of tp's image image_id. built: this run's build of it, whose added
         layers may spare the inventory its container; report: its suites, just run (else the ones
         recorded for the image, if any)."""
         rec = report or suites.recorded(self.project.state, image_id)
         # Said in the build log of a build (a target taken from the engine or the cache has none).
-        inv = inventory.inventory(client, tp.content_tag, base=built and built.base,
-                                  added_paths=built and built.added_paths,
-                                  log=self.project.log(tp.key) if built else lambda line: None)
+        inv = inventory.inventory(
+            client,
+            tp.content_tag,
+            base=built and built.base,
+            added_paths=built and built.added_paths,
+            log=self.project.log(tp.key) if built else lambda line: None,
+        )
         data = manifest.make_manifest(tp, image_id, inv, self.plan.lock, rec.statuses() if rec else None)
-        data["source_revision"] = self.project.revision() or None   # the checkout that last wrote it
+        data["source_revision"] = self.project.revision() or None  # the checkout that last wrote it
         return manifest.write(self.project.state, data)
 
-    def test(self, client: Engine, image: str, image_id: str, target: str | None, junit: Path | None = None,
-             require_gpu: bool = False, own: TargetPlan | None = None) -> suites.SuitesReport:
+    def test(
+        self,
+        client: Engine,
+        image: str,
+        image_id: str,
+        target: str | None,
+        junit: Path | None = None,
+        require_gpu: bool = False,
+        own: TargetPlan | None = None,
+    ) -> suites.SuitesReport:
         """Run the suites in image (whose ID the caller found) and record them; own, the target's
         image it is, gets them in its manifest too."""
         with self.progress.status(f"running suites in {image}"):
-            report = suites.run_suites(client, image, image_id, target, self.project.matrix_path.resolve(),
-                                       junit, require_gpu=require_gpu,
-                                       content_hashes={tp.key: tp.content_hash for n in self.plan.targets
-                                                       for tp in self.plan.images_of(n)})
+            report = suites.run_suites(
+                client,
+                image,
+                image_id,
+                target,
+                self.project.matrix_path.resolve(),
+                junit,
+                require_gpu=require_gpu,
+                content_hashes={tp.key: tp.content_hash for n in self.plan.targets for tp in self.plan.images_of(n)},
+            )
         suites.record(self.project.state, report)
         if own is not None:
             self.write_manifest(client, own, image_id, report=report)
@@ -286,6 +369,8 @@ def require_built(client: Engine, tp: TargetPlan, flag: str = "--target") -> str
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
         what = f"variant {','.join(tp.variant)} of target {tp.name!r}" if tp.variant else f"target {tp.name!r}"
-        raise UserError(f"{what} is not built ({tp.content_tag} not found); run "
-                        f"`python build.py build --target {tp.name}` first", field=flag)
+        raise UserError(
+            f"{what} is not built ({tp.content_tag} not found); run `python build.py build --target {tp.name}` first",
+            field=flag,
+        )
     return image_id

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
 
-from rocmforge.resolve.lockmodel import Lock
 from rocmforge.render.plan import load_plan, require_resolved
+from rocmforge.resolve.lockmodel import Lock
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 from rocmforge.shared.files import append_line
 from rocmforge.shared.statedir import StateDir
@@ -99,10 +99,9 @@ def writable_dir(path: Path, field: str | None, shown: Path | None = None) -> No
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".rocmforge-probe-", dir=existing))
     except OSError as exc:
-        if exc.errno in MACHINE_ERRNOS:     # a full disk is the machine's state, not a wrong path
+        if exc.errno in MACHINE_ERRNOS:  # a full disk is the machine's state, not a wrong path
             raise BuildError(f"{shown}: cannot create anything in {existing}: {exc.strerror}") from None
-        raise UserError(f"cannot create anything in {existing}: {exc.strerror}", file=str(shown),
-                        field=field) from None
+        raise UserError(f"cannot create anything in {existing}: {exc.strerror}", file=str(shown), field=field) from None
 
 
 def writable_file(path: Path, field: str | None, replaced: bool = True) -> None:

@@ -26,8 +26,9 @@ from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from rocmforge.render.plan import TargetPlan
+
     from rocmforge.host.engines import Engine
+    from rocmforge.render.plan import TargetPlan
 
 ENV = "ROCMFORGE_CACHE_REGISTRY"
 READONLY_ENV = "ROCMFORGE_CACHE_READONLY"
@@ -58,8 +59,9 @@ def from_options(text: str | None, readonly: bool = False) -> Cache | None:
     return Cache(where, readonly or os.environ.get(READONLY_ENV, "") not in ("", "0", "false"))
 
 
-def fetch(client: Engine, cache: Cache, tp: TargetPlan, base_ref: str | None, epoch_iso: str,
-          warn: Callable[[str], None]) -> str | None:
+def fetch(
+    client: Engine, cache: Cache, tp: TargetPlan, base_ref: str | None, epoch_iso: str, warn: Callable[[str], None]
+) -> str | None:
     """The target's image from the cache, tagged with its content and readable tags; None on a miss
     (or a refused or unreachable entry, after a warning)."""
     repository, tag = cache.ref(tp)
@@ -87,8 +89,8 @@ def fetch(client: Engine, cache: Cache, tp: TargetPlan, base_ref: str | None, ep
         client.tag(pulled["Id"], full)
     if not existed:
         try:
-            client.untag(ref)    # only the digest reference: the image keeps our tags
-        except EngineError:   # a reference left behind is harmless
+            client.untag(ref)  # only the digest reference: the image keeps our tags
+        except EngineError:  # a reference left behind is harmless
             pass
     return engine.image_id(client, tp.content_tag)
 
@@ -96,13 +98,18 @@ def fetch(client: Engine, cache: Cache, tp: TargetPlan, base_ref: str | None, ep
 def _refusal(client: Engine, attrs: dict, tp: TargetPlan, base_ref: str | None, epoch_iso: str) -> str | None:
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     if labels.get(LABEL_TARGET) != tp.name or labels.get(LABEL_HASH) != tp.content_hash:
-        return (f"it is labelled {LABEL_TARGET}={labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}; "
-                f"this target needs {tp.name!r}, {tp.content_hash!r}")
+        return (
+            f"it is labelled {LABEL_TARGET}={labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}; "
+            f"this target needs {tp.name!r}, {tp.content_hash!r}"
+        )
     if attrs.get("Created") != epoch_iso:
-        return f"it was created {attrs.get('Created')}, not at the target's source_date_epoch ({epoch_iso}): not normalised"
+        return (
+            f"it was created {attrs.get('Created')}, not at the target's source_date_epoch ({epoch_iso}): "
+            "not normalised"
+        )
     if base_ref:
         base = client.inspect(base_ref)["RootFS"]["Layers"]
-        if (attrs.get("RootFS") or {}).get("Layers", [])[:len(base)] != base:
+        if (attrs.get("RootFS") or {}).get("Layers", [])[: len(base)] != base:
             return f"its layers do not start with those of its base {base_ref}"
     return None
 

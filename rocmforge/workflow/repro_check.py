@@ -20,16 +20,22 @@ class ReproReport:
     timings: list[dict] = field(default_factory=list)
     difference: dict | None = None
     explanation: str | None = None
-    variants: list["ReproReport"] = field(default_factory=list)
+    variants: list[ReproReport] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
         return self.difference is None and all(v.identical for v in self.variants)
 
     def to_json(self) -> dict:
-        return {"target": self.target, "identical": self.identical, "image_ids": self.image_ids,
-                "timings": self.timings, "difference": self.difference, "explanation": self.explanation,
-                **({"variants": [v.to_json() for v in self.variants]} if self.variants else {})}
+        return {
+            "target": self.target,
+            "identical": self.identical,
+            "image_ids": self.image_ids,
+            "timings": self.timings,
+            "difference": self.difference,
+            "explanation": self.explanation,
+            **({"variants": [v.to_json() for v in self.variants]} if self.variants else {}),
+        }
 
 
 def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
@@ -38,12 +44,12 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
     project = pipe.project
     project.target(name)
     project.writable_state()
-    tp = project.buildable_target(name)    # before its prerequisites are built
-    pipe.ca                                # so is a bad CA bundle
-    for dep in pipe.plan.order([name])[:-1]:   # prerequisites are inputs: built (or up to date) once, as usual
+    tp = project.buildable_target(name)  # before its prerequisites are built
+    pipe.check_ca()  # so is a bad CA bundle
+    for dep in pipe.plan.order([name])[:-1]:  # prerequisites are inputs: built (or up to date) once, as usual
         pipe.build(dep)
     client = engine.connect()
-    pipe.ensure_base(client, tp)           # an engine that never built on this base has none yet
+    pipe.ensure_base(client, tp)  # an engine that never built on this base has none yet
     result = _twice(pipe, client, tp)
     result.variants = [_twice(pipe, client, v) for v in pipe.plan.variants.get(name, ())]
     reports.save_check(project.state, f"repro-{name}", result.to_json())
@@ -57,15 +63,23 @@ def _twice(pipe: Pipeline, client, tp) -> ReproReport:
         for run in RUNS:
             tag = f"rocmforge-repro/{name}:{run}"
             with pipe.progress.status(f"verify-repro {name}: build {run} (no cache)") as status:
-                built = pipe.build_image(client, tp, tags=[tag], status=status, raw_tag=tag + "-raw",
-                                         log_name=f"{name}.repro-{run}", nocache=True)
+                built = pipe.build_image(
+                    client,
+                    tp,
+                    tags=[tag],
+                    status=status,
+                    raw_tag=tag + "-raw",
+                    log_name=f"{name}.repro-{run}",
+                    nocache=True,
+                )
                 pipe.discard_raw(client, tag + "-raw", built.made)
             result.image_ids.append(built.image_id)
             result.timings.append({"build_s": built.build_s, "normalise_s": built.normalise_s})
-            pipe.progress.line(f"{name} build {run}: {built.image_id[7:19]} (build {built.build_s} s, "
-                               f"normalise {built.normalise_s} s)")
+            pipe.progress.line(
+                f"{name} build {run}: {built.image_id[7:19]} (build {built.build_s} s, normalise {built.normalise_s} s)"
+            )
             if run == RUNS[0]:
-                time.sleep(1.5)   # the second build starts at a different second
+                time.sleep(1.5)  # the second build starts at a different second
         a, b = result.image_ids
         if a != b:
             # by tag: the containerd store does not know an image by its config digest
@@ -76,6 +90,6 @@ def _twice(pipe: Pipeline, client, tp) -> ReproReport:
             for suffix in ("", "-raw"):
                 try:
                     client.remove_image(f"rocmforge-repro/{name}:{run}{suffix}", force=True)
-                except EngineError:   # not created or already removed
+                except EngineError:  # not created or already removed
                     pass
     return result

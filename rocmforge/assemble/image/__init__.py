@@ -38,8 +38,12 @@ from rocmforge.shared.errors import ImageArchiveError
 
 # Loaded when first named: a command that only renders, or reads a Dockerfile's history, does not
 # pay for the normaliser (and a build loads it while the engine builds: Pipeline.build_image).
-_WHERE = {"NormalisedImage": "normalise", "normalise_image": "normalise", "describe_difference": "diff",
-          "diff_images": "diff"}
+_WHERE = {
+    "NormalisedImage": "normalise",
+    "normalise_image": "normalise",
+    "describe_difference": "diff",
+    "diff_images": "diff",
+}
 
 __all__ = ["ImageArchiveError", *_WHERE]
 

@@ -7,9 +7,9 @@ here too; what is written for `docker load` is always a docker-archive."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from rocmforge.assemble.image.blobs import layer_window
 from rocmforge.assemble.image.layers import LayerResult
@@ -26,8 +26,8 @@ META_SUFFIXES = (".json", "/json", "VERSION", "repositories", "oci-layout")
 class RewrittenImage:
     config: bytes
     image_id: str
-    layers: list[tuple[str, Path | None, int]]   # (diff ID, file or None for the base's, size) in image order
-    results: list[LayerResult]                   # in image order
+    layers: list[tuple[str, Path | None, int]]  # (diff ID, file or None for the base's, size) in image order
+    results: list[LayerResult]  # in image order
     source_config: dict
     # The source manifest's layer descriptors when the archive was an OCI layout (the containerd
     # store's export): how that store's content names the base's layers.
@@ -130,16 +130,16 @@ def layer_members(rw: RewrittenImage, name_of: Callable[[str], str]) -> Iterator
         done.add(diff_id)
         yield tar_member(name_of(diff_id), size)
         with open(path, "rb") as f:
-            for piece in iter(lambda: f.read(CHUNK_SIZE), b""):
-                yield piece
+            yield from iter(lambda: f.read(CHUNK_SIZE), b"")
         yield bytes(padding(size))
 
 
 def archive_chunks(rw: RewrittenImage, tags: list[str]) -> Iterator[bytes]:
     """The docker-archive of rw, as chunks for `docker load`."""
     cfg_name = rw.image_id[7:] + ".json"
-    manifest = [{"Config": cfg_name, "RepoTags": list(tags) or None,
-                 "Layers": [f"{d[7:]}/layer.tar" for d, _, _ in rw.layers]}]
+    manifest = [
+        {"Config": cfg_name, "RepoTags": list(tags) or None, "Layers": [f"{d[7:]}/layer.tar" for d, _, _ in rw.layers]}
+    ]
     yield small_member(cfg_name, rw.config)
     yield from layer_members(rw, lambda diff_id: f"{diff_id[7:]}/layer.tar")
     yield small_member("manifest.json", json.dumps(manifest, separators=(",", ":")).encode()) + EMPTY_TAR

@@ -7,23 +7,25 @@ chunks of bounded size, so that no layer is ever held whole in memory or written
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Callable, Generator, Iterator
 
 from rocmforge.assemble.image.tarcodec import BLOCK, looks_like_tar_header
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
 
-GZIP_MAGIC = b"\x1f\x8b\x08"          # the magic, then deflate, gzip's only method
+GZIP_MAGIC = b"\x1f\x8b\x08"  # the magic, then deflate, gzip's only method
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-HEAD_SIZE = BLOCK                     # what is read of a member to tell what it is
+HEAD_SIZE = BLOCK  # what is read of a member to tell what it is
 
 # zstandard's decompressobj takes no output limit, and a zstd block of one repeated byte turns
 # 4 input bytes into 128 KiB: fed this much at a time, one call gives at most some 32 MiB.
 ZSTANDARD_FEED = 1024
 
-ZSTD_MISSING = ("needs a zstd decoder, and this Python has none: install the python package "
-                "zstandard (pip install zstandard), or run on Python 3.14 or later (compression.zstd)")
+ZSTD_MISSING = (
+    "needs a zstd decoder, and this Python has none: install the python package "
+    "zstandard (pip install zstandard), or run on Python 3.14 or later (compression.zstd)"
+)
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,11 @@ def feed_buffering(decoder, data: bytes) -> Generator[bytes, None, bytes]:
 def feed_zstandard(decoder, data: bytes) -> Generator[bytes, None, bytes]:
     view = memoryview(data)
     for start in range(0, len(view), ZSTANDARD_FEED):
-        out = decoder.decompress(view[start:start + ZSTANDARD_FEED])
+        out = decoder.decompress(view[start : start + ZSTANDARD_FEED])
         if out:
             yield out
         if decoder.eof:
-            return decoder.unused_data + bytes(view[start + ZSTANDARD_FEED:])
+            return decoder.unused_data + bytes(view[start + ZSTANDARD_FEED :])
     return b""
 
 
@@ -82,6 +84,7 @@ def zstd_codec() -> Codec | None:
     """The zstd decoder this Python has: the standard library's from 3.14, else zstandard's."""
     try:
         from compression import zstd  # optional: the standard library's zstd exists from Python 3.14
+
         return Codec("zstd", zstd.ZstdDecompressor, feed_buffering, (zstd.ZstdError,))
     except ImportError:
         pass
@@ -89,8 +92,7 @@ def zstd_codec() -> Codec | None:
         import zstandard  # optional: only a zstd layer needs it
     except ImportError:
         return None
-    return Codec("zstd", lambda: zstandard.ZstdDecompressor().decompressobj(), feed_zstandard,
-                 (zstandard.ZstdError,))
+    return Codec("zstd", lambda: zstandard.ZstdDecompressor().decompressobj(), feed_zstandard, (zstandard.ZstdError,))
 
 
 def decoded_chunks(compressed: Iterator[bytes], codec: Codec, blob: str) -> Iterator[bytes]:

@@ -13,16 +13,31 @@ from rocmforge.shared.files import iso_utc
 # What is kept. Everything else (container, container_config, docker_version, Hostname, Image,
 # Domainname, Attach*, ...) names the build host or the build's containers.
 TOP_KEYS = ("architecture", "os", "os.version", "os.features", "variant", "author", "config")
-CONFIG_KEYS = ("User", "ExposedPorts", "Env", "Cmd", "Healthcheck", "ArgsEscaped", "Volumes",
-               "WorkingDir", "Entrypoint", "OnBuild", "Labels", "StopSignal", "StopTimeout", "Shell")
+CONFIG_KEYS = (
+    "User",
+    "ExposedPorts",
+    "Env",
+    "Cmd",
+    "Healthcheck",
+    "ArgsEscaped",
+    "Volumes",
+    "WorkingDir",
+    "Entrypoint",
+    "OnBuild",
+    "Labels",
+    "StopSignal",
+    "StopTimeout",
+    "Shell",
+)
 HISTORY_KEYS = ("created_by", "author", "comment", "empty_layer")
 # Labels an engine adds by itself (buildah's version stamp): they name the builder, not the image.
 ENGINE_LABELS = ("io.buildah.version",)
-EMPTY = (None, "", [], {})   # an empty Entrypoint, OnBuild or Volumes means what an absent one does
+EMPTY = (None, "", [], {})  # an empty Entrypoint, OnBuild or Volumes means what an absent one does
 
 
-def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int, steps: list[str] | None = None,
-                     merged: int = 0) -> bytes:
+def normalise_config(
+    cfg: dict, diff_ids: list[str], *, epoch: int, steps: list[str] | None = None, merged: int = 0
+) -> bytes:
     """The canonical config bytes for an image whose (normalised) layers are diff_ids. steps: the
     instructions the image's own (last) history entries record, as the Dockerfile words them
     (history.stage_steps), which replace the builder's own wording. merged: how many of steps'
@@ -37,14 +52,16 @@ def normalise_config(cfg: dict, diff_ids: list[str], *, epoch: int, steps: list[
         if labels:
             out["config"]["Labels"] = labels
     out["created"] = created
-    out["history"] = [{**{k: h[k] for k in HISTORY_KEYS if h.get(k) not in (None, "")}, "created": created}
-                      for h in cfg.get("history") or []]
+    out["history"] = [
+        {**{k: h[k] for k in HISTORY_KEYS if h.get(k) not in (None, "")}, "created": created}
+        for h in cfg.get("history") or []
+    ]
     if steps and merged and out["history"] and out["history"][-1].get("empty_layer"):
         out["history"][-1:] = [dict(out["history"][-1]) for _ in range(merged + 1)]
     if steps and len(steps) <= len(out["history"]):
-        for h, step in zip(out["history"][len(out["history"]) - len(steps):], steps):
+        for h, step in zip(out["history"][len(out["history"]) - len(steps) :], steps):
             h["created_by"] = step
-            h.pop("comment", None)   # buildah's "FROM <base>" note
+            h.pop("comment", None)  # buildah's "FROM <base>" note
     _name_copy_sources_by_content(out["history"], diff_ids)
     for h in out["history"]:
         if "created_by" in h:
@@ -64,10 +81,11 @@ _SOURCE_SUM_RE = re.compile(r"\b(dir|file|multi):[0-9a-f]{64}\b")
 def _name_copy_sources_by_content(history: list[dict], diff_ids: list[str]) -> None:
     steps = [h for h in history if not h.get("empty_layer")]
     if len(steps) != len(diff_ids):
-        return   # history and layers do not pair up (an unusual base): leave it as it is
+        return  # history and layers do not pair up (an unusual base): leave it as it is
     for h, diff_id in zip(steps, diff_ids):
         if "created_by" in h:
-            h["created_by"] = _SOURCE_SUM_RE.sub(lambda m: f"{m.group(1)}:{diff_id.split(':')[-1]}", h["created_by"])
+            digest = diff_id.split(":")[-1]
+            h["created_by"] = _SOURCE_SUM_RE.sub(lambda m, d=digest: f"{m.group(1)}:{d}", h["created_by"])
 
 
 # The classic builder prefixes a RUN's history with the build arguments in scope ("|2 A=1 B=2 cmd").
@@ -81,7 +99,7 @@ def drop_site_args(created_by: str) -> str:
     if not m:
         return created_by
     n = int(m.group(1))
-    parts = created_by[m.end():].split(" ", n)
+    parts = created_by[m.end() :].split(" ", n)
     args, rest = parts[:n], parts[n:]
     keep = [a for a in args if a.split("=", 1)[0] not in SITE_ARGS]
     if len(keep) == n:

@@ -32,11 +32,17 @@ def summarise_layer(src) -> list[tuple[str, dict]]:
     out = []
     reader = TarReader(src)
     for e in reader:
-        attrs = {"type": TYPE_NAMES[e.type], "linkname": e.linkname.decode(errors="replace"),
-                 "size": e.size, "mode": f"{e.mode & 0o7777:04o}", "owner": f"{e.uid}:{e.gid}",
-                 "device": f"{e.devmajor},{e.devminor}" if e.type in (CHR, BLK) else "",
-                 "xattrs": sorted((k.decode(errors="replace"), v.hex()) for k, v in e.xattrs.items()),
-                 "mtime": e.mtime, "content": ""}
+        attrs = {
+            "type": TYPE_NAMES[e.type],
+            "linkname": e.linkname.decode(errors="replace"),
+            "size": e.size,
+            "mode": f"{e.mode & 0o7777:04o}",
+            "owner": f"{e.uid}:{e.gid}",
+            "device": f"{e.devmajor},{e.devminor}" if e.type in (CHR, BLK) else "",
+            "xattrs": sorted((k.decode(errors="replace"), v.hex()) for k, v in e.xattrs.items()),
+            "mtime": e.mtime,
+            "content": "",
+        }
         if e.uname or e.gname:
             attrs["owner"] += f" ({e.uname.decode(errors='replace')}:{e.gname.decode(errors='replace')})"
         if e.type == REG:
@@ -88,8 +94,12 @@ def compare_configs(a, b, path: str = "") -> dict | None:
                 return d
         if len(a) != len(b):
             i = min(len(a), len(b))
-            return {"where": "config", "field": _json_path(path, i),
-                    "a": a[i] if i < len(a) else None, "b": b[i] if i < len(b) else None}
+            return {
+                "where": "config",
+                "field": _json_path(path, i),
+                "a": a[i] if i < len(a) else None,
+                "b": b[i] if i < len(b) else None,
+            }
         return None
     if a != b or type(a) is not type(b):
         return {"where": "config", "field": path or "(root)", "a": a, "b": b}
@@ -103,6 +113,7 @@ def _layer_step(config: dict, index: int) -> str | None:
 
 def _scan(client: Engine, ref: str, want: str | None) -> tuple[dict, list | None]:
     """Streams ref once: its config, and the summary of its layer whose diff ID is want."""
+
     def on_layer(name: str, win: HashingWindow):
         if want is None:
             win.drain()
@@ -136,14 +147,21 @@ def diff_images(client: Engine, a: str, b: str) -> dict | None:
     idx = _first_differing_layer(la, lb)
     want_a = la[idx] if idx is not None and idx < len(la) else None
     want_b = lb[idx] if idx is not None and idx < len(lb) else None
-    with ThreadPoolExecutor(max_workers=2) as pool:       # the engine exports both at once
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the engine exports both at once
         fa, fb = pool.submit(_scan, client, a, want_a), pool.submit(_scan, client, b, want_b)
         (cfg_a, sum_a), (cfg_b, sum_b) = fa.result(), fb.result()
     if idx is None:
-        return compare_configs(cfg_a, cfg_b) or {"where": "config", "field": "(serialisation)",
-                                                 "a": ia["Id"], "b": ib["Id"]}
-    where = {"where": "layer", "index": idx,
-             "created_by": _layer_step(cfg_a, idx) if want_a else _layer_step(cfg_b, idx)}
+        return compare_configs(cfg_a, cfg_b) or {
+            "where": "config",
+            "field": "(serialisation)",
+            "a": ia["Id"],
+            "b": ib["Id"],
+        }
+    where = {
+        "where": "layer",
+        "index": idx,
+        "created_by": _layer_step(cfg_a, idx) if want_a else _layer_step(cfg_b, idx),
+    }
     if want_a is None or want_b is None:
         return {**where, "path": None, "field": "presence", "a": want_a, "b": want_b}
     if sum_a is None or sum_b is None:
@@ -159,8 +177,8 @@ def step_text(created_by: str | None) -> str:
     s = (created_by or "").strip()
     i = s.find(" -c ")
     if i >= 0 and re.search(r"(^|\s)/\S*sh$", s[:i].split(" -")[0]):
-        s = s[i + 4:].strip()
-        s = s[len("#(nop)"):].strip() if s.startswith("#(nop)") else "RUN " + s
+        s = s[i + 4 :].strip()
+        s = s[len("#(nop)") :].strip() if s.startswith("#(nop)") else "RUN " + s
     return s if len(s) <= 80 else s[:79] + "…"
 
 
@@ -189,8 +207,7 @@ def describe_difference(diff: dict | None) -> str:
     if f == "order":
         return f"{where}: the same entries in another order (first {_value(a)} vs {_value(b)})"
     if f == "encoding":
-        return (f"{where}: same files and metadata but different tar bytes "
-                f"(diff IDs {a[7:19]}… vs {b[7:19]}…)")
+        return f"{where}: same files and metadata but different tar bytes (diff IDs {a[7:19]}… vs {b[7:19]}…)"
     if f == "mtime":
         return f"{where}: {path} mtime differs ({iso_utc(a)} vs {iso_utc(b)})"
     return f"{where}: {path} {f} differs ({_value(a)} vs {_value(b)})"

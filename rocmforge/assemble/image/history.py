@@ -26,7 +26,7 @@ def _located_lines(text: str) -> list[tuple[str, int]]:
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
         if pending and line.lstrip().startswith("#"):
-            continue   # a comment inside a continued instruction is not part of it
+            continue  # a comment inside a continued instruction is not part of it
         if not pending:
             start = i
         if line.endswith("\\"):
@@ -42,7 +42,7 @@ def _located_lines(text: str) -> list[tuple[str, int]]:
 def stage_steps(dockerfile: str) -> list[str]:
     """The instructions the image's own history entries record, in order: the last stage's after
     its FROM, preceded by those of the stages it starts FROM by name."""
-    stages: list[tuple[str, str | None, list[str]]] = []   # (from, name, steps)
+    stages: list[tuple[str, str | None, list[str]]] = []  # (from, name, steps)
     for line in _logical_lines(dockerfile):
         keyword, _, rest = line.partition(" ")
         if keyword.upper() == "FROM":
@@ -73,9 +73,10 @@ class TrailingLabels:
     """A Dockerfile's last LABEL instructions, to be run by the builder as one step (each LABEL
     step is a container and a commit); the history is spelled back as the Dockerfile states them
     (config.normalise_config's `merged`)."""
-    dockerfile: str                 # the Dockerfile without them
-    labels: dict[str, str]          # what they set, in order (a later key wins, as in the builder)
-    count: int                      # how many instructions they were
+
+    dockerfile: str  # the Dockerfile without them
+    labels: dict[str, str]  # what they set, in order (a later key wins, as in the builder)
+    count: int  # how many instructions they were
 
     def with_labels(self, more: dict[str, str]) -> str:
         """The Dockerfile with them, then `more`, as one LABEL instruction (more's values are

@@ -4,9 +4,10 @@ times clamped to the epoch, owner names and pax times gone, entries in GNU tar's
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from rocmforge.assemble.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
 from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
@@ -77,7 +78,7 @@ class LayerResult:
     clamped: int = 0
     pycs_clamped: int = 0
     resorted: bool = False
-    inherited: bool = False          # a layer of the base, passed through unread
+    inherited: bool = False  # a layer of the base, passed through unread
     # Every name the layer holds (directories end in "/"), the ones rewrite_layer drops too; after
     # lowerrules, those of the canonical layer (lowerrules._final_paths). What the layer may have
     # changed, for a reader of the image that needs no container when none of its own files are
@@ -91,10 +92,11 @@ class LayerResult:
 
 class _Spooled(NamedTuple):
     """An entry written to the spool, with what it takes to write it again in name order."""
-    key: tuple[bytes, ...]           # sort_key of its name
-    arrival: int                     # keeps the sort stable for equal keys
+
+    key: tuple[bytes, ...]  # sort_key of its name
+    arrival: int  # keeps the sort stable for equal keys
     entry: TarEntry
-    offset: int                      # of its data in the spool
+    offset: int  # of its data in the spool
 
 
 def _clamp_pyc(pieces: Iterable, epoch: int, res: LayerResult) -> Iterator[bytes]:
@@ -117,8 +119,7 @@ def _clamp_pyc(pieces: Iterable, epoch: int, res: LayerResult) -> Iterator[bytes
 def _decide(e: TarEntry, rel: bytes, dropped_names: set[bytes], log: Callable[[str], None]) -> str:
     action = classify(rel, e)
     if action == KEEP and e.type == LNK and e.linkname in dropped_names:
-        log(f"  hard link {rel.decode(errors='replace')} dropped with its target "
-            f"{e.linkname.decode(errors='replace')}")
+        log(f"  hard link {rel.decode(errors='replace')} dropped with its target {e.linkname.decode(errors='replace')}")
         action = DROP
     return action
 
@@ -142,8 +143,9 @@ def rewrite_layer(src: HashingWindow, dst: Path, epoch: int, log: Callable[[str]
                 dropped_names.add(e.name)
                 res.dropped.append(rel.decode(errors="replace"))
                 continue
-            out = replace(e, mode=e.mode & 0o7777, uname=b"", gname=b"", mtime=min(e.mtime, epoch),
-                          xattrs=dict(e.xattrs))
+            out = replace(
+                e, mode=e.mode & 0o7777, uname=b"", gname=b"", mtime=min(e.mtime, epoch), xattrs=dict(e.xattrs)
+            )
             if e.mtime > epoch:
                 res.clamped += 1
             data = reader.data() if e.type == REG else None

@@ -19,18 +19,19 @@ import hashlib
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from rocmforge.assemble.image.layers import layer_path
+from rocmforge.assemble.image.tarcodec import BLK, CHR, DIR, LNK, REG, TarEntry, TarReader
 from rocmforge.host.layerstore import chain_ids
-from rocmforge.assemble.image.tarcodec import CHR, BLK, DIR, LNK, REG, TarEntry, TarReader
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import keep_most_recent
 from rocmforge.shared.streams import ChunkStream, HashingWindow
 
-FORMAT = 1                      # bump when what a row holds changes: older cache files are rebuilt
-KEEP = 16                       # cached indexes kept (most recently used): one per base in use
+FORMAT = 1  # bump when what a row holds changes: older cache files are rebuilt
+KEEP = 16  # cached indexes kept (most recently used): one per base in use
 OPAQUE = b".wh..wh..opq"
 WHITEOUT = b".wh."
 
@@ -44,8 +45,8 @@ class Node(NamedTuple):
     gid: int
     size: int
     mtime: int
-    data: bytes         # a file's sha256 digest, a symlink's target, a device's b"major,minor"
-    xattrs: bytes       # xattr_blob of the entry's xattrs
+    data: bytes  # a file's sha256 digest, a symlink's target, a device's b"major,minor"
+    xattrs: bytes  # xattr_blob of the entry's xattrs
 
 
 def xattr_blob(xattrs: dict) -> bytes:
@@ -75,8 +76,9 @@ def node_of(e: TarEntry, digest: bytes = b"") -> Node:
     else:
         data = e.linkname
     # Some writers keep the file-type bits in the mode field (0100644): the engine does not.
-    return Node(e.type, e.mode & 0o7777, e.uid, e.gid, e.size if e.type == REG else 0, e.mtime, data,
-                xattr_blob(e.xattrs))
+    return Node(
+        e.type, e.mode & 0o7777, e.uid, e.gid, e.size if e.type == REG else 0, e.mtime, data, xattr_blob(e.xattrs)
+    )
 
 
 def _below(parent: bytes) -> tuple[str, tuple]:
@@ -101,7 +103,8 @@ class LowerIndex:
                 "CREATE TABLE node (parent BLOB NOT NULL, name BLOB NOT NULL, type BLOB, mode INT, uid INT, "
                 "gid INT, size INT, mtime INT, data BLOB, xattrs BLOB, gen INT, PRIMARY KEY (parent, name)) "
                 "WITHOUT ROWID;"
-                "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;")
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+            )
             self._set_meta(format=FORMAT, chain="", layers=0, rows=0)
 
     def close(self) -> None:
@@ -114,14 +117,17 @@ class LowerIndex:
         return row[0] if row else None
 
     def get(self, rel: bytes) -> Node | None:
-        row = self.db.execute("SELECT type, mode, uid, gid, size, mtime, data, xattrs FROM node "
-                              "WHERE parent = ? AND name = ?", split(rel)).fetchone()
+        row = self.db.execute(
+            "SELECT type, mode, uid, gid, size, mtime, data, xattrs FROM node WHERE parent = ? AND name = ?", split(rel)
+        ).fetchone()
         return Node(*row) if row else None
 
     def children(self, rel: bytes) -> list[bytes]:
         """The names directly in the directory rel, in byte order."""
-        return [r[0] for r in self.db.execute("SELECT name FROM node WHERE parent = ? AND name != x'' "
-                                              "ORDER BY name", (rel,))]
+        return [
+            r[0]
+            for r in self.db.execute("SELECT name FROM node WHERE parent = ? AND name != x'' ORDER BY name", (rel,))
+        ]
 
     def rows(self) -> int:
         return self.db.execute("SELECT count(*) FROM node").fetchone()[0]
@@ -150,7 +156,7 @@ class LowerIndex:
             if name == OPAQUE:
                 self._remove_below(parent, gen)
             elif name.startswith(WHITEOUT):
-                gone = join(parent, name[len(WHITEOUT):])
+                gone = join(parent, name[len(WHITEOUT) :])
                 self._remove_below(gone, gen)
                 self.db.execute("DELETE FROM node WHERE gen < ? AND parent = ? AND name = ?", (gen, *split(gone)))
             else:
@@ -174,15 +180,17 @@ class LowerIndex:
         else:
             node = node_of(e)
         if node.type != DIR:
-            self._remove_below(rel, gen)       # a file replacing a directory takes its subtree
-        self.db.execute("INSERT OR REPLACE INTO node VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*split(rel), *node, gen))
+            self._remove_below(rel, gen)  # a file replacing a directory takes its subtree
+        self.db.execute(
+            "INSERT OR REPLACE INTO node VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*split(rel), *node, gen)
+        )
 
     def seal(self, chain: str) -> None:
         self._set_meta(chain=chain)
 
 
 # --- the cache ----------------------------------------------------------------------------------
+
 
 def _cache_file(cache: Path, chain: str) -> Path:
     return cache / f"{chain.split(':')[-1]}.sqlite"
@@ -212,7 +220,7 @@ def _cached(cache: Path | None, chain: str, log: Callable[[str], None]) -> Path 
         return None
     if _valid(path, chain):
         with contextlib.suppress(OSError):
-            os.utime(path)                 # most recently used: pruned last
+            os.utime(path)  # most recently used: pruned last
         return path
     log(f"  lower index {path.name[:12]}: damaged or incomplete, rebuilt")
     path.unlink(missing_ok=True)
@@ -237,8 +245,14 @@ def _store(cache: Path, work: Path, chain: str) -> None:
     keep_most_recent(cache, "*.sqlite", KEEP)
 
 
-def open_lower(work: Path, diff_ids: list[str], layer: Callable[[int], LayerSource | None], *,
-               cache: Path | None, log: Callable[[str], None] = print) -> LowerIndex:
+def open_lower(
+    work: Path,
+    diff_ids: list[str],
+    layer: Callable[[int], LayerSource | None],
+    *,
+    cache: Path | None,
+    log: Callable[[str], None] = print,
+) -> LowerIndex:
     """An index of the layers diff_ids, open for changes at work (a copy: applying more layers
     leaves the cache alone). Starts from the longest cached prefix of the chain; layer(i) gives
     the tar of layer i for the rest (None: not available, an ImageArchiveError). The result is
@@ -260,8 +274,9 @@ def open_lower(work: Path, diff_ids: list[str], layer: Callable[[int], LayerSour
         for i in range(start, len(diff_ids)):
             source = layer(i)
             if source is None:
-                raise ImageArchiveError(f"layer {i} ({diff_ids[i][7:19]}) is needed for the lower index "
-                                        "and is not available")
+                raise ImageArchiveError(
+                    f"layer {i} ({diff_ids[i][7:19]}) is needed for the lower index and is not available"
+                )
             got = index.apply(source)
             if got != diff_ids[i]:
                 raise ImageArchiveError(f"layer {i} read for the lower index hashes to {got}, not {diff_ids[i]}")
@@ -271,9 +286,11 @@ def open_lower(work: Path, diff_ids: list[str], layer: Callable[[int], LayerSour
             index.close()
             try:
                 _store(cache, work, chains[-1])
-                log(f"  lower index of {len(diff_ids)} layer(s) cached in {cache}: "
-                    f"{_cache_file(cache, chains[-1]).name[:12]}")
-            except OSError as exc:     # a cache that cannot be written costs a re-read next time, not the build
+                log(
+                    f"  lower index of {len(diff_ids)} layer(s) cached in {cache}: "
+                    f"{_cache_file(cache, chains[-1]).name[:12]}"
+                )
+            except OSError as exc:  # a cache that cannot be written costs a re-read next time, not the build
                 log(f"  lower index not cached ({exc.strerror or exc}: {exc.filename or cache})")
             index = LowerIndex(work)
     except BaseException:

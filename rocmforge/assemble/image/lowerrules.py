@@ -11,9 +11,9 @@ smallest one, in RULES. (layers.rewrite_layer has already made the layer canonic
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Iterator
 
 from rocmforge.assemble.image.layers import LayerResult, layer_path, sort_key
 from rocmforge.assemble.image.lowerindex import OPAQUE, WHITEOUT, LowerIndex, Node, join, node_of, split
@@ -31,8 +31,7 @@ RULES = (
     "differ compares them (a file's mtime matters: a pyc is checked against its source's). Hard "
     "links are kept, and so is an equal file that a hard link of the layer names",
     "D: a whiteout naming nothing below is dropped",
-    "a layer with nothing below (an image's first) gets W alone: its markers and whiteouts stay, "
-    "fixed like whiteouts",
+    "a layer with nothing below (an image's first) gets W alone: its markers and whiteouts stay, fixed like whiteouts",
 )
 
 WHITEOUT_MODE = 0
@@ -41,21 +40,29 @@ WHITEOUT_MODE = 0
 @dataclass
 class CanonicalResult(LayerResult):
     """A LayerResult after lowerrules: diff_id, size and entries are the final layer's."""
-    whiteouts_fixed: int = 0        # W
-    opaque_dropped: int = 0         # A and B
-    whiteouts_added: int = 0        # B
-    copyups_dropped: int = 0        # C
-    targets_kept: int = 0           # C: equal, kept for a hard link
-    whiteouts_dropped: int = 0      # D
+
+    whiteouts_fixed: int = 0  # W
+    opaque_dropped: int = 0  # A and B
+    whiteouts_added: int = 0  # B
+    copyups_dropped: int = 0  # C
+    targets_kept: int = 0  # C: equal, kept for a hard link
+    whiteouts_dropped: int = 0  # D
 
     @classmethod
-    def of(cls, res: LayerResult) -> "CanonicalResult":
+    def of(cls, res: LayerResult) -> CanonicalResult:
         return cls(**{f.name: getattr(res, f.name) for f in fields(LayerResult)})
 
     @property
     def changed_by_lower(self) -> bool:
-        return any((self.whiteouts_fixed, self.opaque_dropped, self.whiteouts_added, self.copyups_dropped,
-                    self.whiteouts_dropped))
+        return any(
+            (
+                self.whiteouts_fixed,
+                self.opaque_dropped,
+                self.whiteouts_added,
+                self.copyups_dropped,
+                self.whiteouts_dropped,
+            )
+        )
 
 
 def _whiteout(name: bytes) -> TarEntry:
@@ -66,7 +73,7 @@ def _equal(e: TarEntry, below: Node | None) -> bool:
     """Whether e equals the node below in all but a regular file's content (C)."""
     if below is None or e.type == LNK or below.type != e.type:
         return False
-    mine = node_of(e, below.data)          # the digest is compared separately, after hashing
+    mine = node_of(e, below.data)  # the digest is compared separately, after hashing
     if e.type == DIR:
         return mine._replace(mtime=below.mtime) == below
     return mine == below
@@ -75,11 +82,12 @@ def _equal(e: TarEntry, below: Node | None) -> bool:
 @dataclass
 class _Plan:
     """What the first read of a layer found: the second writes it out."""
-    drop: set[bytes]                # rel paths of entries dropped (C)
-    added: list[bytes]              # names of the whiteouts B adds, sorted
-    gone: set[bytes]                # rel paths of whiteouts dropped (D)
-    markers: bool = False           # opaque markers kept (nothing below)
-    replaced: set[bytes] = field(default_factory=set)   # directories kept over another node below
+
+    drop: set[bytes]  # rel paths of entries dropped (C)
+    added: list[bytes]  # names of the whiteouts B adds, sorted
+    gone: set[bytes]  # rel paths of whiteouts dropped (D)
+    markers: bool = False  # opaque markers kept (nothing below)
+    replaced: set[bytes] = field(default_factory=set)  # directories kept over another node below
 
 
 def _entries(path: Path) -> Iterator[tuple[TarEntry, TarReader]]:
@@ -97,9 +105,9 @@ def _first_plan(path: Path, res: CanonicalResult) -> _Plan:
 
 
 def _plan(path: Path, lower: LowerIndex, res: CanonicalResult) -> _Plan:
-    made: dict[bytes, bytes | None] = {}        # rel -> a directory's name as spelled, None: not a directory
-    whited: set[bytes] = set()                  # what the layer's own whiteouts name
-    opaque: list[tuple[bytes, bytes]] = []      # (directory rel, its spelling in names + "/")
+    made: dict[bytes, bytes | None] = {}  # rel -> a directory's name as spelled, None: not a directory
+    whited: set[bytes] = set()  # what the layer's own whiteouts name
+    opaque: list[tuple[bytes, bytes]] = []  # (directory rel, its spelling in names + "/")
     targets: set[bytes] = set()
     equal: set[bytes] = set()
     gone: set[bytes] = set()
@@ -108,9 +116,9 @@ def _plan(path: Path, lower: LowerIndex, res: CanonicalResult) -> _Plan:
         rel = layer_path(e.name)
         parent, name = split(rel)
         if name == OPAQUE:
-            opaque.append((parent, e.name[:-len(OPAQUE)]))
+            opaque.append((parent, e.name[: -len(OPAQUE)]))
         elif name.startswith(WHITEOUT):
-            named = join(parent, name[len(WHITEOUT):])
+            named = join(parent, name[len(WHITEOUT) :])
             whited.add(named)
             if lower.get(named) is None:
                 gone.add(rel)
@@ -140,8 +148,9 @@ def _plan(path: Path, lower: LowerIndex, res: CanonicalResult) -> _Plan:
     return _Plan(equal - targets, sorted(added, key=sort_key), gone, replaced=replaced)
 
 
-def _whiteouts_for(opaque: list[tuple[bytes, bytes]], made: dict[bytes, bytes | None], whited: set[bytes],
-                   lower: LowerIndex) -> list[bytes]:
+def _whiteouts_for(
+    opaque: list[tuple[bytes, bytes]], made: dict[bytes, bytes | None], whited: set[bytes], lower: LowerIndex
+) -> list[bytes]:
     """B: the explicit whiteouts that hide what the opaque directories hid. A directory the layer
     makes again inside one hides its own lower children too (overlayfs copies nothing into an
     opaque directory), so the walk goes down into those."""
@@ -190,8 +199,7 @@ def _final_paths(paths: list[bytes], plan: _Plan) -> list[bytes]:
     the whiteouts B adds; a directory kept over another node below (a symlink, another mode or
     owner) is spelled without its "/", as any other name that replaces what was there."""
     removed = plan.drop | plan.gone
-    kept = [p.rstrip(b"/") if p.rstrip(b"/") in plan.replaced else p for p in paths
-            if p.rstrip(b"/") not in removed]
+    kept = [p.rstrip(b"/") if p.rstrip(b"/") in plan.replaced else p for p in paths if p.rstrip(b"/") not in removed]
     return kept + [layer_path(name) for name in plan.added]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 from rocmforge.assemble.image.archive import RewrittenImage, layer_members, small_member
 from rocmforge.assemble.image.tarcodec import EMPTY_TAR
@@ -39,9 +39,14 @@ def manifest(rw: RewrittenImage, base_layers: list[dict]) -> bytes:
             layers.append({"mediaType": d["mediaType"], "digest": d["digest"], "size": d["size"]})
         else:
             layers.append({"mediaType": LAYER_TYPE, "digest": diff_id, "size": size})
-    return _compact({"schemaVersion": 2, "mediaType": MANIFEST_TYPE,
-                     "config": {"mediaType": CONFIG_TYPE, "digest": rw.image_id, "size": len(rw.config)},
-                     "layers": layers})
+    return _compact(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_TYPE,
+            "config": {"mediaType": CONFIG_TYPE, "digest": rw.image_id, "size": len(rw.config)},
+            "layers": layers,
+        }
+    )
 
 
 def full_name(ref: str) -> str:
@@ -64,6 +69,11 @@ def layout_chunks(rw: RewrittenImage, manifest_bytes: bytes, name: str | None) -
     yield from layer_members(rw, lambda diff_id: f"blobs/sha256/{diff_id[7:]}")
     entry = {"mediaType": MANIFEST_TYPE, "digest": manifest_digest, "size": len(manifest_bytes)}
     if name:
-        entry["annotations"] = {"io.containerd.image.name": full_name(name),
-                                "org.opencontainers.image.ref.name": full_name(name).rsplit(":", 1)[1]}
-    yield small_member("index.json", _compact({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [entry]})) + EMPTY_TAR
+        entry["annotations"] = {
+            "io.containerd.image.name": full_name(name),
+            "org.opencontainers.image.ref.name": full_name(name).rsplit(":", 1)[1],
+        }
+    yield (
+        small_member("index.json", _compact({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [entry]}))
+        + EMPTY_TAR
+    )

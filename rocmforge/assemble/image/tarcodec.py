@@ -27,39 +27,47 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 
 from rocmforge.shared.errors import ImageArchiveError
 
 BLOCK = 512
-RECORD = 20 * BLOCK                 # GNU tar pads an archive to whole 10 KiB records
+RECORD = 20 * BLOCK  # GNU tar pads an archive to whole 10 KiB records
 ZERO_BLOCK = bytes(BLOCK)
-EMPTY_TAR = bytes(2 * BLOCK)        # a layer with no entries: docker's well-known empty layer
+EMPTY_TAR = bytes(2 * BLOCK)  # a layer with no entries: docker's well-known empty layer
 GNU_MAGIC = b"ustar  \x00"
 
 REG, LNK, SYM, CHR, BLK, DIR, FIFO = b"0", b"1", b"2", b"3", b"4", b"5", b"6"
-TYPE_NAMES = {REG: "file", LNK: "hardlink", SYM: "symlink", CHR: "char device", BLK: "block device",
-              DIR: "directory", FIFO: "fifo"}
+TYPE_NAMES = {
+    REG: "file",
+    LNK: "hardlink",
+    SYM: "symlink",
+    CHR: "char device",
+    BLK: "block device",
+    DIR: "directory",
+    FIFO: "fifo",
+}
 XATTR_PREFIX = b"SCHILY.xattr."
 
 
 @dataclass(slots=True)
 class TarEntry:
-    name: bytes                     # as archived, but directories without the trailing "/"
-    type: bytes                     # REG LNK SYM CHR BLK DIR FIFO
+    name: bytes  # as archived, but directories without the trailing "/"
+    type: bytes  # REG LNK SYM CHR BLK DIR FIFO
     mode: int = 0o644
     uid: int = 0
     gid: int = 0
-    size: int = 0                   # data bytes (regular files only)
+    size: int = 0  # data bytes (regular files only)
     mtime: int = 0
     linkname: bytes = b""
     devmajor: int = 0
     devminor: int = 0
     uname: bytes = b""
     gname: bytes = b""
-    xattrs: dict = field(default_factory=dict)   # bytes -> bytes
+    xattrs: dict = field(default_factory=dict)  # bytes -> bytes
 
 
 def padding(n: int) -> int:
@@ -68,6 +76,7 @@ def padding(n: int) -> int:
 
 
 # --- reading ------------------------------------------------------------------------------------
+
 
 def decode_number(f: bytes) -> int:
     """A numeric header field: octal, or GNU base-256 when its first bit is set."""
@@ -88,7 +97,7 @@ def _parse_pax_records(data: bytes) -> dict[bytes, bytes]:
     while pos < len(data) and data[pos] != 0:
         sp = data.index(b" ", pos)
         length = int(data[pos:sp])
-        key, _, value = data[sp + 1:pos + length - 1].partition(b"=")
+        key, _, value = data[sp + 1 : pos + length - 1].partition(b"=")
         out[key] = value
         pos += length
     return out
@@ -121,22 +130,30 @@ def _apply_pax(e: TarEntry, records: dict[bytes, bytes]) -> None:
         elif k in (b"uname", b"gname"):
             setattr(e, k.decode(), v)
         elif k.startswith(XATTR_PREFIX):
-            e.xattrs[k[len(XATTR_PREFIX):]] = v
+            e.xattrs[k[len(XATTR_PREFIX) :]] = v
         elif k.startswith(b"GNU.sparse."):
             raise ImageArchiveError(f"sparse file {e.name!r} in a layer: not supported")
 
 
-def _entry_from_header(hdr: bytes, records: dict[bytes, bytes], longname: bytes | None,
-                       longlink: bytes | None) -> TarEntry:
+def _entry_from_header(
+    hdr: bytes, records: dict[bytes, bytes], longname: bytes | None, longlink: bytes | None
+) -> TarEntry:
     kind = hdr[156:157]
     name = _c_string(hdr[0:100])
     if hdr[257:263] == b"ustar\x00" and hdr[345] != 0:
         name = _c_string(hdr[345:500]) + b"/" + name
-    e = TarEntry(name=longname or name, type=kind if kind not in (b"\0", b"7") else REG,
-                 mode=decode_number(hdr[100:108]), uid=decode_number(hdr[108:116]),
-                 gid=decode_number(hdr[116:124]), size=decode_number(hdr[124:136]),
-                 mtime=decode_number(hdr[136:148]), linkname=longlink or _c_string(hdr[157:257]),
-                 uname=_c_string(hdr[265:297]), gname=_c_string(hdr[297:329]))
+    e = TarEntry(
+        name=longname or name,
+        type=kind if kind not in (b"\0", b"7") else REG,
+        mode=decode_number(hdr[100:108]),
+        uid=decode_number(hdr[108:116]),
+        gid=decode_number(hdr[116:124]),
+        size=decode_number(hdr[124:136]),
+        mtime=decode_number(hdr[136:148]),
+        linkname=longlink or _c_string(hdr[157:257]),
+        uname=_c_string(hdr[265:297]),
+        gname=_c_string(hdr[297:329]),
+    )
     if kind in (CHR, BLK):
         e.devmajor, e.devminor = decode_number(hdr[329:337]), decode_number(hdr[337:345])
     _apply_pax(e, records)
@@ -149,7 +166,7 @@ class TarReader:
 
     def __init__(self, src):
         self.src = src
-        self._left = 0          # data bytes of the current entry not yet consumed
+        self._left = 0  # data bytes of the current entry not yet consumed
         self._padding = 0
         self._global: dict[bytes, bytes] = {}
 
@@ -163,7 +180,7 @@ class TarReader:
         n, self._left = self._left, 0
         yield from self.src.pieces(n)
 
-    def member_stream(self) -> "MemberStream":
+    def member_stream(self) -> MemberStream:
         """The current entry's data as a stream, for a tar inside a tar (a layer in `docker save`)."""
         return MemberStream(self)
 
@@ -210,7 +227,7 @@ class TarReader:
 
     def _settle(self, e: TarEntry) -> TarEntry:
         if e.type == REG and e.name.endswith(b"/"):
-            e.type = DIR                                  # V7 directory
+            e.type = DIR  # V7 directory
         if e.type not in TYPE_NAMES:
             raise ImageArchiveError(f"tar entry {e.name!r} has type {e.type!r}, which layers do not use")
         # Like Go's archive/tar (Docker's reader): only regular files carry data.
@@ -243,6 +260,7 @@ class MemberStream:
 
 # --- writing ------------------------------------------------------------------------------------
 
+
 def encode_number(value: int, width: int) -> bytes:
     """GNU tar's numeric field: octal and NUL, or base-256 when it does not fit."""
     if 0 <= value < 8 ** (width - 1):
@@ -252,10 +270,19 @@ def encode_number(value: int, width: int) -> bytes:
     return value.to_bytes(width, "big", signed=True)
 
 
-def _header_block(name: bytes, mode: int, uid: int, gid: int, size: int, mtime: int, kind: bytes,
-                  linkname: bytes = b"", dev: tuple[int, int] | None = None) -> bytes:
+def _header_block(
+    name: bytes,
+    mode: int,
+    uid: int,
+    gid: int,
+    size: int,
+    mtime: int,
+    kind: bytes,
+    linkname: bytes = b"",
+    dev: tuple[int, int] | None = None,
+) -> bytes:
     h = bytearray(BLOCK)
-    h[0:len(name)] = name
+    h[0 : len(name)] = name
     h[100:108] = encode_number(mode, 8)
     h[108:116] = encode_number(uid, 8)
     h[116:124] = encode_number(gid, 8)
@@ -263,7 +290,7 @@ def _header_block(name: bytes, mode: int, uid: int, gid: int, size: int, mtime: 
     h[136:148] = encode_number(mtime, 12)
     h[148:156] = b" " * 8
     h[156:157] = kind
-    h[157:157 + len(linkname)] = linkname
+    h[157 : 157 + len(linkname)] = linkname
     h[257:265] = GNU_MAGIC
     if dev is not None:
         h[329:337] = encode_number(dev[0], 8)
@@ -281,7 +308,7 @@ def _encode_pax_records(items: dict[bytes, bytes]) -> bytes:
     for key in sorted(items):
         body = b" " + key + b"=" + items[key] + b"\n"
         n = len(body) + 1
-        while len(str(n)) + len(body) != n:       # the length counts its own digits
+        while len(str(n)) + len(body) != n:  # the length counts its own digits
             n = len(str(n)) + len(body)
         out.append(str(n).encode() + body)
     return b"".join(out)
@@ -293,15 +320,21 @@ def encode_header(e: TarEntry) -> bytes:
     name = e.name + b"/" if e.type == DIR and not e.name.endswith(b"/") else e.name
     out = []
     if e.xattrs:
-        out.append(_extended_header(b"x", b"././@PaxHeader",
-                                    _encode_pax_records({XATTR_PREFIX + k: v for k, v in e.xattrs.items()})))
+        out.append(
+            _extended_header(
+                b"x", b"././@PaxHeader", _encode_pax_records({XATTR_PREFIX + k: v for k, v in e.xattrs.items()})
+            )
+        )
     if len(e.linkname) > 100:
         out.append(_extended_header(b"K", b"././@LongLink", e.linkname + b"\0"))
     if len(name) > 100:
         out.append(_extended_header(b"L", b"././@LongLink", name + b"\0"))
     dev = (e.devmajor, e.devminor) if e.type in (CHR, BLK) else None
-    out.append(_header_block(name[:100], e.mode, e.uid, e.gid, e.size if e.type == REG else 0, e.mtime,
-                             e.type, e.linkname[:100], dev))
+    out.append(
+        _header_block(
+            name[:100], e.mode, e.uid, e.gid, e.size if e.type == REG else 0, e.mtime, e.type, e.linkname[:100], dev
+        )
+    )
     return b"".join(out)
 
 

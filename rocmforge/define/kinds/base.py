@@ -7,8 +7,9 @@ and never test a kind's name, so a component of an existing kind is added in mat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from rocmforge.define.schema import Strict
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 class FetchItem:
     """A host-side input of a build that a kind describes; resolve.inputs fetches it (or takes it
     from the cache) when the build starts."""
+
     component: str
 
 
@@ -28,17 +30,20 @@ class FetchItem:
 class LockEntry:
     """What `build.py lock` must resolve for a component, and `lock --check` check again, as the kind
     describes it; resolve.entries runs each kind of entry."""
+
     component: str
 
 
 class LockedWheel(Protocol):
     """One wheel of an environment's locked closure (resolve.lockmodel.PythonFile is one)."""
+
     version: str
     sha256: list[str]
 
 
 class HeldTorch(Protocol):
     """The torch family a torch image already has (resolve.lockmodel.HeldEntry is one)."""
+
     packages: dict[str, str]
     torch_version: str
     torch_hip: str | None
@@ -48,16 +53,18 @@ class HeldTorch(Protocol):
 class ComponentLock:
     """What matrix.lock holds for one component, as its kind's plan reads it; resolve.lockfile's
     component_lock makes it, so kinds never read the lock's file or model."""
-    commit: str | None = None                                      # git.<component>
+
+    commit: str | None = None  # git.<component>
     wheels: Mapping[str, LockedWheel] = field(default_factory=dict)  # python.<component>
-    held: HeldTorch | None = None                                  # held.<component>
+    held: HeldTorch | None = None  # held.<component>
 
 
 @dataclass(frozen=True)
 class ComponentPlan:
     """What one component brings to one target's build, given the lock."""
-    template_vars: dict[str, Any] = field(default_factory=dict)   # for its partial, beside name, spec, stage
-    files: dict[str, bytes] = field(default_factory=dict)         # added to the build context
+
+    template_vars: dict[str, Any] = field(default_factory=dict)  # for its partial, beside name, spec, stage
+    files: dict[str, bytes] = field(default_factory=dict)  # added to the build context
     fetches: tuple[FetchItem, ...] = ()
     unresolved: tuple[str, ...] = ()
     # Listed after the base's and the builder's problems: the order rendered Dockerfiles carry.
@@ -67,8 +74,9 @@ class ComponentPlan:
 @dataclass(frozen=True)
 class TargetUse:
     """One target that lists the component: what a kind's plan and checks may depend on."""
+
     name: str
-    index: int                     # the component's place in the target's `components`
+    index: int  # the component's place in the target's `components`
     target: Target
     stack: Stack
     # The image carries torch (Python environments are held to it); None while the matrix is
@@ -78,6 +86,7 @@ class TargetUse:
 
 class ComponentKind(Strict):
     """The fields and hooks every kind shares; each kind adds `kind: Literal[...]` and its own fields."""
+
     description: str = ""
     # Its stage leaves wheels in /dist/, which every Python environment of the target installs.
     builds_wheel: ClassVar[bool] = False
@@ -103,4 +112,5 @@ class ComponentKind(Strict):
 
 class WithoutBuilderApt(ComponentKind):
     """A kind whose stage installs no apt packages of its own (lockfile.apt_steps asks every component)."""
+
     builder_apt: ClassVar[tuple[str, ...]] = ()

@@ -28,8 +28,8 @@ class CmakeWheel(ComponentKind):
     kind: Literal["cmake-wheel"]
     version: str = Field(min_length=1)
     source: GitSource
-    package: str | None = None                 # its source folder (/src/<package>); else the component's name
-    cmake_minimum: str | None = None           # checked before configuring, with a clear message
+    package: str | None = None  # its source folder (/src/<package>); else the component's name
+    cmake_minimum: str | None = None  # checked before configuring, with a clear message
     cmake_defines: dict[str, str] = Field(default_factory=dict)
     # The -D options that receive the target's archs (a ';' list).
     arch_defines: list[str] = Field(default_factory=lambda: ["CMAKE_HIP_ARCHITECTURES"])
@@ -37,20 +37,26 @@ class CmakeWheel(ComponentKind):
     # package's loader looks for on that HIP version (a loader that finds no file may fall back to a
     # CPU library without a word, so a glob would not do).
     built_library: dict[str, str] = Field(default_factory=dict)
-    builder_apt: list[str] = Field(default_factory=list)   # apt packages its builder stage installs first (pinned in the stack)
+    builder_apt: list[str] = Field(
+        default_factory=list
+    )  # apt packages its builder stage installs first (pinned in the stack)
 
     builds_wheel: ClassVar[bool] = True
 
     def check_in_target(self, name: str, use: TargetUse, src: SourceMap) -> None:
         for j, pkg in enumerate(self.builder_apt):
             if pkg not in use.stack.apt:
-                raise src.error(("components", name, "builder_apt", j),
-                                f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
-                                f"(used by target {use.name!r})")
+                raise src.error(
+                    ("components", name, "builder_apt", j),
+                    f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
+                    f"(used by target {use.name!r})",
+                )
         if self.built_library and hip_short(use.stack.rocm) not in self.built_library:
-            raise src.error(("components", name, "built_library"),
-                            f"no library named for HIP {hip_short(use.stack.rocm)} (stack {use.target.stack!r}, "
-                            f"target {use.name!r}): add the file the package's loader looks for on that version")
+            raise src.error(
+                ("components", name, "built_library"),
+                f"no library named for HIP {hip_short(use.stack.rocm)} (stack {use.target.stack!r}, "
+                f"target {use.name!r}): add the file the package's loader looks for on that version",
+            )
 
     def library_for(self, rocm: str) -> str | None:
         return self.built_library.get(hip_short(rocm))
@@ -61,10 +67,14 @@ class CmakeWheel(ComponentKind):
     def plan(self, name: str, locked: ComponentLock, use: TargetUse) -> ComponentPlan:
         commit = self.source.pinned_commit(locked)
         if not commit:
-            return ComponentPlan(template_vars={"commit": None, "library": self.library_for(use.stack.rocm)},
-                                 unresolved_source=(self.source.unresolved_message(name),))
-        return ComponentPlan(template_vars={"commit": commit, "library": self.library_for(use.stack.rocm)},
-                             fetches=(GitSourceFetch(name, self.source.url, commit),))
+            return ComponentPlan(
+                template_vars={"commit": None, "library": self.library_for(use.stack.rocm)},
+                unresolved_source=(self.source.unresolved_message(name),),
+            )
+        return ComponentPlan(
+            template_vars={"commit": commit, "library": self.library_for(use.stack.rocm)},
+            fetches=(GitSourceFetch(name, self.source.url, commit),),
+        )
 
     def lock_entries(self, name: str) -> tuple[LockEntry, ...]:
         cmake = (CmakeToolLock(name, self.cmake_minimum, tuple(self.builder_apt)),) if self.cmake_minimum else ()
@@ -77,5 +87,6 @@ class CmakeToolLock(LockEntry):
     fork's CMakeLists needs `minimum`, and finding out only when a build reaches its cmake step
     would be late. (Bootstrapped stacks pin cmake in their apt list; a builder target is an image
     built here, checked in its own build.)"""
+
     minimum: str
     builder_apt: tuple[str, ...]

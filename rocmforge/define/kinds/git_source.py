@@ -14,20 +14,25 @@ class GitSource(Strict):
     ref: str
     commit: str | None = None
 
-    _commit = null_or_matching("commit", COMMIT_RE, "must be a 40-character lower-case commit hash, or null until locked")
+    _commit = null_or_matching(
+        "commit", COMMIT_RE, "must be a 40-character lower-case commit hash, or null until locked"
+    )
 
     def pinned_commit(self, locked: ComponentLock) -> str | None:
         """The matrix's own commit, else the one `build.py lock` resolved."""
         return self.commit or locked.commit
 
     def unresolved_message(self, component: str) -> str:
-        return (f"component {component}: git ref {self.ref!r} of {self.url} is not resolved to a commit "
-                "(run `build.py lock`)")
+        return (
+            f"component {component}: git ref {self.ref!r} of {self.url} is not resolved to a commit "
+            "(run `build.py lock`)"
+        )
 
 
 @dataclass(frozen=True)
 class GitSourceFetch(FetchItem):
     """The source tree at the commit, under sources/<component>/ with a .rocmforge-commit stamp."""
+
     url: str
     commit: str
 
@@ -35,4 +40,5 @@ class GitSourceFetch(FetchItem):
 @dataclass(frozen=True)
 class GitSourceLock(LockEntry):
     """The ref resolved to a commit (git.<component>); `lock --check` asks whether the ref moved."""
+
     source: GitSource

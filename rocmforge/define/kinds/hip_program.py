@@ -15,11 +15,13 @@ if TYPE_CHECKING:
 
 class HipProgram(WithoutBuilderApt):
     kind: Literal["hip-program"]
-    program: str = Field(min_length=1)         # a file under data/probes/ (or the project's probes/)
+    program: str = Field(min_length=1)  # a file under data/probes/ (or the project's probes/)
     link: list[str] = Field(default_factory=list)
 
     def check_in_target(self, name: str, use: TargetUse, src: SourceMap) -> None:
         # A registry base (AMD's images) carries hipcc; a bootstrapped one compiles in a devel builder.
         if not (use.target.builder or use.stack.base.registry):
-            raise src.error(("targets", use.name, "components", use.index),
-                            f"component {name!r} compiles HIP code: the target needs a 'builder' devel target")
+            raise src.error(
+                ("targets", use.name, "components", use.index),
+                f"component {name!r} compiles HIP code: the target needs a 'builder' devel target",
+            )

@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from rocmforge.define.kinds.base import (ComponentKind, ComponentLock, ComponentPlan, FetchItem, LockedWheel,
-                                         LockEntry, TargetUse)
+from rocmforge.define.kinds.base import (
+    ComponentKind,
+    ComponentLock,
+    ComponentPlan,
+    FetchItem,
+    LockedWheel,
+    LockEntry,
+    TargetUse,
+)
 from rocmforge.shared import packagedata
 
 if TYPE_CHECKING:
@@ -25,20 +32,23 @@ PIP_VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 class PythonEnv(ComponentKind):
     kind: Literal["python-env"]
     requirements: dict[str, str] = Field(min_length=1)
-    builder_apt: list[str] = Field(default_factory=list)   # apt packages its builder stage installs first
+    builder_apt: list[str] = Field(default_factory=list)  # apt packages its builder stage installs first
 
     def check(self, name: str, src: SourceMap) -> None:
         for req, ver in self.requirements.items():
             if not PIP_VERSION_RE.match(ver):
-                raise src.error(("components", name, "requirements", req),
-                                f"{ver!r} is not an exact version (write e.g. '4.44.2')")
+                raise src.error(
+                    ("components", name, "requirements", req), f"{ver!r} is not an exact version (write e.g. '4.44.2')"
+                )
 
     def check_in_target(self, name: str, use: TargetUse, src: SourceMap) -> None:
         for j, pkg in enumerate(self.builder_apt):
             if pkg not in use.stack.apt:
-                raise src.error(("components", name, "builder_apt", j),
-                                f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
-                                f"(used by target {use.name!r})")
+                raise src.error(
+                    ("components", name, "builder_apt", j),
+                    f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
+                    f"(used by target {use.name!r})",
+                )
 
     def plan(self, name: str, lock: ComponentLock, use: TargetUse) -> ComponentPlan:
         locked: Mapping[str, LockedWheel] = lock.wheels
@@ -61,16 +71,20 @@ class PythonEnv(ComponentKind):
             entry_points = "tools/venv_entry_points.py"
             files[entry_points] = ENTRY_POINTS_SCRIPT.read_bytes()
         template_vars = {
-            "locked": bool(locked), "requirements": requirements, "constraints": constraints if held else None,
+            "locked": bool(locked),
+            "requirements": requirements,
+            "constraints": constraints if held else None,
             "torch_check": {"version": held.torch_version, "hip": held.torch_hip} if held else None,
             "entry_points": entry_points,
         }
         return ComponentPlan(template_vars=template_vars, files=files, fetches=fetches, unresolved=tuple(unresolved))
 
     def _requirements_text(self, locked: Mapping[str, LockedWheel]) -> str:
-        if locked:   # the whole closure, each with its hashes: pip --require-hashes
-            return "".join(f"{k}=={e.version}" + "".join(f" --hash=sha256:{h}" for h in e.sha256) + "\n"
-                           for k, e in sorted(locked.items()))
+        if locked:  # the whole closure, each with its hashes: pip --require-hashes
+            return "".join(
+                f"{k}=={e.version}" + "".join(f" --hash=sha256:{h}" for h in e.sha256) + "\n"
+                for k, e in sorted(locked.items())
+            )
         return "".join(f"{k}=={v}\n" for k, v in sorted(self.requirements.items()))
 
     def lock_entries(self, name: str) -> tuple[LockEntry, ...]:
@@ -80,6 +94,7 @@ class PythonEnv(ComponentKind):
 @dataclass(frozen=True)
 class WheelsFetch(FetchItem):
     """The locked wheels of one environment, under wheels/<component>/."""
+
     python: str | None
 
 
@@ -87,4 +102,5 @@ class WheelsFetch(FetchItem):
 class PythonEnvLock(LockEntry):
     """The requirements' whole closure with hashes (python.<component>), resolved against the image's
     torch on a torch image (held.<component>); `lock --check` compares the matrix with it."""
+
     requirements: dict[str, str]

@@ -28,16 +28,22 @@ def settings_bytes(name: str, data: Any, where: str) -> bytes:
 
 class Settings(WithoutBuilderApt):
     kind: Literal["settings"]
-    files: dict[str, Any] = Field(min_length=1)   # file name → its content
+    files: dict[str, Any] = Field(min_length=1)  # file name → its content
 
     def check(self, name: str, src: SourceMap) -> None:
         for fname in self.files:
             if not fname.endswith(SETTINGS_EXTS):
-                raise src.error(("components", name, "files", fname),
-                                f"settings file {fname!r} must end in {', '.join(SETTINGS_EXTS)}")
+                raise src.error(
+                    ("components", name, "files", fname),
+                    f"settings file {fname!r} must end in {', '.join(SETTINGS_EXTS)}",
+                )
 
     def plan(self, name: str, locked: ComponentLock, use: TargetUse) -> ComponentPlan:
         folder = f"settings/{name}"
-        return ComponentPlan(template_vars={"settings_dir": folder},
-                             files={f"{folder}/{fname}": settings_bytes(fname, data, f"components.{name}.files.{fname}")
-                                    for fname, data in self.files.items()})
+        return ComponentPlan(
+            template_vars={"settings_dir": folder},
+            files={
+                f"{folder}/{fname}": settings_bytes(fname, data, f"components.{name}.files.{fname}")
+                for fname, data in self.files.items()
+            },
+        )

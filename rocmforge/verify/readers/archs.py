@@ -46,9 +46,18 @@ scan_file = _probe.scan_file
 scan_paths = _probe.scan_paths
 TENSILE_SUFFIXES = _codeobjects.TENSILE_SUFFIXES
 
-__all__ = [*_probe.__all__, "PARTS", "PROBE_PATH", "TENSILE_SUFFIXES", "damaged", "elf_truncation", "not_scannable", "scan_checked"]
+__all__ = [
+    *_probe.__all__,
+    "PARTS",
+    "PROBE_PATH",
+    "TENSILE_SUFFIXES",
+    "damaged",
+    "elf_truncation",
+    "not_scannable",
+    "scan_checked",
+]
 
-TRUNCATED = "truncated"          # how the errors scan_checked adds begin
+TRUNCATED = "truncated"  # how the errors scan_checked adds begin
 AR_MAGIC = b"!<arch>\n"
 
 
@@ -58,7 +67,7 @@ def elf_truncation(path) -> str | None:
     with open(path, "rb") as f:
         if f.read(4) != _codeobjects.ELF_MAGIC:
             return None
-        if os.fstat(f.fileno()).st_size < 64:        # mmap needs no more; elf_layout says why it is short
+        if os.fstat(f.fileno()).st_size < 64:  # mmap needs no more; elf_layout says why it is short
             f.seek(0)
             return _wholefile.elf_layout(f.read())[0]
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -91,7 +100,7 @@ def scan_checked(paths) -> list:
     for r in scan_paths(paths):
         try:
             why = elf_truncation(r.path) or _bundle_truncation(r.path)
-        except struct.error:         # header fields too short for what they must hold
+        except struct.error:  # header fields too short for what they must hold
             why = f"{TRUNCATED} or corrupt ELF headers"
         except OSError as exc:
             why = None if r.error else f"cannot read: {exc.strerror or exc}"
@@ -115,7 +124,6 @@ def not_scannable(path) -> str | None:
         return "empty file: not an ELF file, offload bundle or code object"
     if head.startswith((_codeobjects.ELF_MAGIC, _bundles.BUNDLE_MAGIC, _bundles.CCOB_MAGIC, AR_MAGIC)):
         return None
-    if scan_file(str(p)).kind != "other":       # a Tensile file named for its architecture
+    if scan_file(str(p)).kind != "other":  # a Tensile file named for its architecture
         return None
     return "not an ELF file, offload bundle, ar archive or Tensile code object file: it can hold no GPU code"
-

@@ -51,11 +51,18 @@ def read_topology(root: str = DEFAULT_TOPOLOGY) -> RocmInfo | None:
         gpu = version > 0 and props.get("simd_count", 0) > 0
         name = gfx_name(version) if gpu else f"CPU node {n}"
         simd_per_cu = props.get("simd_per_cu") or 0
-        agents.append(Agent(
-            index=len(agents) + 1, name=name, marketing_name="", device_type="GPU" if gpu else "CPU",
-            compute_units=(props["simd_count"] // simd_per_cu) if gpu and simd_per_cu else None,
-            is_apu=gpu and (props.get("cpu_cores_count", 0) > 0 or name in INTEGRATED_GFX),
-            isas=(f"amdgcn-amd-amdhsa--{name}",) if gpu else (), uuid=None))
+        agents.append(
+            Agent(
+                index=len(agents) + 1,
+                name=name,
+                marketing_name="",
+                device_type="GPU" if gpu else "CPU",
+                compute_units=(props["simd_count"] // simd_per_cu) if gpu and simd_per_cu else None,
+                is_apu=gpu and (props.get("cpu_cores_count", 0) > 0 or name in INTEGRATED_GFX),
+                isas=(f"amdgcn-amd-amdhsa--{name}",) if gpu else (),
+                uuid=None,
+            )
+        )
     if not agents:
         return None
     return RocmInfo(driver_loaded=True, runtime_version=None, agents=tuple(agents), problems=())
@@ -64,6 +71,8 @@ def read_topology(root: str = DEFAULT_TOPOLOGY) -> RocmInfo | None:
 def read_saved_topology(root: str) -> RocmInfo:
     info = read_topology(root)
     if info is None:
-        raise UserError(f"{root} is not a KFD topology folder (it has no nodes/N/properties; "
-                        f"copy {DEFAULT_TOPOLOGY} with `cp -r`)", field="--kfd-topology")
+        raise UserError(
+            f"{root} is not a KFD topology folder (it has no nodes/N/properties; copy {DEFAULT_TOPOLOGY} with `cp -r`)",
+            field="--kfd-topology",
+        )
     return info

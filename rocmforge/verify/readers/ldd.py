@@ -24,14 +24,14 @@ _HARMLESS = ("no version information available",)
 class Dependency:
     name: str
     path: str | None
-    status: str        # "found" | "not found" | "vdso"
+    status: str  # "found" | "not found" | "vdso"
 
 
 @dataclass(frozen=True)
 class Undefined:
     symbol: str
     version: str | None
-    file: str          # the object that needs the symbol
+    file: str  # the object that needs the symbol
 
     def __str__(self) -> str:
         return f"{self.file}: undefined symbol {self.symbol}" + (f" (version {self.version})" if self.version else "")
@@ -39,7 +39,7 @@ class Undefined:
 
 @dataclass(frozen=True)
 class VersionError:
-    library: str       # the library that lacks the version
+    library: str  # the library that lacks the version
     version: str
     required_by: str
 
@@ -49,7 +49,7 @@ class VersionError:
 
 @dataclass(frozen=True)
 class LddResult:
-    kind: str          # "dynamic" | "static" | "not dynamic" | "error"
+    kind: str  # "dynamic" | "static" | "not dynamic" | "error"
     deps: tuple[Dependency, ...]
     message: str = ""
     undefined: tuple[Undefined, ...] = ()
@@ -62,8 +62,12 @@ class LddResult:
     @property
     def problems(self) -> list[str]:
         """Everything that stops a load, one line each, naming the file and the library or symbol."""
-        return ([f"{m} not found" for m in self.missing] + [str(v) for v in self.version_errors]
-                + [str(u) for u in self.undefined] + ([self.message] if self.kind == "error" else []))
+        return (
+            [f"{m} not found" for m in self.missing]
+            + [str(v) for v in self.version_errors]
+            + [str(u) for u in self.undefined]
+            + ([self.message] if self.kind == "error" else [])
+        )
 
 
 def parse(text: str) -> LddResult:

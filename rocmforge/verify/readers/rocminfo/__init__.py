@@ -26,7 +26,13 @@ and layout patterns), :mod:`.parser`, :mod:`.saved` (files handed to us), :mod:`
 plain-text summary).
 """
 
-from rocmforge.verify.readers.rocminfo.model import INTEGRATED_GFX, Agent, RocmInfo, discrete_only_visible_devices, gfx_base
+from rocmforge.verify.readers.rocminfo.model import (
+    INTEGRATED_GFX,
+    Agent,
+    RocmInfo,
+    discrete_only_visible_devices,
+    gfx_base,
+)
 from rocmforge.verify.readers.rocminfo.parser import parse
 from rocmforge.verify.readers.rocminfo.saved import NotRocminfo, decode, read_saved, recognise
 from rocmforge.verify.readers.rocminfo.table import format_table

@@ -19,8 +19,9 @@ _ANSI = re.compile(
 )
 # Characters terminals, pagers and editors show at line ends (wrap or end-of-line markers).
 _END_MARKERS = "|│┃⏎↵↲⮐↩⤶¶…$"
-_JUNK_SPACE = str.maketrans({"\xa0": " ", "\u2007": " ", "\u202f": " ", "\u200b": "", "\ufeff": "",
-                             "\t": "    ", "\r": ""})
+_JUNK_SPACE = str.maketrans(
+    {"\xa0": " ", "\u2007": " ", "\u202f": " ", "\u200b": "", "\ufeff": "", "\t": "    ", "\r": ""}
+)
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 MAX_LINE = 2000  # rocminfo lines are far shorter; bounds the work done on junk input
 
@@ -44,13 +45,15 @@ _EDGE_TICKS = re.compile(r"^`+\s*|\s*`+$")
 # itself never prints a line that starts like this.
 _PROMPT_LINE = re.compile(
     r"^(?:\([\w.-]+\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#%>]*)?|\[[^\]]{1,200}\]|PS\s+[^>\s]{1,200})?"
-    r"\s?[$#%>❯➜»](?:\s+\S.*)?$")
+    r"\s?[$#%>❯➜»](?:\s+\S.*)?$"
+)
 
 
 @dataclass(frozen=True)
 class Paste:
     """A text's lines, cleaned and stripped (one per line of the text, blank where a line was
     markdown or shell residue), and what was removed, for the user to see (``--json``)."""
+
     lines: list[str]
     stripped: tuple[str, ...]
 
@@ -80,9 +83,17 @@ def read_paste(text: str) -> Paste:
             ticks += 1
             line = _EDGE_TICKS.sub("", line)
         out.append(line)
-    stripped = tuple(_count(what, n) for what, n in (
-        ("markdown fences", fences), ("stray backticks", ticks), ("shell prompt lines", prompts),
-        ("CRLF line ends", crlf), ("ANSI colour codes", ansi)) if n)
+    stripped = tuple(
+        _count(what, n)
+        for what, n in (
+            ("markdown fences", fences),
+            ("stray backticks", ticks),
+            ("shell prompt lines", prompts),
+            ("CRLF line ends", crlf),
+            ("ANSI colour codes", ansi),
+        )
+        if n
+    )
     return Paste(out, stripped)
 
 
@@ -98,33 +109,122 @@ def norm(label: str) -> str:
 
 # Labels rocminfo prints (agent, pool, ISA and system keys). A line with one of these is data,
 # never a problem report.
-KNOWN_LABELS = {norm(x) for x in (
-    "Runtime Version", "Runtime Ext Version", "System Timestamp Freq.", "Sig. Max Wait Duration",
-    "Machine Model", "System Endianness", "Mwaitx", "XNACK enabled", "DMAbuf Support", "VMM Support",
-    "Name", "Uuid", "Marketing Name", "Vendor Name", "Feature", "Profile", "Float Round Mode",
-    "Max Queue Number", "Queue Min Size", "Queue Max Size", "Queue Type", "Node", "Device Type",
-    "Cache Info", "L1", "L2", "L3", "L4", "Chip ID", "ASIC Revision", "Cacheline Size",
-    "Max Clock Freq. (MHz)", "BDFID", "Internal Node ID", "Compute Unit", "SIMDs per CU",
-    "Shader Engines", "Shader Arrs. per Eng.", "WatchPts on Addr. Ranges", "Coherent Host Access",
-    "Memory Properties", "Features", "Fast F16 Operation", "Wavefront Size", "Workgroup Max Size",
-    "Workgroup Max Size per Dimension", "Max Waves Per CU", "Max Work-item Per CU", "Grid Max Size",
-    "Grid Max Size per Dimension", "Max fbarriers/Workgrp", "Packet Processor uCode",
-    "SDMA engine uCode", "IOMMU Support", "Pool Info", "Segment", "Size", "Allocatable",
-    "Alloc Granule", "Alloc Recommended Granule", "Alloc Alignment", "Accessible by all",
-    "ISA Info", "Machine Models", "Profiles", "Default Rounding Mode", "Fast f16",
-    "FBarrier Max Size", "Level",
-)}
+KNOWN_LABELS = {
+    norm(x)
+    for x in (
+        "Runtime Version",
+        "Runtime Ext Version",
+        "System Timestamp Freq.",
+        "Sig. Max Wait Duration",
+        "Machine Model",
+        "System Endianness",
+        "Mwaitx",
+        "XNACK enabled",
+        "DMAbuf Support",
+        "VMM Support",
+        "Name",
+        "Uuid",
+        "Marketing Name",
+        "Vendor Name",
+        "Feature",
+        "Profile",
+        "Float Round Mode",
+        "Max Queue Number",
+        "Queue Min Size",
+        "Queue Max Size",
+        "Queue Type",
+        "Node",
+        "Device Type",
+        "Cache Info",
+        "L1",
+        "L2",
+        "L3",
+        "L4",
+        "Chip ID",
+        "ASIC Revision",
+        "Cacheline Size",
+        "Max Clock Freq. (MHz)",
+        "BDFID",
+        "Internal Node ID",
+        "Compute Unit",
+        "SIMDs per CU",
+        "Shader Engines",
+        "Shader Arrs. per Eng.",
+        "WatchPts on Addr. Ranges",
+        "Coherent Host Access",
+        "Memory Properties",
+        "Features",
+        "Fast F16 Operation",
+        "Wavefront Size",
+        "Workgroup Max Size",
+        "Workgroup Max Size per Dimension",
+        "Max Waves Per CU",
+        "Max Work-item Per CU",
+        "Grid Max Size",
+        "Grid Max Size per Dimension",
+        "Max fbarriers/Workgrp",
+        "Packet Processor uCode",
+        "SDMA engine uCode",
+        "IOMMU Support",
+        "Pool Info",
+        "Segment",
+        "Size",
+        "Allocatable",
+        "Alloc Granule",
+        "Alloc Recommended Granule",
+        "Alloc Alignment",
+        "Accessible by all",
+        "ISA Info",
+        "Machine Models",
+        "Profiles",
+        "Default Rounding Mode",
+        "Fast f16",
+        "FBarrier Max Size",
+        "Level",
+    )
+}
 
 # Agent-level keys: seeing one inside a Cache Info listing means the listing has ended.
-AGENT_LABELS = {norm(x) for x in (
-    "Name", "Uuid", "Marketing Name", "Vendor Name", "Feature", "Profile", "Float Round Mode",
-    "Max Queue Number", "Queue Min Size", "Queue Max Size", "Queue Type", "Node", "Device Type",
-    "Chip ID", "ASIC Revision", "Cacheline Size", "Max Clock Freq. (MHz)", "BDFID",
-    "Internal Node ID", "Compute Unit", "SIMDs per CU", "Shader Engines", "Shader Arrs. per Eng.",
-    "WatchPts on Addr. Ranges", "Coherent Host Access", "Memory Properties", "Features",
-    "Fast F16 Operation", "Wavefront Size", "Max Waves Per CU", "Max Work-item Per CU",
-    "Max fbarriers/Workgrp", "Packet Processor uCode", "SDMA engine uCode", "IOMMU Support",
-)}
+AGENT_LABELS = {
+    norm(x)
+    for x in (
+        "Name",
+        "Uuid",
+        "Marketing Name",
+        "Vendor Name",
+        "Feature",
+        "Profile",
+        "Float Round Mode",
+        "Max Queue Number",
+        "Queue Min Size",
+        "Queue Max Size",
+        "Queue Type",
+        "Node",
+        "Device Type",
+        "Chip ID",
+        "ASIC Revision",
+        "Cacheline Size",
+        "Max Clock Freq. (MHz)",
+        "BDFID",
+        "Internal Node ID",
+        "Compute Unit",
+        "SIMDs per CU",
+        "Shader Engines",
+        "Shader Arrs. per Eng.",
+        "WatchPts on Addr. Ranges",
+        "Coherent Host Access",
+        "Memory Properties",
+        "Features",
+        "Fast F16 Operation",
+        "Wavefront Size",
+        "Max Waves Per CU",
+        "Max Work-item Per CU",
+        "Max fbarriers/Workgrp",
+        "Packet Processor uCode",
+        "SDMA engine uCode",
+        "IOMMU Support",
+    )
+}
 
 _LABEL = re.compile(r"[A-Za-z][A-Za-z0-9 .()/_-]*")
 
@@ -138,7 +238,7 @@ def split_key(line: str) -> tuple[str, str] | None:
     label = line[:colon].strip()
     if not _LABEL.fullmatch(label):
         return None
-    return norm(label), line[colon + 1:].lstrip(":").strip()
+    return norm(label), line[colon + 1 :].lstrip(":").strip()
 
 
 # Layout: banners, agent blocks and their sub-sections.
@@ -148,8 +248,7 @@ SUB_HEADER = re.compile(r"^\s*(Pool|ISA|Cache L)\s*(\d+)\s*$", re.I)
 STARS = re.compile(r"^\s*\*{3,}\s*$")
 DONE = re.compile(r"^\s*\*+\s*Done\s*\*+\s*$", re.I)
 RULE = re.compile(r"^\s*={3,}\s*$")
-PROMPT = re.compile(
-    r"(?:^|[\s$#>%❯➜»:~\]])(?:sudo\s+)?(?:\S*/)?rocminfo(?:\.exe)?(?:\s+-{1,2}[\w-]+)*\s*$")
+PROMPT = re.compile(r"(?:^|[\s$#>%❯➜»:~\]])(?:sudo\s+)?(?:\S*/)?rocminfo(?:\.exe)?(?:\s+-{1,2}[\w-]+)*\s*$")
 
 # Values.
 ISA_NAME = re.compile(r"^[a-z0-9_]+-[a-z0-9_]*-[a-z0-9_]*-", re.I)  # target triple: amdgcn-amd-amdhsa--
@@ -163,5 +262,7 @@ WSL = re.compile(r"\bWSL environment detected\b", re.I)
 PROBLEM = re.compile(
     r"hsa api call failure|call returned|hsa_init failed|unable to open|is not member of|"
     r"no wddm adapters|\bfailed\b|\bfailure\b|\berror\b|\bunable\b|\bcannot\b|permission denied|"
-    r"no such file|segmentation fault|core dumped|\bnot (?:loaded|live)\b", re.I)
+    r"no such file|segmentation fault|core dumped|\bnot (?:loaded|live)\b",
+    re.I,
+)
 RUNTIME_FAILURE = re.compile(r"hsa api call failure|hsa_init failed|call returned hsa_status", re.I)

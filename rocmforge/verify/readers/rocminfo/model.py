@@ -8,25 +8,27 @@ from dataclasses import dataclass, field
 # discrete part (gfx900 Vega 10, gfx940/gfx942 which MI300A shares with MI300X, ...) is left out:
 # such an APU is recognised only from its ``Memory Properties: APU`` line.
 # Source: LLVM's AMDGPUUsage processor table ("dGPU/APU" column) unless noted.
-INTEGRATED_GFX: frozenset[str] = frozenset({
-    "gfx700",   # Kaveri (A6-7000 ... FX-7600P)
-    "gfx703",   # Kabini / Mullins
-    "gfx705",   # APU, product names "TBA" in LLVM
-    "gfx801",   # Carrizo
-    "gfx810",   # Stoney
-    "gfx902",   # Raven Ridge (Ryzen 3 2200G, Ryzen 5 2400G)
-    "gfx909",   # Raven2 APU
-    "gfx90c",   # Renoir / Cezanne / Lucienne (Ryzen 4000G, 5000G/U)
-    "gfx1013",  # Cyan Skillfish APU (RDNA 1)
-    "gfx1033",  # Van Gogh (Steam Deck)
-    "gfx1035",  # Rembrandt (Radeon 660M/680M)
-    "gfx1036",  # Raphael / Granite Ridge (Ryzen 7000/9000 desktop, 2 CUs)
-    "gfx1037",  # Mendocino (Radeon 610M); not in LLVM's table, reported by rocminfo users
-    "gfx1103",  # Phoenix / Hawk Point (Radeon 780M/760M/740M)
-    "gfx1150",  # Strix Point (Radeon 890M)
-    "gfx1151",  # Strix Halo (Radeon 8060S)
-    "gfx1152",  # Krackan Point (Radeon 860M)
-})
+INTEGRATED_GFX: frozenset[str] = frozenset(
+    {
+        "gfx700",  # Kaveri (A6-7000 ... FX-7600P)
+        "gfx703",  # Kabini / Mullins
+        "gfx705",  # APU, product names "TBA" in LLVM
+        "gfx801",  # Carrizo
+        "gfx810",  # Stoney
+        "gfx902",  # Raven Ridge (Ryzen 3 2200G, Ryzen 5 2400G)
+        "gfx909",  # Raven2 APU
+        "gfx90c",  # Renoir / Cezanne / Lucienne (Ryzen 4000G, 5000G/U)
+        "gfx1013",  # Cyan Skillfish APU (RDNA 1)
+        "gfx1033",  # Van Gogh (Steam Deck)
+        "gfx1035",  # Rembrandt (Radeon 660M/680M)
+        "gfx1036",  # Raphael / Granite Ridge (Ryzen 7000/9000 desktop, 2 CUs)
+        "gfx1037",  # Mendocino (Radeon 610M); not in LLVM's table, reported by rocminfo users
+        "gfx1103",  # Phoenix / Hawk Point (Radeon 780M/760M/740M)
+        "gfx1150",  # Strix Point (Radeon 890M)
+        "gfx1151",  # Strix Halo (Radeon 8060S)
+        "gfx1152",  # Krackan Point (Radeon 860M)
+    }
+)
 
 DEVICE_TYPES = ("CPU", "GPU", "DSP")
 

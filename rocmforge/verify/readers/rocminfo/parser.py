@@ -22,6 +22,7 @@ _PROBLEM_LEN = 300
 @dataclass
 class _AgentBuf:
     """An agent while its lines are read."""
+
     index: int
     name: str | None = None
     marketing_name: str = ""
@@ -53,16 +54,21 @@ class _AgentBuf:
         dtype = self.device_type.upper()
         if dtype not in DEVICE_TYPES:
             dtype = _infer_type(name, self.uuid, self.vendor, self.isas)
-        return Agent(index=self.index, name=name, marketing_name=self.marketing_name,
-                     device_type=dtype, compute_units=self.compute_units,
-                     is_apu=dtype == "GPU" and self._integrated(name),
-                     isas=tuple(self.isas), uuid=self.uuid)
+        return Agent(
+            index=self.index,
+            name=name,
+            marketing_name=self.marketing_name,
+            device_type=dtype,
+            compute_units=self.compute_units,
+            is_apu=dtype == "GPU" and self._integrated(name),
+            isas=tuple(self.isas),
+            uuid=self.uuid,
+        )
 
     def _integrated(self, name: str) -> bool:
         flagged = self.memory_properties is not None and "APU" in self.memory_properties.upper()
         base = gfx_base(name) if ln.GFX.match(name.strip()) else ""
-        return flagged or base in INTEGRATED_GFX or (
-            not base and any(gfx_base(i) in INTEGRATED_GFX for i in self.isas))
+        return flagged or base in INTEGRATED_GFX or (not base and any(gfx_base(i) in INTEGRATED_GFX for i in self.isas))
 
 
 def _infer_type(name: str, uuid: str | None, vendor: str, isas: list[str]) -> str:
@@ -201,8 +207,9 @@ class _Parser:
             # only an enumerated GPU does.
             any_gpu = any(a.device_type == "GPU" for a in agents)
             driver = any_gpu if self.wsl else (self.runtime is not None or any_gpu)
-        return RocmInfo(driver_loaded=driver, runtime_version=self.runtime, agents=agents,
-                        problems=tuple(self.problems))
+        return RocmInfo(
+            driver_loaded=driver, runtime_version=self.runtime, agents=agents, problems=tuple(self.problems)
+        )
 
 
 def parse(text: str) -> RocmInfo:

@@ -27,7 +27,7 @@ class NotRocminfo(ValueError):
 # Characters no terminal output or paste holds (ESC stays: rocminfo colours its lines); U+FFFD
 # is what bytes that are not UTF-8 decode to.
 _NON_TEXT = re.compile(r"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
-MAX_SAVED = 16 * 2**20   # rocminfo prints about 10 kB per agent
+MAX_SAVED = 16 * 2**20  # rocminfo prints about 10 kB per agent
 
 
 def decode(data: bytes) -> str:
@@ -55,8 +55,13 @@ def _last_agent_header(lines: list[str], start: int, end: int) -> str | None:
 
 def _says_rocminfo_ran(lines: list[str]) -> bool:
     """A driver line, WSL's notice or a runtime failure: lines only rocminfo prints."""
-    return any(ln.DRIVER_LOADED.search(line) or ln.DRIVER_NOT_LOADED.search(line) or ln.WSL.search(line)
-               or ln.RUNTIME_FAILURE.search(line) for line in lines)
+    return any(
+        ln.DRIVER_LOADED.search(line)
+        or ln.DRIVER_NOT_LOADED.search(line)
+        or ln.WSL.search(line)
+        or ln.RUNTIME_FAILURE.search(line)
+        for line in lines
+    )
 
 
 def _truncation(lines: list[str], start: int) -> NotRocminfo | None:
@@ -66,10 +71,18 @@ def _truncation(lines: list[str], start: int) -> NotRocminfo | None:
         return None
     last = max(i for i, line in enumerate(lines) if line)
     agent = _last_agent_header(lines, start, last)
-    where = (f"inside {agent}" if agent else "before the agent list"
-             if lines[start].lower() == "hsa system attributes" else "before the first agent")
-    return NotRocminfo(f"truncated rocminfo output: it stops at line {last + 1}, {where}, without "
-                       "rocminfo's closing '*** Done ***' line; save the whole output again", last + 1)
+    where = (
+        f"inside {agent}"
+        if agent
+        else "before the agent list"
+        if lines[start].lower() == "hsa system attributes"
+        else "before the first agent"
+    )
+    return NotRocminfo(
+        f"truncated rocminfo output: it stops at line {last + 1}, {where}, without "
+        "rocminfo's closing '*** Done ***' line; save the whole output again",
+        last + 1,
+    )
 
 
 def recognise(text: str) -> RocmInfo:
@@ -84,7 +97,7 @@ def recognise(text: str) -> RocmInfo:
     if not (banners or _says_rocminfo_ran(lines) or agents or info.runtime_version):
         raise NotRocminfo("not a rocminfo output (no 'ROCk module' line, no 'HSA Agents' section, no agent)")
     if banners:
-        cut = _truncation(lines, banners[-1])   # a paste may hold several runs: the last one must be whole
+        cut = _truncation(lines, banners[-1])  # a paste may hold several runs: the last one must be whole
         if cut is not None:
             raise cut
     return info
@@ -95,7 +108,7 @@ def read_saved(path: str) -> str:
     UserError (file, and the line where one line tells) for anything else."""
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_SAVED + 1)     # bounded: /dev/zero or a disk image is no rocminfo output
+            data = f.read(MAX_SAVED + 1)  # bounded: /dev/zero or a disk image is no rocminfo output
     except OSError as exc:
         raise UserError(f"cannot read: {exc.strerror or exc}", file=path) from None
     if len(data) > MAX_SAVED:
