@@ -31,8 +31,14 @@ def interruptible() -> None:
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 3600):
     """Run `python build.py ARGS` and return the CompletedProcess (text)."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run([sys.executable, str(BUILD_PY), *args], cwd=cwd or ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(BUILD_PY), *args],
+        cwd=cwd or ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def copy_project(dst: Path) -> Path:
@@ -99,8 +105,9 @@ def build_image(client, dockerfile: str, *, tag: str | None = None, nocache: boo
         tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
     image_id, log = None, []
-    for chunk in client.api.build(fileobj=buf, custom_context=True, nocache=nocache, rm=True, forcerm=True,
-                                  pull=False, decode=True, tag=tag):
+    for chunk in client.api.build(
+        fileobj=buf, custom_context=True, nocache=nocache, rm=True, forcerm=True, pull=False, decode=True, tag=tag
+    ):
         log.append(chunk.get("stream", ""))
         if "error" in chunk:
             pytest.fail(f"build failed: {chunk['error']}\n{''.join(log)}")

@@ -17,7 +17,7 @@ UPSTREAM = "http://deb.debian.org"
 class _Forward(http.server.BaseHTTPRequestHandler):
     requests: list[str]
 
-    def do_GET(self) -> None:   # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         self._forward(send_body=True)
 
     def do_HEAD(self) -> None:  # noqa: N802

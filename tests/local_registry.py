@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 class RegistryUnavailable(RuntimeError):
@@ -58,12 +58,14 @@ def serve(host: str = "127.0.0.1", port: int | None = None) -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="rocmforge-registry-"))
     proc = None
     try:
-        for _ in range(1 if port else 3):   # a free port can be taken between probe and bind
+        for _ in range(1 if port else 3):  # a free port can be taken between probe and bind
             bound = port or free_port(host)
             config = root / "config.yml"
-            config.write_text(f"version: 0.1\nlog:\n  level: warn\nhttp:\n  addr: {host}:{bound}\n"
-                              f"storage:\n  filesystem:\n    rootdirectory: {root / 'storage'}\n"
-                              "  delete:\n    enabled: true\n")
+            config.write_text(
+                f"version: 0.1\nlog:\n  level: warn\nhttp:\n  addr: {host}:{bound}\n"
+                f"storage:\n  filesystem:\n    rootdirectory: {root / 'storage'}\n"
+                "  delete:\n    enabled: true\n"
+            )
             with open(root / "registry.log", "ab") as log:
                 proc = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
             if _ready(bound, proc, host=host):

@@ -13,7 +13,7 @@ import dataclasses
 import select
 import socket
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from tests.local_registry import free_port
 
@@ -24,7 +24,7 @@ HEAD_END = b"\r\n\r\n"
 class Request:
     method: str
     path: str
-    headers: dict      # lower-case names
+    headers: dict  # lower-case names
 
     @property
     def user_agent(self) -> str:
@@ -36,10 +36,10 @@ class Request:
 
 
 # What a rule returns for a request: None (pass it through) or one of these.
-DOWN = "down"              # the registry goes away: this connection and every later one refused until up()
-HOLD = "hold"              # never answered; the connection stays open until the client gives up
-TRUNCATE = "truncate"      # the registry's status and headers, then half the body, then the connection closes
-CORRUPT = "corrupt"        # the whole answer, with its body altered by Proxy.corrupt (same length)
+DOWN = "down"  # the registry goes away: this connection and every later one refused until up()
+HOLD = "hold"  # never answered; the connection stays open until the client gives up
+TRUNCATE = "truncate"  # the registry's status and headers, then half the body, then the connection closes
+CORRUPT = "corrupt"  # the whole answer, with its body altered by Proxy.corrupt (same length)
 GARBLE_HEAD = "garble-head"  # an answer whose status line is not HTTP
 
 
@@ -54,7 +54,7 @@ class Proxy:
         # body -> altered body of the same length (default: one byte in the middle changed)
         self.corrupt: Callable[[Request, bytes], bytes] = flip_middle
         self.seen: list[tuple[Request, str | None]] = []
-        self.held = threading.Event()       # set when a request is held
+        self.held = threading.Event()  # set when a request is held
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._listener: socket.socket | None = None
@@ -94,7 +94,7 @@ class Proxy:
         while True:
             try:
                 client, _ = listener.accept()
-            except OSError:          # down(): the listening socket was closed
+            except OSError:  # down(): the listening socket was closed
                 return
             with self._lock:
                 if self._listener is not listener:
@@ -133,7 +133,7 @@ class Proxy:
                 return
             if action in (TRUNCATE, CORRUPT):
                 body = body_start + _read_all(upstream)
-                body = body[:len(body) // 2] if action == TRUNCATE else self.corrupt(request, body)
+                body = body[: len(body) // 2] if action == TRUNCATE else self.corrupt(request, body)
                 client.sendall(_connection_close(answer_head) + body)
                 return
             client.sendall(_connection_close(answer_head) + body_start)
@@ -152,7 +152,7 @@ def flip_middle(request: Request, body: bytes) -> bytes:
     if not body:
         return body
     i = len(body) // 2
-    return body[:i] + bytes([body[i] ^ 0x01]) + body[i + 1:]
+    return body[:i] + bytes([body[i] ^ 0x01]) + body[i + 1 :]
 
 
 def _read_head(sock: socket.socket) -> tuple[bytes | None, bytes]:
@@ -178,8 +178,11 @@ def _parse(head: bytes) -> Request:
 
 
 def _connection_close(head: bytes) -> bytes:
-    lines = [ln for ln in head[:-len(HEAD_END)].split(b"\r\n")
-             if not ln.lower().startswith((b"connection:", b"keep-alive:"))]
+    lines = [
+        ln
+        for ln in head[: -len(HEAD_END)].split(b"\r\n")
+        if not ln.lower().startswith((b"connection:", b"keep-alive:"))
+    ]
     return b"\r\n".join(lines + [b"Connection: close"]) + HEAD_END
 
 

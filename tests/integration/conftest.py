@@ -46,8 +46,9 @@ def other_engine(request, docker_client, tmp_path_factory):
     the engine reaches it (`.registry_address`). Narrow it with
     `@pytest.mark.parametrize("other_engine", ["podman5"], indirect=True)`."""
     try:
-        with engine_host.running(docker_client, request.param,
-                                 workdir=tmp_path_factory.mktemp("engine-bootstrap")) as engine:
+        with engine_host.running(
+            docker_client, request.param, workdir=tmp_path_factory.mktemp("engine-bootstrap")
+        ) as engine:
             yield engine
     except engine_host.EngineUnavailable as exc:
         _need(f"engine {request.param} unavailable: {exc}")

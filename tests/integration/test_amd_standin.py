@@ -21,9 +21,9 @@ import uuid
 import pytest
 import yaml
 
-from rocmforge.resolve import bootstrap, lockfile
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import load_plan
+from rocmforge.resolve import bootstrap, lockfile
 from tests.conftest import ROOT, build_image, copy_project, run_cli
 
 pytestmark = pytest.mark.docker
@@ -32,20 +32,27 @@ STACK, TARGET = "amd-standin-rocm6.4", f"amd-standin-qlora-{NONCE}"
 CONDA_PY = "/opt/conda/envs/py_3.14/bin/python"
 DEAD_HOST = "rocm-apt.invalid"
 TORCH_LOCAL = "+git1a2b3c4"
-STANDIN_PACKAGES = ["libamdhip64-6", "libhiprand1", "rocminfo", "python3-torch", "python3-transformers",
-                    "python3-accelerate", "python3-venv"]
+STANDIN_PACKAGES = [
+    "libamdhip64-6",
+    "libhiprand1",
+    "rocminfo",
+    "python3-torch",
+    "python3-transformers",
+    "python3-accelerate",
+    "python3-venv",
+]
 STANDIN_LIBS = ["libamdhip64.so.6", "libhsa-runtime64.so.1", "libhiprand.so.1"]
 
 # Each RUN says which AMD trait it reproduces; the Debian pieces stay where Debian installs them.
 STANDIN = f"""\
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-{' '.join(STANDIN_PACKAGES)} && rm -rf /var/lib/apt/lists/*
+{" ".join(STANDIN_PACKAGES)} && rm -rf /var/lib/apt/lists/*
 # /opt/rocm-X.Y.Z with the /opt/rocm link, hipconfig on PATH and .info/version
 RUN mkdir -p /opt/rocm-6.4.3/bin /opt/rocm-6.4.3/lib /opt/rocm-6.4.3/.info \
  && echo 6.4.3-standin > /opt/rocm-6.4.3/.info/version \
  && printf '#!/bin/sh\\n[ "$1" = --version ] && echo 6.4.43484 || echo HIP_PLATFORM=amd\\n' > /opt/rocm-6.4.3/bin/hipconfig \
  && chmod 755 /opt/rocm-6.4.3/bin/hipconfig \
- && for l in {' '.join(STANDIN_LIBS)}; do ln -s /usr/lib/x86_64-linux-gnu/$l* /opt/rocm-6.4.3/lib/; done \
+ && for l in {" ".join(STANDIN_LIBS)}; do ln -s /usr/lib/x86_64-linux-gnu/$l* /opt/rocm-6.4.3/lib/; done \
  && ln -s rocm-6.4.3 /opt/rocm
 # torch's Python in a conda env, a Python without torch at /opt/conda/bin; torch reports +git<sha>
 # and, like AMD's wheels, declares torchrun, whose script lives in the env's bin
@@ -66,7 +73,7 @@ RUN python3 -m venv --without-pip /opt/conda \
 RUN echo 'deb [arch=amd64 trusted=yes] http://{DEAD_HOST}/rocm/apt/6.4.3 sid main' > /etc/apt/sources.list.d/rocm.list
 ENV PATH=/opt/conda/bin:/opt/conda/envs/py_3.14/bin:/opt/rocm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /var/lib/jenkins
-"""
+"""  # noqa: E501
 
 
 def _push(client, image_id: str, repo: str, tag: str) -> str:
@@ -83,8 +90,9 @@ def _push(client, image_id: str, repo: str, tag: str) -> str:
 def standin(docker_client, local_registry, tmp_path_factory):
     """(upstream tag, digest) of the stand-in in the local registry; every image removed afterwards."""
     stack = load_matrix(ROOT / "matrix.yaml").stacks["debian-sid-rocm6.4"]
-    base = bootstrap.ensure_base(docker_client, "debian-sid-rocm6.4", stack, tmp_path_factory.mktemp("work"),
-                                 lambda msg: None)
+    base = bootstrap.ensure_base(
+        docker_client, "debian-sid-rocm6.4", stack, tmp_path_factory.mktemp("work"), lambda msg: None
+    )
     image_id = build_image(docker_client, f"FROM {base}\n" + STANDIN)
     tag = f"rocm6.4.3_standin_py3.14_{NONCE}"
     repo = f"{local_registry}/rocm/pytorch"
@@ -98,8 +106,12 @@ def standin(docker_client, local_registry, tmp_path_factory):
                 pass
 
 
-SEED_COMPONENTS = ["llama31-qlora-debian-env", "llama31-qlora-debian-settings", "llama7b-train-settings",
-                   "llama7b-infer-settings"]
+SEED_COMPONENTS = [
+    "llama31-qlora-debian-env",
+    "llama31-qlora-debian-settings",
+    "llama7b-train-settings",
+    "llama7b-infer-settings",
+]
 
 
 def _write_project(tmp, standin, apt_sources: dict, python_bin: str = CONDA_PY, components=tuple(SEED_COMPONENTS)):
@@ -108,8 +120,12 @@ def _write_project(tmp, standin, apt_sources: dict, python_bin: str = CONDA_PY, 
     sid = data["stacks"]["debian-sid-rocm6.4"]
     data["stacks"][STACK] = {
         "description": "AMD-shaped stand-in for rocm/pytorch: Debian's ROCm 6.4 and torch, served by a local registry",
-        "os": "debian-sid", "rocm": sid["rocm"], "python": sid["python"], "pytorch": "2.14.1",
-        "pytorch_build": "cpu", "python_bin": python_bin,
+        "os": "debian-sid",
+        "rocm": sid["rocm"],
+        "python": sid["python"],
+        "pytorch": "2.14.1",
+        "pytorch_build": "cpu",
+        "python_bin": python_bin,
         "base": {"registry": {"image": "rocm/pytorch", "tag": standin[0], "digest": None}},
         "apt_sources": apt_sources,
         "apt": {"python3-sentencepiece": "0.2.2-1+b2"},
@@ -118,7 +134,10 @@ def _write_project(tmp, standin, apt_sources: dict, python_bin: str = CONDA_PY, 
     }
     data["targets"][TARGET] = {
         "description": "seed 000's QLoRA environment and the seeds' settings on an AMD-shaped registry base",
-        "stack": STACK, "version": "1.0.0", "archs": ["gfx90a", "gfx1100"], "source_date_epoch": 1793318400,
+        "stack": STACK,
+        "version": "1.0.0",
+        "archs": ["gfx90a", "gfx1100"],
+        "source_date_epoch": 1793318400,
         "apt": ["python3-sentencepiece"],
         "components": list(components),
     }
@@ -157,13 +176,15 @@ def test_lock_names_the_dead_vendor_list_and_its_host(tmp_path, standin, mirror_
 
 
 def test_lock_names_a_python_bin_the_base_lacks(tmp_path, standin, mirror_env):
-    matrix, state = _write_project(tmp_path, standin, {"drop": ["rocm.list"]}, python_bin="/opt/conda/envs/py_3.9/bin/python")
+    matrix, state = _write_project(
+        tmp_path, standin, {"drop": ["rocm.list"]}, python_bin="/opt/conda/envs/py_3.9/bin/python"
+    )
     proc, out, before, after = _lock_refused(matrix, state, mirror_env)
     assert proc.returncode == 1, out
-    env = "llama31-qlora-debian-env"   # its entries are left as they were
+    env = "llama31-qlora-debian-env"  # its entries are left as they were
     assert (after.python.get(env), after.held.get(env)) == (before.python.get(env), before.held.get(env))
     assert f"stacks.{STACK}.python_bin" in proc.stderr and "/opt/conda/envs/py_3.9/bin/python" in proc.stderr, out
-    assert CONDA_PY in proc.stderr, out   # what the base does have
+    assert CONDA_PY in proc.stderr, out  # what the base does have
 
 
 def test_lock_names_a_base_without_cmake_for_the_fork(tmp_path, standin, mirror_env):
@@ -172,7 +193,9 @@ def test_lock_names_a_base_without_cmake_for_the_fork(tmp_path, standin, mirror_
     proc, out, before, after = _lock_refused(matrix, state, mirror_env)
     assert proc.returncode == 1, out
     assert after.git == before.git or "git bitsandbytes-hip" in proc.stdout, out
-    assert f"cmake bitsandbytes-hip: stack {STACK} (target {TARGET})" in proc.stderr and "no cmake on PATH" in proc.stderr, out
+    assert (
+        f"cmake bitsandbytes-hip: stack {STACK} (target {TARGET})" in proc.stderr and "no cmake on PATH" in proc.stderr
+    ), out
     assert "needs CMake >= 3.22.1" in proc.stderr and "components.bitsandbytes-hip.builder_apt" in proc.stderr, out
 
 
@@ -193,8 +216,13 @@ def test_lock_resolves_the_registry_stack_completely(locked, standin, local_regi
     # and the base's own dpkg set, which the suites expect the image to hold.
     base = lock.bases[STACK].model_dump(exclude_unset=True)
     packages = base.pop("packages")
-    assert base == {"kind": "registry", "image": f"rocm/pytorch:{tag}", "digest": digest,
-                    "apt_sources": {"drop": ["rocm.list"]}, "apt_lists_found": ["rocm.list"]}
+    assert base == {
+        "kind": "registry",
+        "image": f"rocm/pytorch:{tag}",
+        "digest": digest,
+        "apt_sources": {"drop": ["rocm.list"]},
+        "apt_lists_found": ["rocm.list"],
+    }
     assert set(STANDIN_PACKAGES) <= set(packages) and "python3-sentencepiece" not in packages, sorted(packages)
     assert f"base {STACK}: {len(packages)} dpkg packages" in proc.stdout
     assert lock.apt[TARGET]["python3-sentencepiece"] == "0.2.2-1+b2"
@@ -205,8 +233,7 @@ def test_lock_resolves_the_registry_stack_completely(locked, standin, local_regi
     assert local_registry not in lockfile.dump(lock)
 
 
-def test_rendered_dockerfile_names_the_upstream_by_digest_and_its_apt_sources(project, locked, standin,
-                                                                              local_registry):
+def test_rendered_dockerfile_names_the_upstream_by_digest_and_its_apt_sources(project, locked, standin, local_registry):
     matrix, _ = project
     tp = load_plan(matrix).targets[TARGET]
     assert not tp.unresolved, tp.unresolved
@@ -214,7 +241,7 @@ def test_rendered_dockerfile_names_the_upstream_by_digest_and_its_apt_sources(pr
     assert f"ARG ROCMFORGE_BASE=rocm/pytorch:{standin[0]}@{standin[1]}" in text
     assert "FROM ${ROCMFORGE_BASE}" in text and local_registry not in text
     assert f"# apt sources (stacks.{STACK}.apt_sources): drop rocm.list" in text
-    assert text.count("rm -f /etc/apt/sources.list.d/rocm.list") == 1   # the runtime stage's one apt step
+    assert text.count("rm -f /etc/apt/sources.list.d/rocm.list") == 1  # the runtime stage's one apt step
     assert f"{CONDA_PY} -m venv --system-site-packages /opt/rocmforge/venv" in text
 
 
@@ -235,8 +262,7 @@ def test_build_names_the_dead_vendor_list_and_its_host(docker_client, tmp_path, 
     assert not docker_client.images.list(name=tp.content_tag.split(":")[0]), "a failed build left a tag"
 
 
-def test_build_through_the_mirror_and_suites_pass(docker_client, project, locked, mirror_env, standin,
-                                                  local_registry):
+def test_build_through_the_mirror_and_suites_pass(docker_client, project, locked, mirror_env, standin, local_registry):
     matrix, state = project
     tp = load_plan(matrix).targets[TARGET]
     try:
@@ -258,13 +284,23 @@ def test_build_through_the_mirror_and_suites_pass(docker_client, project, locked
         # The base's layers pass through normalisation untouched: the base pulled by digest is
         # stored once and shared, and the image's layers start with exactly its diff IDs.
         base_layers = docker_client.api.inspect_image(f"{local_registry}/rocm/pytorch@{standin[1]}")["RootFS"]["Layers"]
-        assert image.attrs["RootFS"]["Layers"][:len(base_layers)] == base_layers
+        assert image.attrs["RootFS"]["Layers"][: len(base_layers)] == base_layers
         # Every entry point a user types runs the venv's interpreter; the dead list is gone.
-        probe = ("import sys, transformers, peft; print(sys.prefix, transformers.__file__, peft.__file__)")
-        out = docker_client.containers.run(image.id, ["bash", "-c", (
-            "set -e; for c in python pip torchrun accelerate; do p=$(command -v $c); echo \"$c $p $(head -c 200 $p | "
-            "head -n 1)\"; done; test ! -e /etc/apt/sources.list.d/rocm.list && echo no-rocm-list; "
-            f"python -c '{probe}'; pwd")], remove=True).decode()
+        probe = "import sys, transformers, peft; print(sys.prefix, transformers.__file__, peft.__file__)"
+        out = docker_client.containers.run(
+            image.id,
+            [
+                "bash",
+                "-c",
+                (
+                    'set -e; for c in python pip torchrun accelerate; do p=$(command -v $c); echo "$c $p '
+                    '$(head -c 200 $p | head -n 1)"; done; '
+                    "test ! -e /etc/apt/sources.list.d/rocm.list && echo no-rocm-list; "
+                    f"python -c '{probe}'; pwd"
+                ),
+            ],
+            remove=True,
+        ).decode()
         lines = out.splitlines()
         for cmd in ("python", "pip", "torchrun", "accelerate"):
             line = next(ln for ln in lines if ln.startswith(cmd + " "))
@@ -273,13 +309,16 @@ def test_build_through_the_mirror_and_suites_pass(docker_client, project, locked
                 assert "#!/opt/rocmforge/venv/bin/python" in line, out
         assert "no-rocm-list" in lines and lines[-1] == "/var/lib/jenkins", out
         assert lines[-2].startswith("/opt/rocmforge/venv "), out
-        proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "verify-repro", "--target", TARGET,
-                       env=mirror_env)
-        assert proc.returncode == 0 and f"identical: both builds of {TARGET} gave {image.id}" in proc.stdout, \
+        proc = run_cli(
+            "--matrix", str(matrix), "--state-dir", str(state), "verify-repro", "--target", TARGET, env=mirror_env
+        )
+        assert proc.returncode == 0 and f"identical: both builds of {TARGET} gave {image.id}" in proc.stdout, (
             proc.stdout + proc.stderr[-3000:]
+        )
         # The torch the base shipped is the torch the image has.
-        out = docker_client.containers.run(image.id, ["/opt/rocmforge/venv/bin/python", "-c",
-                                                      "import torch; print(torch.__version__)"], remove=True)
+        out = docker_client.containers.run(
+            image.id, ["/opt/rocmforge/venv/bin/python", "-c", "import torch; print(torch.__version__)"], remove=True
+        )
         assert out.decode().strip() == locked[1].held["llama31-qlora-debian-env"].torch_version
     finally:
         for ref in (tp.content_tag, tp.readable_tag):

@@ -18,7 +18,7 @@ from tests.integration.test_build_leftovers import assert_nothing_left, engine_s
 
 pytestmark = pytest.mark.docker
 
-DEAD = "http://127.0.0.1:9/debian"   # nothing listens on port 9, on the host or in a container
+DEAD = "http://127.0.0.1:9/debian"  # nothing listens on port 9, on the host or in a container
 STACK = "debian13-rocm5.7"
 
 
@@ -35,8 +35,11 @@ def _scratch(tmp_path, include: list[str] | None = None):
         stack["base"]["bootstrap"]["include"] = include
         stack["apt"] = {}
         data["stacks"]["mirror-test-stack"] = stack
-        data["targets"]["boot-probe"] = {"description": "a bootstrapped base alone", "stack": "mirror-test-stack",
-                                         **common}
+        data["targets"]["boot-probe"] = {
+            "description": "a bootstrapped base alone",
+            "stack": "mirror-test-stack",
+            **common,
+        }
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     lock = yaml.safe_load((tmp_path / "matrix.lock").read_text())
     lock["apt"]["mirror-probe"] = {"netbase": "6.5"}
@@ -88,7 +91,7 @@ def test_dead_mirror_during_an_apt_step(docker_client, session_images, tmp_path)
     assert f"the Debian mirror {DEAD} ($ROCMFORGE_DEBIAN_MIRROR) did not answer" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert docker_client.images.get(tag).id == before
-    assert_nothing_left(docker_client, engine_before)   # other targets' caches are not ours
+    assert_nothing_left(docker_client, engine_before)  # other targets' caches are not ours
 
 
 def test_dead_mirror_during_bootstrap(docker_client, session_images, tmp_path):
@@ -98,8 +101,9 @@ def test_dead_mirror_during_bootstrap(docker_client, session_images, tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert f"debootstrap of trixie: the Debian mirror {DEAD} ($ROCMFORGE_DEBIAN_MIRROR) did not answer" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "recipe-" not in " ".join(t for i in docker_client.images.list("rocmforge/base-mirror-test-stack")
-                                     for t in i.tags)
+    assert "recipe-" not in " ".join(
+        t for i in docker_client.images.list("rocmforge/base-mirror-test-stack") for t in i.tags
+    )
     assert not list((state / "work").glob("bootstrap-*"))
 
 
@@ -107,7 +111,7 @@ def test_dead_mirror_during_lock(docker_client, session_images, tmp_path):
     matrix = _scratch(tmp_path)
     state = tmp_path / "state"
     lock_bytes = (tmp_path / "matrix.lock").read_bytes()
-    assert _cli(matrix, state, "build", "--target", "mirror-probe").returncode == 0   # the base is there
+    assert _cli(matrix, state, "build", "--target", "mirror-probe").returncode == 0  # the base is there
     engine_before = engine_state(docker_client, "mirror-probe", DEAD)
     for args in (["lock", "--check"], ["lock"]):
         proc = _cli(matrix, state, *args, "--target", "mirror-probe", mirror=DEAD)
@@ -115,7 +119,7 @@ def test_dead_mirror_during_lock(docker_client, session_images, tmp_path):
         errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
         assert len(errors) == 1 and DEAD in errors[0] and "did not answer" in errors[0], proc.stderr[-2000:]
         assert (tmp_path / "matrix.lock").read_bytes() == lock_bytes
-    assert_nothing_left(docker_client, engine_before)   # other targets' caches are not ours
+    assert_nothing_left(docker_client, engine_before)  # other targets' caches are not ours
 
 
 def test_lock_check_goes_through_the_mirror(docker_client, session_images, tmp_path):

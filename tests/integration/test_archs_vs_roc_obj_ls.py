@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from rocmforge.render import archprune
-from rocmforge.verify.readers import archs
 from rocmforge.shared.packagedata import PROBES
+from rocmforge.verify.readers import archs
 
 pytestmark = pytest.mark.docker
 
@@ -54,13 +54,19 @@ def container(docker_client, request):
     try:
         docker_client.images.get(IMAGE)
     except docker.errors.ImageNotFound:
-        request.getfixturevalue("session_images")   # remove what this session builds
-        proc = subprocess.run([sys.executable, "build.py", "build", "--target", "hip-devel"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        request.getfixturevalue("session_images")  # remove what this session builds
+        proc = subprocess.run(
+            [sys.executable, "build.py", "build", "--target", "hip-devel"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         assert proc.returncode == 0, f"building {IMAGE} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         docker_client.images.get(IMAGE)
-    c = docker_client.containers.run(IMAGE, ["sleep", "infinity"], detach=True,
-                                     network_disabled=True, labels={"io.rocmforge.test": "archs"})
+    c = docker_client.containers.run(
+        IMAGE, ["sleep", "infinity"], detach=True, network_disabled=True, labels={"io.rocmforge.test": "archs"}
+    )
     try:
         c.put_archive("/tmp", _tar({part: (PROBES / part).read_bytes() for part in archs.PARTS}))
         yield c
@@ -71,8 +77,10 @@ def container(docker_client, request):
 @pytest.fixture(scope="module")
 def real_files(container) -> dict[str, str]:
     """Library name -> the real file behind the symlinks; plus the rocBLAS kernel folder."""
-    script = ("for f in " + " ".join(f"{LIBDIR}/{n}" for n in HOST_LIBS) + "; do readlink -f $f; done; "
-              f"ls -d {LIBDIR}/rocblas/*/library")
+    script = (
+        "for f in " + " ".join(f"{LIBDIR}/{n}" for n in HOST_LIBS) + "; do readlink -f $f; done; "
+        f"ls -d {LIBDIR}/rocblas/*/library"
+    )
     rc, out, err = _exec(container, ["bash", "-c", script])
     assert rc == 0, err
     lines = out.split()
@@ -87,8 +95,10 @@ def _probe(container, *paths: str) -> tuple[list[archs.FileArchs], float]:
     rc, out, err = _exec(container, ["python3", "/tmp/archs.py", "--json", *paths])
     elapsed = time.monotonic() - start
     assert rc == 0, f"probe failed ({rc}): {err}\n{out[-2000:]}"
-    results = [archs.FileArchs(d["path"], d["kind"], tuple(d["archs"]), tuple(d["entries"]), d["error"])
-               for d in json.loads(out)]
+    results = [
+        archs.FileArchs(d["path"], d["kind"], tuple(d["archs"]), tuple(d["entries"]), d["error"])
+        for d in json.loads(out)
+    ]
     return results, elapsed
 
 
@@ -119,7 +129,7 @@ def test_host_libraries_match_roc_obj_ls(container, real_files):
             assert (r.kind, r.archs, gfx) == ("host", (), set())
         else:
             assert r.kind == "host-bundles"
-            assert {"gfx906", "gfx90a", "gfx1100"} <= gfx, name     # WORLD.md's measured list
+            assert {"gfx906", "gfx90a", "gfx1100"} <= gfx, name  # WORLD.md's measured list
 
 
 def test_rocblas_library_folder(container, real_files):
@@ -129,7 +139,7 @@ def test_rocblas_library_folder(container, real_files):
     _ids, rocblas_gfx = _roc_obj_ls(container, real_files["librocblas.so"])
     union = set()
     for r in results:
-        assert r.error is None, (r.path, r.error)     # e_flags agree with every file name
+        assert r.error is None, (r.path, r.error)  # e_flags agree with every file name
         union.update(r.archs)
         if r.path.endswith((".co", ".hsaco")):
             assert r.kind == "code-object", r.path
@@ -144,12 +154,14 @@ def test_rocblas_library_folder(container, real_files):
     host, _ = _probe(container, real_files["librocblas.so"])
     assert archs.library_coverage(results + host, sorted(kept)) == {}
     assert archs.library_coverage(results + host, ["gfx90a", "gfx942"]) == {
-        folder: ["gfx942"], real_files["librocblas.so"]: ["gfx942"]}
+        folder: ["gfx942"],
+        real_files["librocblas.so"]: ["gfx942"],
+    }
 
 
 def test_probe_time_on_librocblas(container, real_files):
     timings = []
-    for _ in range(2):                       # the first run may read from disk, the second from cache
+    for _ in range(2):  # the first run may read from disk, the second from cache
         (r,), elapsed = _probe(container, real_files["librocblas.so"])
         timings.append(elapsed)
         assert r.archs
@@ -159,13 +171,14 @@ def test_probe_time_on_librocblas(container, real_files):
 
 def test_e_flags_table_against_llc17(container):
     """Every gfx processor llc-17 knows, compiled to a code object and read back by the probe."""
-    kernel = (b"define amdgpu_kernel void @k(ptr addrspace(1) %p) {\n"
-              b"  store i32 1, ptr addrspace(1) %p\n  ret void\n}\n")
+    kernel = b"define amdgpu_kernel void @k(ptr addrspace(1) %p) {\n  store i32 1, ptr addrspace(1) %p\n  ret void\n}\n"
     container.put_archive("/tmp", _tar({"k.ll": kernel}))
-    script = ("set -e; mkdir -p /tmp/co; cd /tmp/co; "
-              "for c in $(llc-17 -march=amdgcn -mcpu=help 2>&1 | awk '/Available CPUs/{f=1;next} "
-              "/Available features/{f=0} f && $1 ~ /^gfx/ {print $1}'); do "
-              "llc-17 -mtriple=amdgcn-amd-amdhsa -mcpu=$c -filetype=obj /tmp/k.ll -o $c.o; done; ls")
+    script = (
+        "set -e; mkdir -p /tmp/co; cd /tmp/co; "
+        "for c in $(llc-17 -march=amdgcn -mcpu=help 2>&1 | awk '/Available CPUs/{f=1;next} "
+        "/Available features/{f=0} f && $1 ~ /^gfx/ {print $1}'); do "
+        "llc-17 -mtriple=amdgcn-amd-amdhsa -mcpu=$c -filetype=obj /tmp/k.ll -o $c.o; done; ls"
+    )
     rc, out, err = _exec(container, ["bash", "-c", script])
     assert rc == 0, err
     cpus = [n[:-2] for n in out.split()]

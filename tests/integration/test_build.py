@@ -10,12 +10,12 @@ import docker.errors
 import pytest
 import yaml
 
+from rocmforge.define.matrix import load_matrix
+from rocmforge.render.plan import load_plan, make_plan
+from rocmforge.resolve import lockfile
+from rocmforge.shared.files import iso_utc
 from tests.conftest import ROOT, copy_project, dpkg_versions, run_cli, sh
 from tests.integration.test_build_leftovers import assert_nothing_left, engine_state
-from rocmforge.resolve import lockfile
-from rocmforge.define.matrix import load_matrix
-from rocmforge.shared.files import iso_utc
-from rocmforge.render.plan import load_plan, make_plan
 
 pytestmark = pytest.mark.docker
 
@@ -57,7 +57,8 @@ def test_each_variant_is_its_own_image_pruned_to_its_archs(built_runtime, docker
         assert manifest["image_id"] == img.id and manifest["variant"] == list(v.variant)
     listed = {r["name"]: r for r in json.loads(run_cli("list", "--json").stdout)}["hip-runtime"]["variants"]
     assert [(r["archs"], r["content_tag"], r["tag"]) for r in listed] == [
-        (list(v.variant), v.content_tag, v.readable_tag) for v in variants]
+        (list(v.variant), v.content_tag, v.readable_tag) for v in variants
+    ]
 
 
 @pytest.mark.parametrize("name", ["hip-devel", "hip-runtime"])
@@ -69,7 +70,10 @@ def test_dpkg_reports_exactly_the_pins(built_runtime, docker_client, name):
 
 
 def test_runtime_has_gemm_and_rocminfo_but_no_compiler(built_runtime, docker_client):
-    rc, out = sh(docker_client, PLAN.targets["hip-runtime"].content_tag, """
+    rc, out = sh(
+        docker_client,
+        PLAN.targets["hip-runtime"].content_tag,
+        """
         set -e
         test -x /opt/rocmforge/bin/rocblas-gemm-smoke
         command -v rocminfo
@@ -78,7 +82,8 @@ def test_runtime_has_gemm_and_rocminfo_but_no_compiler(built_runtime, docker_cli
             echo COMPILER-PRESENT; exit 1
         fi
         ldd /opt/rocmforge/bin/rocblas-gemm-smoke
-    """)
+    """,  # noqa: E501
+    )
     assert rc == 0, out
     assert "not found" not in out
     assert "librocblas.so" in out and "libamdhip64.so" in out
@@ -152,7 +157,7 @@ def test_failed_build_names_step_moves_no_tag_leaves_no_container(built_runtime,
     bad_plan = make_plan(load_matrix(matrix_path), tmp_path, lockfile.load(lock_path))
     readable = PLAN.targets["hip-runtime"].readable_tag
     readable_before = docker_client.images.get(readable).id
-    before = engine_state(docker_client, "0.0.0-does-not-exist")   # in the failing step's command
+    before = engine_state(docker_client, "0.0.0-does-not-exist")  # in the failing step's command
 
     proc = run_cli("--matrix", str(matrix_path), "build", "--target", "hip-runtime")
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmforge.resolve import bootstrap
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import load_plan
+from rocmforge.resolve import bootstrap
 from tests.conftest import BUILD_PY, ROOT, copy_project, interruptible, run_cli
 
 pytestmark = pytest.mark.docker
@@ -44,19 +44,28 @@ def project(tmp_path, steps: str):
     name = f"scratch-{uuid.uuid4().hex[:8]}"
     matrix = copy_project(tmp_path)
     data = yaml.safe_load(matrix.read_text())
-    data["targets"][name] = {"description": "a scratch target", "stack": STACK, "version": "1",
-                             "archs": ["gfx90a"], "source_date_epoch": 1764547200}
+    data["targets"][name] = {
+        "description": "a scratch target",
+        "stack": STACK,
+        "version": "1",
+        "archs": ["gfx90a"],
+        "source_date_epoch": 1764547200,
+    }
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     tpl = tmp_path / "templates" / "Dockerfile.j2"
     # The label first: every step image the target adds then names the target in its history.
-    tpl.write_text(tpl.read_text().replace(
-        MARK, MARK + f"\n{{% if name == '{name}' %}}LABEL {OWN_LABEL}={name}\n{steps}\n{{% endif %}}"))
+    tpl.write_text(
+        tpl.read_text().replace(
+            MARK, MARK + f"\n{{% if name == '{name}' %}}LABEL {OWN_LABEL}={name}\n{steps}\n{{% endif %}}"
+        )
+    )
     return matrix, tmp_path / "state", name
 
 
 @dataclass(frozen=True)
 class EngineState:
     """The engine's images and containers at one moment, and the marks that name one build's own."""
+
     images: frozenset[str]
     containers: frozenset[str]
     marks: tuple[str, ...]
@@ -67,8 +76,11 @@ def engine_state(client, *marks: str) -> EngineState:
     writes into a label of every step the target adds, so each step image's history carries it).
     Other builds may run on the same engine meanwhile: only objects that carry a mark are judged."""
     assert marks, "a leftover check needs the marks of its own build"
-    return EngineState(frozenset(img["Id"] for img in client.api.images(all=True)),
-                       frozenset(c["Id"] for c in client.api.containers(all=True)), marks)
+    return EngineState(
+        frozenset(img["Id"] for img in client.api.images(all=True)),
+        frozenset(c["Id"] for c in client.api.containers(all=True)),
+        marks,
+    )
 
 
 def _marked(text: str, marks: tuple[str, ...]) -> bool:
@@ -81,7 +93,7 @@ def image_is_ours(client, image_id: str, marks: tuple[str, ...]) -> bool:
 
     try:
         found = json.dumps(client.api.inspect_image(image_id)) + json.dumps(client.api.history(image_id))
-    except docker.errors.NotFound:   # removed since it was listed
+    except docker.errors.NotFound:  # removed since it was listed
         return False
     return _marked(found, marks)
 
@@ -115,8 +127,10 @@ def our_leftovers(client, before: EngineState, allowed: set[str] = frozenset()) 
     handed_over = deferred()
     images = {i for i in images if i.split(":")[-1][:12] not in handed_over}
     containers = {c["Id"] for c in client.api.containers(all=True)} - before.containers
-    return (sorted(i for i in images if image_is_ours(client, i, before.marks)),
-            sorted(c for c in containers if container_is_ours(client, c, before.marks)))
+    return (
+        sorted(i for i in images if image_is_ours(client, i, before.marks)),
+        sorted(c for c in containers if container_is_ours(client, c, before.marks)),
+    )
 
 
 def assert_nothing_left(client, before: EngineState, allowed: set[str] = frozenset(), grace: float = 30.0):
@@ -149,8 +163,9 @@ def cache_images(client, state, name) -> set[str]:
 
 
 def test_build_and_verify_repro_pass_the_base_through_and_leave_nothing(docker_client, base, tmp_path):
-    matrix, state, name = project(tmp_path, "RUN head -c 1000000 /dev/zero > /opt/filler && ln /opt/filler /opt/hard "
-                                            "&& rm /etc/issue")
+    matrix, state, name = project(
+        tmp_path, "RUN head -c 1000000 /dev/zero > /opt/filler && ln /opt/filler /opt/hard && rm /etc/issue"
+    )
     before = engine_state(docker_client, name)
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
@@ -158,7 +173,7 @@ def test_build_and_verify_repro_pass_the_base_through_and_leave_nothing(docker_c
     image = docker_client.api.inspect_image(tp.content_tag)
     base_layers = docker_client.api.inspect_image(base)["RootFS"]["Layers"]
     layers = image["RootFS"]["Layers"]
-    assert layers[:len(base_layers)] == base_layers and len(layers) > len(base_layers)
+    assert layers[: len(base_layers)] == base_layers and len(layers) > len(base_layers)
     log = (state / "logs" / f"{name}.log").read_text()
     assert f"{len(base_layers)} layer(s) of the base {base} passed through" in log
     # Only what the target added was read: a few MB, not the 120 MB base.
@@ -193,15 +208,23 @@ def test_rebuild_reuses_the_cache_and_replaces_it(docker_client, base, tmp_path)
         tpl.write_text(tpl.read_text().replace("{{ 'first' }}", "second"))
         proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "Using cache" in (state / "logs" / f"{name}.log").read_text()    # `touch /opt/one` was reused
+        assert "Using cache" in (state / "logs" / f"{name}.log").read_text()  # `touch /opt/one` was reused
         second = docker_client.api.inspect_image(load_plan(matrix).targets[name].content_tag)["Id"]
         second_cache = cache_images(docker_client, state, name)
-        assert first_cache - second_cache          # the first build's own steps went with it
+        assert first_cache - second_cache  # the first build's own steps went with it
         assert_nothing_left(docker_client, before, {first, second} | second_cache)
         # With no budget, nothing is kept and the old cache goes too.
         tpl.write_text(tpl.read_text().replace("> /opt/two", "> /opt/three"))
-        proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name,
-                       env={"ROCMFORGE_BUILD_CACHE_MAX": "0"})
+        proc = run_cli(
+            "--matrix",
+            str(matrix),
+            "--state-dir",
+            str(state),
+            "build",
+            "--target",
+            name,
+            env={"ROCMFORGE_BUILD_CACHE_MAX": "0"},
+        )
         assert proc.returncode == 0 and "build cache kept" not in proc.stderr, proc.stderr[-3000:]
         third = docker_client.api.inspect_image(load_plan(matrix).targets[name].content_tag)["Id"]
         assert_nothing_left(docker_client, before, {first, second, third})
@@ -226,22 +249,30 @@ BUILD_STEPS = "RUN touch /opt/one\nRUN echo {nonce} && sleep 120"
 NORMALISE_STEPS = "RUN echo {nonce} && head -c 500000000 /dev/urandom > /opt/noise"
 
 
-@pytest.mark.parametrize("phase, steps, signal_when, sig", [
-    pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGINT, id="build-INT"),
-    # CI cancelling the job, `timeout`, `docker stop`; the terminal closed
-    pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGTERM, id="build-TERM"),
-    pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGHUP, id="build-HUP"),
-    pytest.param("normalise", NORMALISE_STEPS, "normalise sha256:", signal.SIGINT, id="normalise-INT"),
-    pytest.param("normalise", NORMALISE_STEPS, "normalise sha256:", signal.SIGTERM, id="normalise-TERM"),
-])
+@pytest.mark.parametrize(
+    "phase, steps, signal_when, sig",
+    [
+        pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGINT, id="build-INT"),
+        # CI cancelling the job, `timeout`, `docker stop`; the terminal closed
+        pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGTERM, id="build-TERM"),
+        pytest.param("build", BUILD_STEPS, "sleep 120", signal.SIGHUP, id="build-HUP"),
+        pytest.param("normalise", NORMALISE_STEPS, "normalise sha256:", signal.SIGINT, id="normalise-INT"),
+        pytest.param("normalise", NORMALISE_STEPS, "normalise sha256:", signal.SIGTERM, id="normalise-TERM"),
+    ],
+)
 def test_interrupted_build_leaves_nothing(docker_client, base, tmp_path, phase, steps, signal_when, sig):
     # A step no earlier run has made, so no builder cache can finish it before the interrupt.
     matrix, state, name = project(tmp_path, steps.replace("{nonce}", uuid.uuid4().hex))
     before = engine_state(docker_client, name)
     log = state / "logs" / f"{name}.log"
-    proc = subprocess.Popen([sys.executable, str(BUILD_PY), "--matrix", str(matrix), "--state-dir", str(state),
-                             "build", "--target", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COLUMNS": "200"}, preexec_fn=interruptible)
+    proc = subprocess.Popen(
+        [sys.executable, str(BUILD_PY), "--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=interruptible,
+    )
     try:
         while signal_when not in (log.read_text() if log.exists() else ""):
             assert proc.poll() is None, f"the build ended before the {phase} phase: {proc.communicate()}"
@@ -268,18 +299,21 @@ def test_the_leftover_check_sees_its_own_builds_objects_and_no_other(docker_clie
     try:
         for build in (theirs, ours):
             dockerfile = f"FROM {base}\nLABEL {OWN_LABEL}={build}\nRUN echo {uuid.uuid4().hex} > /opt/step\n"
-            image_id = [c["aux"]["ID"] for c in docker_client.api.build(
-                fileobj=io.BytesIO(dockerfile.encode()), rm=True, decode=True) if "ID" in c.get("aux", {})][-1]
+            image_id = [
+                c["aux"]["ID"]
+                for c in docker_client.api.build(fileobj=io.BytesIO(dockerfile.encode()), rm=True, decode=True)
+                if "ID" in c.get("aux", {})
+            ][-1]
             made.append(image_id)
             containers.append(docker_client.api.create_container(image_id, ["true"])["Id"])
         images, found = our_leftovers(docker_client, before)
         assert found == [containers[1]]
         assert made[1] in images and made[0] not in images
-        assert len(images) == 2            # the RUN step's image and the LABEL step's under it
+        assert len(images) == 2  # the RUN step's image and the LABEL step's under it
         with pytest.raises(pytest.fail.Exception, match="left behind"):
             assert_nothing_left(docker_client, before, grace=0)
         docker_client.api.remove_container(containers.pop(), force=True)
-        assert_nothing_left(docker_client, before, set(images), grace=0)   # theirs are still there
+        assert_nothing_left(docker_client, before, set(images), grace=0)  # theirs are still there
     finally:
         for c in containers:
             docker_client.api.remove_container(c, force=True)
@@ -292,15 +326,20 @@ def test_clean_dry_run_names_leftovers_and_clean_removes_them(docker_client, bas
     matrix, state, name = project(tmp_path, "RUN touch /opt/one")
     before = engine_state(docker_client, name)
     # What a killed build (SIGKILL: no clean-up runs) leaves: its raw tag and its step image.
-    raw = docker_client.api.build(fileobj=__import__("io").BytesIO(f"FROM {base}\nLABEL io.rocmforge.content-hash=x "
-                                                                   f"{OWN_LABEL}={name}\nRUN touch /opt/left\n".encode()),
-                                  tag=f"rocmforge-raw/{name}:killed", rm=True, decode=True)
+    raw = docker_client.api.build(
+        fileobj=__import__("io").BytesIO(
+            f"FROM {base}\nLABEL io.rocmforge.content-hash=x {OWN_LABEL}={name}\nRUN touch /opt/left\n".encode()
+        ),
+        tag=f"rocmforge-raw/{name}:killed",
+        rm=True,
+        decode=True,
+    )
     for _ in raw:
         pass
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert f"would remove leftover tag: rocmforge-raw/{name}:killed" in proc.stdout
-    assert our_leftovers(docker_client, before)[0]          # nothing removed yet
+    assert our_leftovers(docker_client, before)[0]  # nothing removed yet
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name)
     assert proc.returncode == 0, proc.stderr
     assert_nothing_left(docker_client, before)

@@ -19,22 +19,40 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 import yaml
 
-from tests.conftest import copy_project, run_cli
-from rocmforge.resolve import lockfile
 from rocmforge.define.matrix import load_matrix
 from rocmforge.render.plan import make_plan
+from rocmforge.resolve import lockfile
+from tests.conftest import copy_project, run_cli
 
 pytestmark = pytest.mark.docker
-HOST_BUNDLE = Path(os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
+HOST_BUNDLE = Path(
+    os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
+)
 
 
 def _unique_cert(tmp: Path) -> bytes:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", f"/CN=rocmforge-ca-test-{uuid.uuid4().hex}", "-keyout", str(tmp / "k.pem"),
-                    "-out", str(tmp / "c.pem")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=rocmforge-ca-test-{uuid.uuid4().hex}",
+            "-keyout",
+            str(tmp / "k.pem"),
+            "-out",
+            str(tmp / "c.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return (tmp / "c.pem").read_bytes()
 
 
@@ -77,7 +95,7 @@ def _own_target(tmp_path, *, locked: bool):
     lock_path = matrix.parent / "matrix.lock"
     lock = lockfile.load(lock_path)
     for key in [k for k in lock.apt if k == "hip-python" or k.startswith("hip-python/")]:
-        lock.apt[name + key[len("hip-python"):]] = lock.apt[key]
+        lock.apt[name + key[len("hip-python") :]] = lock.apt[key]
     if not locked:
         lock.python.pop("numpy-env")
     lock_path.write_text(lockfile.dump(lock))
@@ -116,13 +134,15 @@ def test_ca_bundle_fetches_locked_wheels_on_the_host(docker_client, hip_runtime_
     own_images += [tp.content_tag, tp.readable_tag]
     assert not tp.unresolved, tp.unresolved
     state = tmp_path / "state"
-    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name,
-                   "--ca-bundle", str(path))
+    proc = run_cli(
+        "--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name, "--ca-bundle", str(path)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert f"building {name}" in proc.stderr, "nothing was built: the test did not take the cold path"
     assert list((state / "work" / "cache" / "sha256").iterdir()), "no wheel was fetched"
-    out = docker_client.containers.run(tp.content_tag, ["python3", "-c", "import numpy; print(numpy.__version__)"],
-                                       remove=True)
+    out = docker_client.containers.run(
+        tp.content_tag, ["python3", "-c", "import numpy; print(numpy.__version__)"], remove=True
+    )
     assert out.decode().strip() == "2.3.5"
     _assert_bundle_absent(docker_client, tp.content_tag, path, marker)
 
@@ -135,15 +155,16 @@ def test_ca_bundle_read_in_the_builder_stage_only(docker_client, hip_runtime_bui
     dockerfile = tp.files["Dockerfile"].decode()
     # The template's one branch that hands the bundle to a builder stage.
     assert "COPY build-ca/ /tmp/build-ca/" in dockerfile and "PIP_CERT=/tmp/build-ca/ca.pem" in dockerfile
-    final_stage = dockerfile[dockerfile.rindex("\nFROM "):]
+    final_stage = dockerfile[dockerfile.rindex("\nFROM ") :]
     assert "build-ca" not in final_stage, "the final stage must not read the CA bundle"
     ref = f"rocmforge-test/{name}:raw"
     own_images.append(ref)
     # build.py refuses an unlocked target; the engine layer builds it so the branch really runs.
-    engine.build(docker_client, tp, log_path=tmp_path / "build.log", ca_bundle=path, progress=lambda step: None,
-                 tag=ref)
+    engine.build(
+        docker_client, tp, log_path=tmp_path / "build.log", ca_bundle=path, progress=lambda step: None, tag=ref
+    )
     log = (tmp_path / "build.log").read_text()
-    assert "numpy-2.3.5" in log, log[-3000:]          # downloaded inside the build, through the proxy
+    assert "numpy-2.3.5" in log, log[-3000:]  # downloaded inside the build, through the proxy
     out = docker_client.containers.run(ref, ["python3", "-c", "import numpy; print(numpy.__version__)"], remove=True)
     assert out.decode().strip() == "2.3.5"
     _assert_bundle_absent(docker_client, ref, path, marker)

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
 from rocmforge.render.plan import load_plan
 from rocmforge.shared.packagedata import PROBES
+from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.docker
 PLAN = load_plan(ROOT / "matrix.yaml")
@@ -27,10 +27,13 @@ def test_context_is_the_plans_files(tmp_path):
     files = written(out)
     assert files == PLAN.targets["hip-runtime"].files
     assert files["Dockerfile"] == (ROOT / "images" / "hip-runtime" / "Dockerfile").read_bytes()
-    probes = {f"probes/{p.relative_to(PROBES).as_posix()}": p.read_bytes()
-              for p in PROBES.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    probes = {
+        f"probes/{p.relative_to(PROBES).as_posix()}": p.read_bytes()
+        for p in PROBES.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     assert probes and {k: v for k, v in files.items() if k.startswith("probes/")} == probes
-    assert not (ROOT / "images" / "hip-runtime" / "probes").exists()     # one copy in the repository
+    assert not (ROOT / "images" / "hip-runtime" / "probes").exists()  # one copy in the repository
 
 
 def test_context_refuses_a_folder_with_files(tmp_path):

@@ -10,12 +10,9 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-import pytest
-
-from rocmforge.host import aptmirror
-from rocmforge.resolve import bases, bootstrap
 from rocmforge.define.matrix import load_matrix
-
+from rocmforge.host import aptmirror
+from rocmforge.resolve import bootstrap
 from tests.conftest import ROOT
 from tests.integration.conftest import _need
 
@@ -44,7 +41,9 @@ def _fetched_debootstrap(version: str, into: Path) -> Path:
     bindir = into / f"bin-{version}"
     bindir.mkdir()
     wrapper = bindir / "debootstrap"
-    wrapper.write_text(f'#!/bin/sh\nDEBOOTSTRAP_DIR={tree}/usr/share/debootstrap exec {tree}/usr/sbin/debootstrap "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\nDEBOOTSTRAP_DIR={tree}/usr/share/debootstrap exec {tree}/usr/sbin/debootstrap "$@"\n'
+    )
     wrapper.chmod(0o755)
     return bindir
 

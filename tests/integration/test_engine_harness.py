@@ -40,10 +40,14 @@ def tiny_layer() -> bytes:
 
 
 def tiny_config(layer: bytes) -> bytes:
-    config = {"architecture": "amd64", "os": "linux", "created": CREATED,
-              "config": {"Cmd": ["/hello.txt"], "Labels": {"io.rocmforge.enginetest.run": RUN}},
-              "rootfs": {"type": "layers", "diff_ids": [_sha(layer)]},
-              "history": [{"created": CREATED, "created_by": "engine harness test"}]}
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "created": CREATED,
+        "config": {"Cmd": ["/hello.txt"], "Labels": {"io.rocmforge.enginetest.run": RUN}},
+        "rootfs": {"type": "layers", "diff_ids": [_sha(layer)]},
+        "history": [{"created": CREATED, "created_by": "engine harness test"}],
+    }
     return json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -53,12 +57,16 @@ def tiny_archive(tag: str) -> tuple[bytes, str]:
     config = tiny_config(layer)
     config_digest = _sha(config)
     layer_path = f"{_sha(layer).split(':')[1]}/layer.tar"
-    manifest = json.dumps([{"Config": f"{config_digest.split(':')[1]}.json", "RepoTags": [tag],
-                            "Layers": [layer_path]}]).encode()
+    manifest = json.dumps(
+        [{"Config": f"{config_digest.split(':')[1]}.json", "RepoTags": [tag], "Layers": [layer_path]}]
+    ).encode()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name, data in ((f"{config_digest.split(':')[1]}.json", config), (layer_path, layer),
-                           ("manifest.json", manifest)):
+        for name, data in (
+            (f"{config_digest.split(':')[1]}.json", config),
+            (layer_path, layer),
+            ("manifest.json", manifest),
+        ):
             info = tarfile.TarInfo(name)
             info.size, info.mtime = len(data), 0
             tar.addfile(info, io.BytesIO(data))
@@ -77,19 +85,39 @@ def push_tiny(registry: str, repository: str, tag: str) -> tuple[str, str]:
         if location.startswith("/"):
             location = f"http://{registry}{location}"
         sep = "&" if "?" in location else "?"
-        put = urllib.request.Request(f"{location}{sep}digest={_sha(data)}", data=data, method="PUT",
-                                     headers={"Content-Type": "application/octet-stream"})
+        put = urllib.request.Request(
+            f"{location}{sep}digest={_sha(data)}",
+            data=data,
+            method="PUT",
+            headers={"Content-Type": "application/octet-stream"},
+        )
         with urllib.request.urlopen(put, timeout=30) as resp:
             assert resp.status == 201, resp.status
     media = "application/vnd.docker.distribution.manifest.v2+json"
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": media,
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config),
-                   "digest": _sha(config)},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(blob),
-                    "digest": _sha(blob)}]}).encode()
-    put = urllib.request.Request(f"http://{registry}/v2/{repository}/manifests/{tag}", data=manifest, method="PUT",
-                                 headers={"Content-Type": media})
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": media,
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config),
+                "digest": _sha(config),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": len(blob),
+                    "digest": _sha(blob),
+                }
+            ],
+        }
+    ).encode()
+    put = urllib.request.Request(
+        f"http://{registry}/v2/{repository}/manifests/{tag}",
+        data=manifest,
+        method="PUT",
+        headers={"Content-Type": media},
+    )
     with urllib.request.urlopen(put, timeout=30) as resp:
         assert resp.status == 201, resp.status
         return resp.headers["Docker-Content-Digest"], _sha(config)
@@ -139,8 +167,10 @@ def test_load_tiny_archive(other_engine):
         seen = image.attrs
     finally:
         client.close()
-    print(f"{other_engine.name}: loaded {tag}: Id {image.id}, config digest {config_digest}, "
-          f"tags {image.tags}, RepoDigests {seen.get('RepoDigests')}")
+    print(
+        f"{other_engine.name}: loaded {tag}: Id {image.id}, config digest {config_digest}, "
+        f"tags {image.tags}, RepoDigests {seen.get('RepoDigests')}"
+    )
     assert tag in image.tags or f"localhost/{tag}" in image.tags, image.tags
     if other_engine.name == "docker28-overlay2":
         assert image.id == config_digest
@@ -165,8 +195,10 @@ def test_pull_from_host_registry(other_engine):
         if os.environ.get("CI"):
             pytest.fail(f"{exc} (CI requires it)")
         pytest.skip(str(exc))
-    print(f"{other_engine.name}: pulled {registry}/{repository}:{RUN}: Id {found.id}, manifest {manifest_digest}, "
-          f"config {config_digest}, RepoDigests {found.attrs.get('RepoDigests')}")
+    print(
+        f"{other_engine.name}: pulled {registry}/{repository}:{RUN}: Id {found.id}, manifest {manifest_digest}, "
+        f"config {config_digest}, RepoDigests {found.attrs.get('RepoDigests')}"
+    )
     assert image.id == found.id
     assert any(d.endswith(manifest_digest) for d in found.attrs.get("RepoDigests") or []), found.attrs
 
@@ -182,7 +214,7 @@ def test_runs_containers_and_builds(other_engine, sid_archive):
             client.images.load(f.read())
         out = client.containers.run(tag, ["sh", "-c", "cat /etc/debian_version; ulimit -n"], remove=True).decode()
         print(f"{other_engine.name}: container says {out.split()}")
-        dockerfile = (f"FROM {tag}\nRUN {engine_host.APT} update >/dev/null && echo apt-reached-the-archive\n")
+        dockerfile = f"FROM {tag}\nRUN {engine_host.APT} update >/dev/null && echo apt-reached-the-archive\n"
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             info = tarfile.TarInfo("Dockerfile")
@@ -190,11 +222,18 @@ def test_runs_containers_and_builds(other_engine, sid_archive):
             tar.addfile(info, io.BytesIO(dockerfile.encode()))
         buf.seek(0)
         log = []
-        for chunk in client.api.build(fileobj=buf, custom_context=True, rm=True, forcerm=True, pull=False,
-                                      decode=True, tag=f"{PREFIX}/probe:{RUN}"):
+        for chunk in client.api.build(
+            fileobj=buf,
+            custom_context=True,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            decode=True,
+            tag=f"{PREFIX}/probe:{RUN}",
+        ):
             log.append(chunk.get("stream", "") or chunk.get("error", ""))
             assert "error" not in chunk, "".join(log)
     finally:
         client.close()
-    assert out.split()[0].endswith("/sid"), out     # sid's debian_version reads NEXT/sid
+    assert out.split()[0].endswith("/sid"), out  # sid's debian_version reads NEXT/sid
     assert "apt-reached-the-archive" in "".join(log), "".join(log)

@@ -16,7 +16,6 @@ import json
 import pytest
 import yaml
 
-
 from tests.conftest import copy_project, run_cli
 
 pytestmark = pytest.mark.docker
@@ -28,9 +27,14 @@ TARGET = "engine-probe"
 def _probe_project(root, variants: list | None = None):
     matrix = copy_project(root)
     data = yaml.safe_load(matrix.read_text())
-    data["targets"][TARGET] = {"description": "hip-runtime without rocBLAS (a few hundred MB)", "stack": STACK,
-                               "apt": ["libamdhip64-5", "rocminfo"], "version": "1", "archs": ["gfx90a", "gfx1100"],
-                               "source_date_epoch": 1764547200}
+    data["targets"][TARGET] = {
+        "description": "hip-runtime without rocBLAS (a few hundred MB)",
+        "stack": STACK,
+        "apt": ["libamdhip64-5", "rocminfo"],
+        "version": "1",
+        "archs": ["gfx90a", "gfx1100"],
+        "source_date_epoch": 1764547200,
+    }
     if variants:
         data["targets"][TARGET]["variants"] = variants
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -85,24 +89,29 @@ def host_identity(docker_client, project, variant_project, tmp_path_factory):
         return docker_client.identity(ref), docker_client.api.inspect_image(ref)["RootFS"]["Layers"]
 
     yield identity(tag), _suites(project, state), identity(variant_tag)
-    for ref in (tag, tag.rsplit(":", 1)[0] + ":debian13-rocm5.7", variant_tag,
-                tag.rsplit(":", 1)[0] + ":debian13-rocm5.7-gfx1100"):
+    for ref in (
+        tag,
+        tag.rsplit(":", 1)[0] + ":debian13-rocm5.7",
+        variant_tag,
+        tag.rsplit(":", 1)[0] + ":debian13-rocm5.7-gfx1100",
+    ):
         try:
             docker_client.api.remove_image(ref)
         except Exception:  # noqa: BLE001 - a readable tag another test made stays theirs
             pass
 
 
-def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine, project, variant_project,
-                                                     tmp_path):
+def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine, project, variant_project, tmp_path):
     proc = _build(variant_project, tmp_path / "state", env=other_engine.env())
     client = other_engine.client()
     tag, variant_tag = _content_tag(project), _content_tag(variant_project, variant=True)
     got = client.identity(tag), client.api.inspect_image(tag)["RootFS"]["Layers"]
     got_variant = client.identity(variant_tag), client.api.inspect_image(variant_tag)["RootFS"]["Layers"]
     want, host_suites, want_variant = host_identity
-    print(f"{other_engine.describe()}: {got[0]} (host: {want[0]}); gfx1100 variant {got_variant[0]} "
-          f"(host: {want_variant[0]})")
+    print(
+        f"{other_engine.describe()}: {got[0]} (host: {want[0]}); gfx1100 variant {got_variant[0]} "
+        f"(host: {want_variant[0]})"
+    )
     assert got == want
     assert got_variant == want_variant and got_variant[0] != got[0]
     shown = client.manifest_digest(tag)
@@ -135,7 +144,7 @@ def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, o
             with publish.temporary_tag(client, tag, repository, run):
                 digests.append(publish.push_one(client, repository, run))
         assert digests[0] == digests[1] == client.manifest_digest(tag)
-        for ref in client.api.inspect_image(tag)["RepoTags"]:   # the image itself goes with its last tag
+        for ref in client.api.inspect_image(tag)["RepoTags"]:  # the image itself goes with its last tag
             client.api.remove_image(ref)
         publish.pull_one(client, repository, digests[0])
         assert client.identity(f"{repository}@{digests[0]}") == want == host_identity[0][0]
@@ -150,7 +159,7 @@ def test_verify_repro_report_and_clean_on_the_containerd_store(host_identity, ot
     proc = run_cli(*args, "verify-repro", "--target", TARGET, "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout)["image_ids"] == [host_identity[0][0]] * 2
-    _build(project, state, env=env)   # verify-repro tags nothing: the report reads the built target
+    _build(project, state, env=env)  # verify-repro tags nothing: the report reads the built target
     proc = run_cli(*args, "report", "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["name"]: r for r in json.loads(proc.stdout)["targets"]}
@@ -158,20 +167,31 @@ def test_verify_repro_report_and_clean_on_the_containerd_store(host_identity, ot
     proc = run_cli(*args, "clean", "--target", TARGET, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = other_engine.client()
-    left = [t for img in client.api.images(all=True) for t in img.get("RepoTags") or []
-            if "rocmforge/engine-probe" in t or "rocmforge-raw/" in t or "rocmforge-repro/" in t]
+    left = [
+        t
+        for img in client.api.images(all=True)
+        for t in img.get("RepoTags") or []
+        if "rocmforge/engine-probe" in t or "rocmforge-raw/" in t or "rocmforge-repro/" in t
+    ]
     assert left == []
 
 
 def _normalise_lines(state, name: str = TARGET) -> list[str]:
-    return [ln for ln in (state / "logs" / f"{name}.log").read_text().splitlines()
-            if ln.startswith("normalise ") and " MB from the " in ln or "reading the whole image" in ln]
+    return [
+        ln
+        for ln in (state / "logs" / f"{name}.log").read_text().splitlines()
+        if ln.startswith("normalise ") and " MB from the " in ln or "reading the whole image" in ln
+    ]
 
 
-@pytest.mark.parametrize("other_engine, store", [("docker28-containerd", "containerd content store"),
-                                                  ("podman5", "podman storage")], indirect=["other_engine"])
+@pytest.mark.parametrize(
+    "other_engine, store",
+    [("docker28-containerd", "containerd content store"), ("podman5", "podman storage")],
+    indirect=["other_engine"],
+)
 def test_the_store_is_read_directly_and_docker_save_is_only_the_announced_fallback(
-        host_identity, other_engine, store, project, tmp_path):
+    host_identity, other_engine, store, project, tmp_path
+):
     """Where this host sees the engine's data root, the layers the build added are read from the
     engine's store (the containerd content store: gzip blobs the builder committed; podman's
     overlay storage: each layer's files and tar-split records), each checked against its diff ID,
@@ -182,7 +202,7 @@ def test_the_store_is_read_directly_and_docker_save_is_only_the_announced_fallba
     seen = {}
     for visible in (True, False):
         state = tmp_path / f"state-{visible}"
-        for ref in (tag, tag.rsplit(":", 1)[0] + ":" + STACK):     # so this build normalises again
+        for ref in (tag, tag.rsplit(":", 1)[0] + ":" + STACK):  # so this build normalises again
             if client.identity(ref):
                 client.api.remove_image(ref)
         args = ("--matrix", str(project), "--state-dir", str(state), "build", "--target", TARGET)
@@ -195,8 +215,9 @@ def test_the_store_is_read_directly_and_docker_save_is_only_the_announced_fallba
             assert any(f"MB from the {store}" in ln for ln in lines), lines
             assert not any("reading the whole image" in ln for ln in lines), lines
         else:
-            assert any("reading the whole image with docker save" in ln and "ROCMFORGE_ENGINE_ROOT" in ln
-                       for ln in lines), lines
+            assert any(
+                "reading the whole image with docker save" in ln and "ROCMFORGE_ENGINE_ROOT" in ln for ln in lines
+            ), lines
             assert any("MB from the docker save" in ln for ln in lines), lines
     assert seen[True] == seen[False] == host_identity[0][0]
 
@@ -209,9 +230,14 @@ def _record_passed(matrix, state, image_id: str) -> None:
     from rocmforge.verify import suites as suite_runs
 
     tp = load_plan(matrix).targets[TARGET]
-    data = {"image": tp.content_tag, "image_id": image_id, "target": TARGET, "ok": True,
-            "suites": {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITE_NAMES},
-            **dataclasses.asdict(suite_runs.judged_against(matrix, TARGET, tp.content_hash))}
+    data = {
+        "image": tp.content_tag,
+        "image_id": image_id,
+        "target": TARGET,
+        "ok": True,
+        "suites": {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITE_NAMES},
+        **dataclasses.asdict(suite_runs.judged_against(matrix, TARGET, tp.content_hash)),
+    }
     suite_runs.record(state, suite_runs.SuitesReport.from_json(data))
 
 
@@ -220,8 +246,9 @@ def _rocmforge_tags(client) -> list[str]:
     from rocmforge.assemble.engine import short_name
 
     ours = {f"rocmforge/{TARGET}", f"rocmforge-cache/{TARGET}"}
-    return sorted(t for img in client.api.images() for t in img.get("RepoTags") or []
-                  if short_name(t.rsplit(":", 1)[0]) in ours)
+    return sorted(
+        t for img in client.api.images() for t in img.get("RepoTags") or [] if short_name(t.rsplit(":", 1)[0]) in ours
+    )
 
 
 @pytest.mark.parametrize("other_engine", ["docker28-containerd", "podman5"], indirect=True)

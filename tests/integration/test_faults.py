@@ -32,17 +32,23 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmforge.resolve.lockmodel import PythonFile
 from rocmforge.host import fetch
-from rocmforge.resolve import lockfile
-from rocmforge.verify import suites as suite_runs
 from rocmforge.host.container import TEST_LABEL
 from rocmforge.render.plan import load_plan
+from rocmforge.resolve import lockfile
+from rocmforge.resolve.lockmodel import PythonFile
+from rocmforge.verify import suites as suite_runs
 from tests import local_registry
 from tests.conftest import BUILD_PY, interruptible, run_cli
 from tests.integration.conftest import _need
-from tests.integration.test_build_leftovers import (STACK, assert_nothing_left, base, cache_images,  # noqa: F401
-                                                    engine_state, project)
+from tests.integration.test_build_leftovers import (
+    STACK,
+    assert_nothing_left,
+    base,  # noqa: F401  (a fixture: the trixie base)
+    cache_images,  # noqa: F401
+    engine_state,
+    project,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -54,13 +60,20 @@ def cli_args(matrix: Path, state: Path, *args: str) -> list[str]:
 def start(matrix: Path, state: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     """The CLI in a session of its own, so a SIGINT to its group reaches it and its children as a
     terminal's Ctrl-C does."""
-    return subprocess.Popen(cli_args(matrix, state, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env={**os.environ, "COLUMNS": "200", **(env or {})},
-                            preexec_fn=interruptible)
+    return subprocess.Popen(
+        cli_args(matrix, state, *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        preexec_fn=interruptible,
+    )
 
 
-def interrupt_when(proc: subprocess.Popen, ready, what: str, sig: int = signal.SIGINT,
-                   group: bool = True) -> tuple[int, str, str]:
+def interrupt_when(
+    proc: subprocess.Popen, ready, what: str, sig: int = signal.SIGINT, group: bool = True
+) -> tuple[int, str, str]:
     """Ctrl-C (or `sig`) once `ready()` holds; returns (exit code, stdout, stderr). group: to the
     process group, as a terminal, `timeout` and systemd send it; else to the CLI alone, as
     `docker stop` does to a container's first process."""
@@ -129,9 +142,21 @@ def passed(state: Path, image_id: str, name: str, matrix: Path) -> None:
     """The suite record push requires, as `build.py test` writes it for an image that passed: judged
     against this target, its content hash, this matrix and its lock."""
     judged = suite_runs.judged_against(matrix, name, load_plan(matrix).targets[name].content_hash)
-    suite_runs.record(state, suite_runs.SuitesReport.from_json(
-        {"image": image_id, "image_id": image_id, "target": name, "pytest_exit": 0, "ok": True,
-         "suites": {"linkage": {"status": "passed"}}, "tests": [], **dataclasses.asdict(judged)}))
+    suite_runs.record(
+        state,
+        suite_runs.SuitesReport.from_json(
+            {
+                "image": image_id,
+                "image_id": image_id,
+                "target": name,
+                "pytest_exit": 0,
+                "ok": True,
+                "suites": {"linkage": {"status": "passed"}},
+                "tests": [],
+                **dataclasses.asdict(judged),
+            }
+        ),
+    )
 
 
 def forget(client, matrix: Path, state: Path, name: str) -> None:
@@ -144,10 +169,11 @@ def tiny_wheel(folder: Path, name: str = "rftiny", version: str = "1.0") -> Path
     """A minimal valid pure-Python wheel."""
     path = folder / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": b"",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: rocmforge-test\nRoot-Is-Purelib: true\n"
-                              b"Tag: py3-none-any\n"}
+    files = {
+        f"{name}/__init__.py": b"",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: rocmforge-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     with zipfile.ZipFile(path, "w") as z:
         for rel, data in files.items():
             z.writestr(rel, data)
@@ -184,10 +210,10 @@ def test_corrupt_cached_wheel_is_fetched_again(tmp_path, wheel_index, monkeypatc
     locked = {"rftiny": PythonFile(version="1.0", file=wheel.name, sha256=[digest])}
     work = tmp_path / "work"
     cached = fetch.cache_dir(work) / digest
-    cached.write_bytes(wheel.read_bytes()[:-10] + b"0123456789")       # same size, other bytes
+    cached.write_bytes(wheel.read_bytes()[:-10] + b"0123456789")  # same size, other bytes
     assert fetch.wheels_for(locked, "3.13", work) == {wheel.name: wheel.read_bytes()}
     assert cached.read_bytes() == wheel.read_bytes()
-    assert [p.name for p in cached.parent.iterdir()] == [digest]       # no temporary file left
+    assert [p.name for p in cached.parent.iterdir()] == [digest]  # no temporary file left
 
 
 def test_corrupt_cached_wheel_that_cannot_be_fetched_again_refuses_the_build(docker_client, base, tmp_path):
@@ -207,12 +233,22 @@ def test_corrupt_cached_wheel_that_cannot_be_fetched_again_refuses_the_build(doc
     actual = hashlib.sha256(b"not the wheel\n").hexdigest()
     before = engine_state(docker_client, name)
     # Nowhere to fetch it from again: a closed port on loopback, no retries.
-    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name,
-                   env={"PIP_INDEX_URL": f"http://127.0.0.1:{local_registry.free_port()}/simple",
-                        "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"})
+    proc = run_cli(
+        "--matrix",
+        str(matrix),
+        "--state-dir",
+        str(state),
+        "build",
+        "--target",
+        name,
+        env={
+            "PIP_INDEX_URL": f"http://127.0.0.1:{local_registry.free_port()}/simple",
+            "PIP_RETRIES": "0",
+            "PIP_TIMEOUT": "2",
+        },
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert_one_error_line(proc.stderr, str(cached), f"sha256 {actual}", f"expected {digest}",
-                          f"numpy=={entry.version}")
+    assert_one_error_line(proc.stderr, str(cached), f"sha256 {actual}", f"expected {digest}", f"numpy=={entry.version}")
     assert "Step 1/" not in proc.stderr and not (state / "logs" / f"{name}.log").exists()
     assert not cached.exists()
     assert_nothing_left(docker_client, before)
@@ -234,7 +270,8 @@ class Registry:
         root.mkdir()
         (root / "config.yml").write_text(
             f"version: 0.1\nlog:\n  level: warn\nhttp:\n  addr: 127.0.0.1:{self.port}\n"
-            f"storage:\n  filesystem:\n    rootdirectory: {self.storage}\n")
+            f"storage:\n  filesystem:\n    rootdirectory: {self.storage}\n"
+        )
 
     @property
     def address(self) -> str:
@@ -242,8 +279,9 @@ class Registry:
 
     def start(self) -> None:
         with open(self.root / "registry.log", "ab") as log:
-            self.proc = subprocess.Popen([self.exe, "serve", str(self.root / "config.yml")], stdout=log,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [self.exe, "serve", str(self.root / "config.yml")], stdout=log, stderr=subprocess.STDOUT
+            )
         assert local_registry._ready(self.port, self.proc), (self.root / "registry.log").read_text()[-2000:]
 
     def crash(self) -> None:
@@ -281,8 +319,12 @@ def pushable(docker_client, base, tmp_path):
 
 
 def registry_tags(client, registry_address: str, name: str) -> list[str]:
-    return [ref for img in client.api.images() for ref in img.get("RepoTags") or []
-            if ref.startswith(f"{registry_address}/") and f"/{name}:" in ref]
+    return [
+        ref
+        for img in client.api.images()
+        for ref in img.get("RepoTags") or []
+        if ref.startswith(f"{registry_address}/") and f"/{name}:" in ref
+    ]
 
 
 def test_registry_dying_mid_push_leaves_no_record_and_a_rerun_completes(docker_client, registry, pushable):
@@ -303,8 +345,9 @@ def test_registry_dying_mid_push_leaves_no_record_and_a_rerun_completes(docker_c
     assert not record.exists()
     assert registry_tags(docker_client, registry.address, name) == []
     registry.start()
-    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", name,
-                   "--registry", registry.address)
+    proc = run_cli(
+        "--matrix", str(matrix), "--state-dir", str(state), "push", "--target", name, "--registry", registry.address
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     written = json.loads(record.read_text())
     assert written["image_id"] == image_id and written["digest"].startswith("sha256:")
@@ -321,12 +364,13 @@ def test_interrupted_bootstrap_leaves_no_mount_directory_or_tag(docker_client, t
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     base_ref = load_plan(matrix).targets[name].files["Dockerfile"].decode().split("\nFROM ", 1)[1].split()[0]
     if docker_client.api.images(name=base_ref):
-        docker_client.api.remove_image(base_ref)     # left by an earlier run stopped short of its clean-up
+        docker_client.api.remove_image(base_ref)  # left by an earlier run stopped short of its clean-up
     before = engine_state(docker_client, name, base_ref)
     work = state / "work"
     work.mkdir(parents=True)
-    rc, out, err = interrupt_when(start(matrix, state, "build", "--target", name), lambda: mounts_under(work),
-                                  "debootstrap mounted anything")
+    rc, out, err = interrupt_when(
+        start(matrix, state, "build", "--target", name), lambda: mounts_under(work), "debootstrap mounted anything"
+    )
     assert rc == 130, out + err
     assert "interrupted" in err and "Traceback" not in err, err
     assert mounts_under(state) == []
@@ -343,13 +387,16 @@ def scratch_built(docker_client, base, tmp_path):
     forget(docker_client, matrix, state, name)
 
 
-@pytest.mark.parametrize("sig, group", [
-    (signal.SIGINT, True),
-    (signal.SIGTERM, True),
-    (signal.SIGTERM, False),    # the CLI alone: it must end its suite processes itself
-], ids=["INT", "TERM-group", "TERM-cli-only"])
-def test_interrupted_suites_leave_no_container_record_or_directory(docker_client, scratch_built, tmp_path,
-                                                                   sig, group):
+@pytest.mark.parametrize(
+    "sig, group",
+    [
+        (signal.SIGINT, True),
+        (signal.SIGTERM, True),
+        (signal.SIGTERM, False),  # the CLI alone: it must end its suite processes itself
+    ],
+    ids=["INT", "TERM-group", "TERM-cli-only"],
+)
+def test_interrupted_suites_leave_no_container_record_or_directory(docker_client, scratch_built, tmp_path, sig, group):
     matrix, state, name, image_id = scratch_built
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -371,8 +418,12 @@ def test_interrupted_suites_leave_no_container_record_or_directory(docker_client
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_interrupted_push_leaves_no_record_or_temporary_tag(docker_client, registry, pushable, sig):
     matrix, state, name, _ = pushable
-    rc, out, err = interrupt_when(start(matrix, state, "push", "--target", name, "--registry", registry.address),
-                                  registry.uploading, "a layer upload began", sig)
+    rc, out, err = interrupt_when(
+        start(matrix, state, "push", "--target", name, "--registry", registry.address),
+        registry.uploading,
+        "a layer upload began",
+        sig,
+    )
     assert rc == 128 + sig, out + err
     assert err.strip().splitlines()[-1] == stopped_message(sig) and "Traceback" not in err, err
     assert not (matrix.parent / "published" / f"{name}.json").exists()
@@ -401,8 +452,13 @@ def test_lock_stopped_by_sigterm_leaves_no_container_and_the_lock_as_it_was(dock
         def apt_container() -> bool:
             return any(c["Image"] == ref for c in docker_client.api.containers(filters={"label": TEST_LABEL}))
 
-        rc, out, err = interrupt_when(start(matrix, state, "lock", "--target", name), apt_container,
-                                      "the apt container started", signal.SIGTERM, group=False)
+        rc, out, err = interrupt_when(
+            start(matrix, state, "lock", "--target", name),
+            apt_container,
+            "the apt container started",
+            signal.SIGTERM,
+            group=False,
+        )
         assert rc == 143, out + err
         assert err.strip().splitlines()[-1] == "interrupted by SIGTERM" and "Traceback" not in err, err
         assert lock_path.read_bytes() == locked
@@ -417,8 +473,9 @@ def small_state(tmp_path):
     """A 2 MB tmpfs as the state directory."""
     state = tmp_path / "full"
     state.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(state)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(state)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         if os.environ.get("CI"):
             pytest.fail(f"cannot mount a tmpfs: {proc.stderr}")
@@ -447,7 +504,7 @@ def json_files_parse(state: Path) -> None:
 
 
 def test_full_state_directory_fails_cleanly_and_a_healthy_one_works(docker_client, base, tmp_path, small_state):
-    noise = f"RUN echo {uuid.uuid4().hex} && head -c 4000000 /dev/urandom > /opt/noise"   # more than the 2 MB
+    noise = f"RUN echo {uuid.uuid4().hex} && head -c 4000000 /dev/urandom > /opt/noise"  # more than the 2 MB
     matrix, healthy, name = project(tmp_path, noise)
     before = engine_state(docker_client, name)
     content = load_plan(matrix).targets[name].content_tag
@@ -481,8 +538,9 @@ def test_full_state_directory_fails_cleanly_and_a_healthy_one_works(docker_clien
 
 # -- 5. two builds at once ----------------------------------------------------------------------
 def test_two_builds_of_one_target_at_once_agree_and_leave_nothing(docker_client, base, tmp_path):
-    matrix, state, name = project(tmp_path, f"RUN echo {uuid.uuid4().hex} && seq 300000 > /opt/numbers"
-                                            "\nRUN touch /opt/two")
+    matrix, state, name = project(
+        tmp_path, f"RUN echo {uuid.uuid4().hex} && seq 300000 > /opt/numbers\nRUN touch /opt/two"
+    )
     before = engine_state(docker_client, name)
     try:
         procs = [start(matrix, state, "build", "--target", name) for _ in range(2)]
@@ -491,7 +549,7 @@ def test_two_builds_of_one_target_at_once_agree_and_leave_nothing(docker_client,
             assert rc == 0, out + err[-3000:]
         tp = load_plan(matrix).targets[name]
         image_id = docker_client.api.inspect_image(tp.content_tag)["Id"]
-        for (out, err), _ in outcomes:
+        for (out, _err), _ in outcomes:
             assert image_id[7:19] in out, out
         assert_nothing_left(docker_client, before, {image_id} | cache_images(docker_client, state, name))
         # only the index of the base's filesystem stays (kept for the next build on that base),
@@ -507,6 +565,7 @@ def test_two_builds_of_one_target_at_once_agree_and_leave_nothing(docker_client,
 
 # -- 5b. `clean` while another build runs --------------------------------------------------------
 
+
 def with_builder_stage(tmp_path, matrix: Path, first: str, second: str, before_copy: str = "") -> None:
     """Adds target `second` on top of `first`, with a builder stage (an untagged leaf image while
     and after it builds, carrying our labels) that its last stage copies from."""
@@ -517,10 +576,15 @@ def with_builder_stage(tmp_path, matrix: Path, first: str, second: str, before_c
     text = tpl.read_text().replace(
         '{% import "partials/_common.j2" as common %}\n',
         '{% import "partials/_common.j2" as common %}\n'
-        f"{{% if name == '{second}' %}}FROM {{{{ from_ref }}}} AS early\nRUN touch /opt/early\n{{% endif %}}\n")
-    tpl.write_text(text.replace(f"{{% if name == '{first}' %}}",
-                                f"{{% if name == '{second}' %}}{before_copy}COPY --from=early /opt/early /opt/early\n"
-                                f"{{% endif %}}{{% if name == '{first}' %}}"))
+        f"{{% if name == '{second}' %}}FROM {{{{ from_ref }}}} AS early\nRUN touch /opt/early\n{{% endif %}}\n",
+    )
+    tpl.write_text(
+        text.replace(
+            f"{{% if name == '{first}' %}}",
+            f"{{% if name == '{second}' %}}{before_copy}COPY --from=early /opt/early /opt/early\n"
+            f"{{% endif %}}{{% if name == '{first}' %}}",
+        )
+    )
 
 
 def test_clean_while_another_build_runs_keeps_that_builds_step_images(docker_client, base, tmp_path):
@@ -541,10 +605,11 @@ def test_clean_while_another_build_runs_keeps_that_builds_step_images(docker_cli
         while not (log.exists() and "sleep 8" in log.read_text()):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
-        time.sleep(1)   # the sleep step's container is running; the early stage is an idle image
+        time.sleep(1)  # the sleep step's container is running; the early stage is an idle image
         # another checkout's state dir: only the engine is shared
-        cleaned = run_cli("--matrix", str(matrix), "--state-dir", str(tmp_path / "other-state"), "clean",
-                          "--target", other)
+        cleaned = run_cli(
+            "--matrix", str(matrix), "--state-dir", str(tmp_path / "other-state"), "clean", "--target", other
+        )
         assert cleaned.returncode == 0, cleaned.stderr
         out, err = proc.communicate()
         assert proc.returncode == 0, out + err[-3000:]

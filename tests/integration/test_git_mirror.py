@@ -26,8 +26,12 @@ def mirror(tmp_path, monkeypatch):
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    proc = subprocess.run([str(ROOT / "scripts" / "git-mirror"), str(tmp_path / "mirror"), str(BUNDLE), UPSTREAM],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "git-mirror"), str(tmp_path / "mirror"), str(BUNDLE), UPSTREAM],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     setting = proc.stdout.strip().split("=", 1)[1].strip("'")
     monkeypatch.setenv(fetch.MIRRORS_ENV, setting)
     return tmp_path / "mirror" / "github.com" / "ROCm" / "bitsandbytes"

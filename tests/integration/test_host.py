@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
 from rocmforge.host.container import host_gpu_access
+from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.docker
 FIX = ROOT / "tests" / "fixtures" / "rocminfo" / "handwritten"
@@ -53,7 +53,12 @@ def test_run_dry_run_prints_the_docker_command(docker_client):
     assert lines[0] == "# docker" and lines[2] == "# podman", lines
     line, podman = lines[1], lines[3]
     assert podman.startswith("podman run --rm") and podman.endswith("rocminfo")
-    assert line.startswith("docker run --rm") and line.endswith("rocminfo") and "--shm-size=" in line and "--ipc=host" not in line
+    assert (
+        line.startswith("docker run --rm")
+        and line.endswith("rocminfo")
+        and "--shm-size=" in line
+        and "--ipc=host" not in line
+    )
     assert "rocmforge/hip-devel:content-" in line
     if GPU.present:
         assert "--device /dev/kfd" in line and "--group-add" in line
@@ -77,16 +82,25 @@ def test_run_refuses_a_pruned_image_on_a_gpu_it_has_no_code_for(docker_client):
     build = run_cli("build", "--target", "hip-devel")
     assert build.returncode == 0, build.stderr[-2000:]
     before = {c.id for c in docker_client.containers.list(all=True)}
-    proc = run_cli("run", "--target", "hip-devel", "--kfd-topology", str(KFD / "rx6800-gfx1030"), "--",
-                   "cat", "/etc/debian_version")
+    proc = run_cli(
+        "run",
+        "--target",
+        "hip-devel",
+        "--kfd-topology",
+        str(KFD / "rx6800-gfx1030"),
+        "--",
+        "cat",
+        "/etc/debian_version",
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "gfx1030" in lines[0] and "gfx90a, gfx1100 (pruned)" in lines[0], proc.stderr
     assert proc.stdout == ""
     assert {c.id for c in docker_client.containers.list(all=True)} == before
     doctor = run_cli("doctor", "--kfd-topology", str(KFD / "rx6800-gfx1030"))
-    assert doctor.returncode == 1 and re.search(r"^FAIL\s+coverage:hip-devel\s+target hip-devel: ", doctor.stdout, re.M), \
-        doctor.stdout
+    assert doctor.returncode == 1 and re.search(
+        r"^FAIL\s+coverage:hip-devel\s+target hip-devel: ", doctor.stdout, re.M
+    ), doctor.stdout
     ok = run_cli("run", "--target", "hip-devel", "--kfd-topology", str(KFD / "mi210-gfx90a"), "--dry-run", "--", "true")
     assert ok.returncode == 0, ok.stderr
 
@@ -119,4 +133,6 @@ def test_run_picks_the_smallest_image_for_the_hosts_gpus(docker_client):
     igpu_only = dry_run("--rocminfo", str(ROCMINFO / "w7900-with-igpu-first.txt"), env={"HIP_VISIBLE_DEVICES": "0"})
     assert igpu_only.returncode == 1 and igpu_only.stdout == "", igpu_only.stderr
     assert "gfx1036" in igpu_only.stderr and gfx90a in igpu_only.stderr and gfx1100 in igpu_only.stderr
-    assert {c.id for c in docker_client.containers.list(all=True, filters={"ancestor": "rocmforge/hip-runtime"})} == before
+    assert {
+        c.id for c in docker_client.containers.list(all=True, filters={"ancestor": "rocmforge/hip-runtime"})
+    } == before

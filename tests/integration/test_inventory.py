@@ -10,17 +10,19 @@ import uuid
 import pytest
 import yaml
 
-from tests.conftest import copy_project, dpkg_versions, run_cli
 from rocmforge.render.plan import load_plan
+from tests.conftest import copy_project, dpkg_versions, run_cli
 
 pytestmark = pytest.mark.docker
 
 STACK = "debian13-rocm5.7"
 MARK = "COPY probes/ /opt/rocmforge/probes/"
 PROBE = "rocmforge-inventory-probe"
-FAKE_PACKAGE = (f"RUN printf 'Package: {PROBE}\\nStatus: install ok installed\\nVersion: 1.0-test\\n"
-                "Architecture: all\\nMaintainer: nobody\\nDescription: a package only the dpkg database knows\\n\\n' "
-                ">> /var/lib/dpkg/status")
+FAKE_PACKAGE = (
+    f"RUN printf 'Package: {PROBE}\\nStatus: install ok installed\\nVersion: 1.0-test\\n"
+    "Architecture: all\\nMaintainer: nobody\\nDescription: a package only the dpkg database knows\\n\\n' "
+    ">> /var/lib/dpkg/status"
+)
 
 
 @pytest.fixture()
@@ -28,15 +30,22 @@ def project(tmp_path):
     """Scratch targets on the bootstrapped base, each adding its own steps, and a user cache of
     their own (so the first build takes the container whatever earlier runs kept)."""
     tag = uuid.uuid4().hex[:8]
-    steps = {f"inv-plain-{tag}": f"RUN echo {uuid.uuid4().hex} > /opt/plain",
-             f"inv-again-{tag}": f"RUN echo {uuid.uuid4().hex} > /opt/again",
-             f"inv-dpkg-{tag}": FAKE_PACKAGE,
-             f"inv-env-{tag}": f"ENV PYTHONPATH=/opt/elsewhere\nRUN echo {tag} > /opt/moved"}
+    steps = {
+        f"inv-plain-{tag}": f"RUN echo {uuid.uuid4().hex} > /opt/plain",
+        f"inv-again-{tag}": f"RUN echo {uuid.uuid4().hex} > /opt/again",
+        f"inv-dpkg-{tag}": FAKE_PACKAGE,
+        f"inv-env-{tag}": f"ENV PYTHONPATH=/opt/elsewhere\nRUN echo {tag} > /opt/moved",
+    }
     matrix = copy_project(tmp_path)
     data = yaml.safe_load(matrix.read_text())
     for name in steps:
-        data["targets"][name] = {"description": "a scratch target", "stack": STACK, "version": "1",
-                                 "archs": ["gfx90a"], "source_date_epoch": 1764547200}
+        data["targets"][name] = {
+            "description": "a scratch target",
+            "stack": STACK,
+            "version": "1",
+            "archs": ["gfx90a"],
+            "source_date_epoch": 1764547200,
+        }
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     tpl = tmp_path / "templates" / "Dockerfile.j2"
     blocks = "".join(f"\n{{% if name == '{name}' %}}{step}\n{{% endif %}}" for name, step in steps.items())
@@ -50,8 +59,9 @@ def project(tmp_path):
 def build(matrix, state, name, env) -> tuple[dict, str]:
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    said = [line for line in (state / "logs" / f"{name}.log").read_text().splitlines()
-            if line.startswith("inventory of")]
+    said = [
+        line for line in (state / "logs" / f"{name}.log").read_text().splitlines() if line.startswith("inventory of")
+    ]
     return json.loads((state / "artifacts" / name / "manifest.json").read_text()), "\n".join(said)
 
 

@@ -8,12 +8,12 @@ import uuid
 import pytest
 import yaml
 
-from tests.conftest import copy_project, run_cli
 from rocmforge.assemble import engine
 from rocmforge.assemble.image.normalise import normalise_image
 from rocmforge.render.plan import load_plan
 from rocmforge.workflow.pipeline import Pipeline
 from rocmforge.workflow.project import Project
+from tests.conftest import copy_project, run_cli
 
 pytestmark = pytest.mark.docker
 
@@ -24,12 +24,18 @@ def test_one_label_step_gives_the_image_of_one_step_per_label(docker_client, tmp
     name = f"labels-{uuid.uuid4().hex[:8]}"
     matrix = copy_project(tmp_path)
     data = yaml.safe_load(matrix.read_text())
-    data["targets"][name] = {"description": "a scratch target", "stack": "debian13-rocm5.7", "version": "1",
-                             "archs": ["gfx90a"], "source_date_epoch": 1764547200}
+    data["targets"][name] = {
+        "description": "a scratch target",
+        "stack": "debian13-rocm5.7",
+        "version": "1",
+        "archs": ["gfx90a"],
+        "source_date_epoch": 1764547200,
+    }
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     tpl = tmp_path / "templates" / "Dockerfile.j2"
-    tpl.write_text(tpl.read_text().replace(MARK, MARK + f"\n{{% if name == '{name}' %}}RUN echo {name} > /opt/x\n"
-                                           "{% endif %}"))
+    tpl.write_text(
+        tpl.read_text().replace(MARK, MARK + f"\n{{% if name == '{name}' %}}RUN echo {name} > /opt/x\n{{% endif %}}")
+    )
     state = tmp_path / "state"
     tp = load_plan(matrix).targets[name]
     assert engine.merged_steps(tp) == 1
@@ -40,7 +46,7 @@ def test_one_label_step_gives_the_image_of_one_step_per_label(docker_client, tmp
         assert proc.returncode == 0, proc.stdout + proc.stderr
         log = (state / "logs" / f"{name}.log").read_text()
         label_steps = [line for line in log.splitlines() if line.startswith("Step ") and " : LABEL " in line]
-        assert len(label_steps) == 1 and f"io.rocmforge.content-hash=\"{tp.content_hash}\"" in label_steps[0], log
+        assert len(label_steps) == 1 and f'io.rocmforge.content-hash="{tp.content_hash}"' in label_steps[0], log
         ours = docker_client.images.get(tp.content_tag)
         assert ours.labels["io.rocmforge.content-hash"] == tp.content_hash
         assert ours.labels["io.rocmforge.target"] == name
@@ -48,16 +54,30 @@ def test_one_label_step_gives_the_image_of_one_step_per_label(docker_client, tmp
         # the same context as the Dockerfile states it, each LABEL its own step, the content-hash
         # label given as rocmforge gave it before: normalised, the same image
         context = Pipeline(Project(matrix, state)).context(name)
-        for chunk in docker_client.api.build(fileobj=engine.context_tar(context, None), custom_context=True,
-                                             tag=by_hand, labels=engine.build_labels(tp), rm=True, decode=True):
+        for chunk in docker_client.api.build(
+            fileobj=engine.context_tar(context, None),
+            custom_context=True,
+            tag=by_hand,
+            labels=engine.build_labels(tp),
+            rm=True,
+            decode=True,
+        ):
             assert "error" not in chunk, chunk
             for line in chunk.get("stream", "").splitlines():
                 if engine.STEP_IMAGE_RE.match(line):
                     made.append(line.split()[-1])
         raw = docker_client.api.history(by_hand)
-        assert sum(" LABEL " in (h.get("CreatedBy") or "") for h in raw[:2]) == 2   # two steps on this side
-        again = normalise_image(docker_client, by_hand, epoch=1764547200, tags=[], workdir=tmp_path / "work",
-                                base_ref=engine.final_base(docker_client, tp), steps=engine.history_steps(tp), log=lambda line: None)
+        assert sum(" LABEL " in (h.get("CreatedBy") or "") for h in raw[:2]) == 2  # two steps on this side
+        again = normalise_image(
+            docker_client,
+            by_hand,
+            epoch=1764547200,
+            tags=[],
+            workdir=tmp_path / "work",
+            base_ref=engine.final_base(docker_client, tp),
+            steps=engine.history_steps(tp),
+            log=lambda line: None,
+        )
         assert again.image_id == ours.id
     finally:
         try:

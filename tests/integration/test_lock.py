@@ -8,12 +8,12 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import ROOT, copy_project, run_cli
 from rocmforge.host import fetch
 from rocmforge.resolve import lockfile
+from tests.conftest import ROOT, copy_project, run_cli
 
 pytestmark = pytest.mark.docker
-OFFLINE = ["--target", "hip-python"]   # the chain that resolves here: hip-devel, hip-runtime, hip-python
+OFFLINE = ["--target", "hip-python"]  # the chain that resolves here: hip-devel, hip-runtime, hip-python
 
 
 def test_committed_lock_checks_clean(docker_client):
@@ -47,8 +47,9 @@ AMD_TARGETS = ["llama7b-train", "llama7b-infer", "llama31-qlora-w7900"]
 def test_lock_resolves_what_it_can_and_keeps_the_rest(docker_client, tmp_path):
     matrix = copy_project(tmp_path)
     args = [a for t in ["hip-python", *AMD_TARGETS] for a in ("--target", t)]
-    proc = run_cli("--matrix", str(matrix), "lock", *args, env={"ROCMFORGE_GIT_MIRRORS": "",
-                                                                   "ROCMFORGE_REGISTRY_MIRROR": ""})
+    proc = run_cli(
+        "--matrix", str(matrix), "lock", *args, env={"ROCMFORGE_GIT_MIRRORS": "", "ROCMFORGE_REGISTRY_MIRROR": ""}
+    )
     assert proc.returncode == 1, "entries needing Docker Hub and GitHub cannot resolve here"
     err = proc.stderr
     # Each entry was tried, and says where and why it failed.
@@ -69,9 +70,19 @@ def test_lock_resolves_what_it_can_and_keeps_the_rest(docker_client, tmp_path):
 
 
 def _git(*args, cwd):
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin",
+        },
+    )
 
 
 @pytest.fixture

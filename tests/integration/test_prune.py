@@ -25,9 +25,14 @@ def test_hip_runtime_keeps_only_its_archs_and_no_layer_holds_the_rest(docker_cli
     # Read through sh() (wait, then logs): a streamed run() can lose a short final line on some engines.
     rc, listing = sh(docker_client, tp.content_tag, f"ls {LIBRARY}")
     assert rc == 0, listing
-    assert sorted(listing.split()) == ["Kernels.so-000-gfx1100.hsaco", "Kernels.so-000-gfx90a-xnack+.hsaco",
-                                       "Kernels.so-000-gfx90a-xnack-.hsaco", "TensileLibrary.dat",
-                                       "TensileLibrary_gfx1100.co", "TensileLibrary_gfx90a.co"]
+    assert sorted(listing.split()) == [
+        "Kernels.so-000-gfx1100.hsaco",
+        "Kernels.so-000-gfx90a-xnack+.hsaco",
+        "Kernels.so-000-gfx90a-xnack-.hsaco",
+        "TensileLibrary.dat",
+        "TensileLibrary_gfx1100.co",
+        "TensileLibrary_gfx90a.co",
+    ]
     rc, out = sh(docker_client, tp.content_tag, f"cat {archprune.record_path('hip-runtime')}")
     assert rc == 0, out
     record = json.loads(out)
@@ -41,6 +46,10 @@ def test_hip_runtime_keeps_only_its_archs_and_no_layer_holds_the_rest(docker_cli
     manifest = run_cli("manifest", "--target", "hip-runtime")
     assert manifest.returncode == 0, manifest.stderr[-2000:]
     written = json.loads((ROOT / ".rocmforge" / "artifacts" / "hip-runtime" / "manifest.json").read_text())
-    assert written["prune"] == {"pruned": True, "archs": ["gfx1100", "gfx90a"],
-                                "removed_files": record["removed_files"], "removed_bytes": record["removed_bytes"]}
+    assert written["prune"] == {
+        "pruned": True,
+        "archs": ["gfx1100", "gfx90a"],
+        "removed_files": record["removed_files"],
+        "removed_bytes": record["removed_bytes"],
+    }
     assert "pruned, 1.06 GB saved" in run_cli("list").stdout

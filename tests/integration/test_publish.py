@@ -15,19 +15,18 @@ from pathlib import Path
 import pytest
 
 from rocmforge.assemble import engine
-from rocmforge.release import publish
 from rocmforge.host import registry as reg
-from rocmforge.verify import suites as suite_runs
-from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.release import imageindex, publish
 from rocmforge.render.plan import BuildPlan, TargetPlan, content_hash
-from rocmforge.release import imageindex
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.verify import suites as suite_runs
 from tests.local_registry import free_port
 
 pytestmark = pytest.mark.docker
 
 STACK = "teststack"
 BASE_REPO = "rocmforge/base-debian13-rocm5.7"
-RUN = uuid.uuid4().hex[:8]          # every name these tests create contains it, for the clean-up
+RUN = uuid.uuid4().hex[:8]  # every name these tests create contains it, for the clean-up
 
 
 def _get_json(url: str) -> dict:
@@ -50,9 +49,18 @@ class Forge:
     def target(self, kind: str, archs: tuple[str, ...] = ("gfx1100",), variant: tuple[str, ...] = ()) -> TargetPlan:
         name = f"rfpub-{RUN}-{kind}"
         files = {"Dockerfile": f"# {name} {variant}\n".encode()}
-        return TargetPlan(name=name, stack=STACK, archs=variant or archs, deps=(), files=files,
-                          content_hash=content_hash(files), labels={}, unresolved=(), bootstrap_stack=None,
-                          variant=variant)
+        return TargetPlan(
+            name=name,
+            stack=STACK,
+            archs=variant or archs,
+            deps=(),
+            files=files,
+            content_hash=content_hash(files),
+            labels={},
+            unresolved=(),
+            bootstrap_stack=None,
+            variant=variant,
+        )
 
     def build(self, tp: TargetPlan, nonce: str = "", tag: bool = True) -> str:
         """An image carrying tp's labels; tag=True tags it as tp's content and readable tags (a build)."""
@@ -64,12 +72,17 @@ class Forge:
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
         buf.seek(0)
-        labels = {"io.rocmforge.target": tp.name, "io.rocmforge.content-hash": tp.content_hash,
-                  "io.rocmforge.stack": tp.stack, "org.opencontainers.image.title": tp.name,
-                  "io.rocmforge.archs": ",".join(tp.archs)}
+        labels = {
+            "io.rocmforge.target": tp.name,
+            "io.rocmforge.content-hash": tp.content_hash,
+            "io.rocmforge.stack": tp.stack,
+            "org.opencontainers.image.title": tp.name,
+            "io.rocmforge.archs": ",".join(tp.archs),
+        }
         image_id = None
-        for chunk in self.client.api.build(fileobj=buf, custom_context=True, labels=labels, rm=True,
-                                           forcerm=True, pull=False, decode=True):
+        for chunk in self.client.api.build(
+            fileobj=buf, custom_context=True, labels=labels, rm=True, forcerm=True, pull=False, decode=True
+        ):
             assert "error" not in chunk, chunk
             image_id = (chunk.get("aux") or {}).get("ID") or image_id
         assert image_id
@@ -93,8 +106,7 @@ class Forge:
                 pass
 
 
-def record_result(state: Path, image_id: str, tp: TargetPlan, ok: bool = True, judged: bool = True,
-                  **other) -> None:
+def record_result(state: Path, image_id: str, tp: TargetPlan, ok: bool = True, judged: bool = True, **other) -> None:
     """The record `build.py test` writes, judged against the matrix and lock beside the state folder
     (written here when missing) and tp; other: fields of that judgement replaced."""
     suites = {s: {"status": "passed", "detail": "1 check(s)"} for s in suite_runs.SUITE_NAMES}
@@ -158,9 +170,17 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
     on_disk = json.loads(text)
     assert list(on_disk) == sorted(on_disk)
     assert on_disk == rec
-    assert rec == {"archs": ["gfx1100"], "content_hash": tp.content_hash, "digest": rec["digest"], "image_id": image_id,
-                   "registry": local_registry, "repository": repository,
-                   "suites": {s: "passed" for s in suite_runs.SUITE_NAMES}, "tags": tags, "target": tp.name}
+    assert rec == {
+        "archs": ["gfx1100"],
+        "content_hash": tp.content_hash,
+        "digest": rec["digest"],
+        "image_id": image_id,
+        "registry": local_registry,
+        "repository": repository,
+        "suites": {s: "passed" for s in suite_runs.SUITE_NAMES},
+        "tags": tags,
+        "target": tp.name,
+    }
     assert rec["digest"].startswith("sha256:") and len(rec["digest"]) == 71
     # The registry holds both tags at that digest; the push left no registry-named local tags.
     assert f"rocmforge/{tp.name}" in _get_json(f"http://{local_registry}/v2/_catalog")["repositories"]
@@ -182,8 +202,7 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
     assert engine.image_id(docker_client, tp.readable_tag) == image_id
 
 
-def test_variants_are_pushed_as_one_index_and_pull_takes_the_picked_entry(docker_client, forge, local_registry,
-                                                                          dirs):
+def test_variants_are_pushed_as_one_index_and_pull_takes_the_picked_entry(docker_client, forge, local_registry, dirs):
     state, published = dirs
     main = forge.target("idx", archs=("gfx90a", "gfx1100"))
     variants = (forge.target("idx", variant=("gfx90a",)), forge.target("idx", variant=("gfx1100",)))
@@ -230,15 +249,21 @@ def test_variants_are_pushed_as_one_index_and_pull_takes_the_picked_entry(docker
     assert got["picked"]["image_id"] == ids[variants[1].key] and got["picked"]["variant"]
     assert got["local_tags"] == [variants[1].content_tag, variants[1].readable_tag]
     assert engine.image_id(docker_client, variants[1].readable_tag) == ids[variants[1].key]
-    assert engine.image_id(docker_client, main.readable_tag) is None     # nothing else was tagged
+    assert engine.image_id(docker_client, main.readable_tag) is None  # nothing else was tagged
     # Without a picker (no GPU facts) the main image, under the main image's tags.
-    assert publish.pull(docker_client, main.name, record_dir=published)["local_tags"] == [main.content_tag,
-                                                                                          main.readable_tag]
+    assert publish.pull(docker_client, main.name, record_dir=published)["local_tags"] == [
+        main.content_tag,
+        main.readable_tag,
+    ]
     assert engine.image_id(docker_client, main.readable_tag) == ids[main.key]
 
     # An index moved behind the record's back is refused before anything is pulled.
-    moved = imageindex.push(docker_client, repository, STACK, [(rec["digest"], ("gfx90a", "gfx1100")),
-                                                              (rec["variants"][0]["digest"], ("gfx1100",))])
+    moved = imageindex.push(
+        docker_client,
+        repository,
+        STACK,
+        [(rec["digest"], ("gfx90a", "gfx1100")), (rec["variants"][0]["digest"], ("gfx1100",))],
+    )
     with pytest.raises(UserError, match=f"now points to {moved}"):
         publish.pull(docker_client, main.name, record_dir=published, pick=take_gfx1100)
 
@@ -249,8 +274,7 @@ def test_pull_refused_when_tag_overwritten_behind_our_back(docker_client, forge,
     image_id = forge.build(tp)
     record_result(state, image_id, tp)
     # A namespace replaces "rocmforge" in the registry's names.
-    rec = publish.push(docker_client, plan_of(tp), tp.name, f"{local_registry}/team",
-                       **where(dirs))
+    rec = publish.push(docker_client, plan_of(tp), tp.name, f"{local_registry}/team", **where(dirs))
     repository = f"{local_registry}/team/{tp.name}"
     assert rec["repository"] == repository
 
@@ -340,7 +364,7 @@ def test_push_refused_after_rebuild(docker_client, forge, local_registry, dirs):
     tp = forge.target("rebuilt")
     tested = forge.build(tp)
     record_result(state, tested, tp)
-    rebuilt = forge.build(tp, nonce="rebuild")          # same content hash, new image ID
+    rebuilt = forge.build(tp, nonce="rebuild")  # same content hash, new image ID
     assert rebuilt != tested and engine.image_id(docker_client, tp.content_tag) == rebuilt
     with pytest.raises(UserError) as err:
         publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
@@ -369,7 +393,7 @@ def test_push_refused_for_results_judged_against_other_inputs(docker_client, for
     if isinstance(change, dict):
         record_result(state, image_id, tp, **change)
         was = now = ""
-    else:                           # the file was edited after the image was tested
+    else:  # the file was edited after the image was tested
         record_result(state, image_id, tp)
         edited = matrix.parent / change
         was = suite_runs.file_sha256(edited)
@@ -379,8 +403,12 @@ def test_push_refused_for_results_judged_against_other_inputs(docker_client, for
         publish.push(docker_client, plan_of(tp), tp.name, local_registry, **where(dirs))
     message = str(err.value)
     assert err.value.field == "--target"
-    assert said.format(name=tp.name, hash=tp.content_hash, was=was, now=now, matrix=matrix,
-                       lock=matrix.with_suffix(".lock")) in message, message
+    assert (
+        said.format(
+            name=tp.name, hash=tp.content_hash, was=was, now=now, matrix=matrix, lock=matrix.with_suffix(".lock")
+        )
+        in message
+    ), message
     assert image_id in message and f"python build.py test --target {tp.name}" in message
     _assert_not_published(docker_client, local_registry, tp, published)
 
@@ -404,7 +432,7 @@ def test_push_to_unreachable_registry_is_a_build_error(docker_client, forge, dir
     tp = forge.target("unreachable")
     image_id = forge.build(tp)
     record_result(state, image_id, tp)
-    registry = f"127.0.0.1:{free_port()}"               # nothing listens there
+    registry = f"127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(BuildError) as err:
         publish.push(docker_client, plan_of(tp), tp.name, registry, **where(dirs))
     assert registry in str(err.value)
@@ -418,11 +446,14 @@ def test_pull_without_record_names_the_file(docker_client, tmp_path):
     assert err.value.file == str(tmp_path / "hip-runtime.json")
 
 
-@pytest.mark.parametrize("text, host, namespace", [
-    ("127.0.0.1:5000", "127.0.0.1:5000", "rocmforge"),
-    ("registry.example.org/team/ml", "registry.example.org", "team/ml"),
-    ("localhost/x", "localhost", "x"),
-])
+@pytest.mark.parametrize(
+    "text, host, namespace",
+    [
+        ("127.0.0.1:5000", "127.0.0.1:5000", "rocmforge"),
+        ("registry.example.org/team/ml", "registry.example.org", "team/ml"),
+        ("localhost/x", "localhost", "x"),
+    ],
+)
 def test_registry_argument(text, host, namespace):
     r = reg.parse(text)
     assert (r.host, r.namespace) == (host, namespace)

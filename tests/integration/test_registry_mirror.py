@@ -10,16 +10,16 @@ import uuid
 
 import pytest
 
-from rocmforge.resolve import bases, bootstrap
-from rocmforge.host import registrybase as reg
 from rocmforge.define.matrix import load_matrix
+from rocmforge.host import registrybase as reg
+from rocmforge.resolve import bases, bootstrap
 from tests.conftest import ROOT, build_image
 from tests.local_registry import free_port
 
 pytestmark = pytest.mark.docker
 
 STACK = "debian13-rocm5.7"
-RUN = uuid.uuid4().hex[:8]          # every tag these tests create contains it, for the clean-up
+RUN = uuid.uuid4().hex[:8]  # every tag these tests create contains it, for the clean-up
 TAG = f"standin-{RUN}"
 V2 = "application/vnd.docker.distribution.manifest.v2+json"
 
@@ -44,8 +44,9 @@ def standin(docker_client, local_registry, tmp_path_factory):
     try:
         docker_client.images.get(base)
     except docker.errors.ImageNotFound:
-        base = bootstrap.ensure_base(docker_client, STACK, stack, tmp_path_factory.mktemp("bootstrap"),
-                                     lambda *a, **k: None)
+        base = bootstrap.ensure_base(
+            docker_client, STACK, stack, tmp_path_factory.mktemp("bootstrap"), lambda *a, **k: None
+        )
         created.append(docker_client.images.get(base).id)
     image_id = build_image(docker_client, f"FROM {base}\nLABEL io.rocmforge.test.standin={RUN}\n")
     created.insert(0, image_id)
@@ -100,7 +101,7 @@ def test_pull_skipped_when_present(docker_client, local_registry, standin):
 
 def test_pull_through_mirror_then_build_from_it(docker_client, local_registry, standin):
     image_id, digest = standin
-    _forget(docker_client, image_id)                  # as on a machine that never had it
+    _forget(docker_client, image_id)  # as on a machine that never had it
 
     ref = reg.pull(docker_client, "rocm/pytorch", digest, mirror=local_registry)
 
@@ -124,7 +125,7 @@ def test_pull_through_mirror_then_build_from_it(docker_client, local_registry, s
 
 def test_mirror_on_unused_port(docker_client, standin):
     _, digest = standin
-    mirror = f"127.0.0.1:{free_port()}"               # nothing listens there
+    mirror = f"127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(reg.RegistryError) as err:
         reg.resolve("rocm/pytorch", TAG, mirror=mirror, timeout=10)
     assert mirror in str(err.value) and "connection refused" in str(err.value)

@@ -22,14 +22,14 @@ import pytest
 import yaml
 
 from rocmforge.release import attestations as att
-from rocmforge.verify import suites as suite_runs
 from rocmforge.render.plan import load_plan
+from rocmforge.verify import suites as suite_runs
 from tests.conftest import ROOT, copy_project, run_cli
 from tests.integration.conftest import _need
 
 pytestmark = pytest.mark.docker
 STATEMENTS = (att.SBOM, att.PROVENANCE, att.TEST_RESULT)
-WIDTH = 1280         # the window the page must fit, the narrowest common laptop screen
+WIDTH = 1280  # the window the page must fit, the narrowest common laptop screen
 ARTIFACTS = Path(os.environ.get("ROCMFORGE_TEST_ARTIFACTS") or ROOT / ".rocmforge" / "test-artifacts")
 
 
@@ -41,8 +41,12 @@ def chromium() -> str:
 
 
 def headless(exe: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 class Cells(HTMLParser):
@@ -76,8 +80,13 @@ def page(docker_client, tmp_path_factory):
     matrix = copy_project(tmp)
     data = yaml.safe_load(matrix.read_text())
     name = f"report-{uuid.uuid4().hex[:8]}"
-    data["targets"][name] = {"description": "a scratch target for the report", "stack": "debian13-rocm5.7",
-                             "version": "1", "archs": ["gfx90a"], "source_date_epoch": 1764547200}
+    data["targets"][name] = {
+        "description": "a scratch target for the report",
+        "stack": "debian13-rocm5.7",
+        "version": "1",
+        "archs": ["gfx90a"],
+        "source_date_epoch": 1764547200,
+    }
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     state = tmp / "state"
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name)
@@ -87,21 +96,41 @@ def page(docker_client, tmp_path_factory):
     suites = {s: {"status": "passed", "detail": "1 check(s)", "figures": {}} for s in suite_runs.suites_present()}
     suites["rocminfo"] = {"status": "not GPU-verified", "detail": "no /dev/kfd on this host", "figures": {}}
     suites["gemm"] = {"status": "failed", "detail": "injected: GEMM gave NaN", "figures": {}}
-    suite_runs.record(state, suite_runs.SuitesReport.from_json(
-        {"image_id": image_id, "target": name, "ok": False, "suites": suites, "tests": []}))
+    suite_runs.record(
+        state,
+        suite_runs.SuitesReport.from_json(
+            {"image_id": image_id, "target": name, "ok": False, "suites": suites, "tests": []}
+        ),
+    )
     (state / "checks").mkdir(parents=True, exist_ok=True)
-    (state / "checks" / f"repro-{name}.json").write_text(json.dumps(
-        {"target": name, "identical": True, "image_ids": [image_id, image_id], "checked": "2026-12-01T00:00:00Z"}))
+    (state / "checks" / f"repro-{name}.json").write_text(
+        json.dumps(
+            {"target": name, "identical": True, "image_ids": [image_id, image_id], "checked": "2026-12-01T00:00:00Z"}
+        )
+    )
     (tmp / "published").mkdir()
-    (tmp / "published" / f"{name}.json").write_text(json.dumps(
-        {"target": name, "registry": "registry.example.org", "repository": f"registry.example.org/rocmforge/{name}",
-         "digest": "sha256:" + "ab" * 32, "image_id": image_id,
-         "signed": {"cosign": "2.5.0", "public_key_sha256": "cd" * 32, "attestations": sorted(STATEMENTS),
-                    "predicate_bytes": {k: 1000 + i for i, k in enumerate(sorted(STATEMENTS))}}}))
+    (tmp / "published" / f"{name}.json").write_text(
+        json.dumps(
+            {
+                "target": name,
+                "registry": "registry.example.org",
+                "repository": f"registry.example.org/rocmforge/{name}",
+                "digest": "sha256:" + "ab" * 32,
+                "image_id": image_id,
+                "signed": {
+                    "cosign": "2.5.0",
+                    "public_key_sha256": "cd" * 32,
+                    "attestations": sorted(STATEMENTS),
+                    "predicate_bytes": {k: 1000 + i for i, k in enumerate(sorted(STATEMENTS))},
+                },
+            }
+        )
+    )
     out = tmp / "out"
     summary = tmp / "summary.md"
-    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "report", "--out", str(out),
-                   "--markdown", str(summary))
+    proc = run_cli(
+        "--matrix", str(matrix), "--state-dir", str(state), "report", "--out", str(out), "--markdown", str(summary)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     yield exe, out / "index.html", name, image_id, summary
     run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name)
@@ -125,7 +154,7 @@ def test_rendered_dom_shows_every_target_and_suite(page):
     assert "sha256:" + "ab" * 32 in proc.stdout and "identical" in proc.stdout
     assert cells.signed[name] == "signed" and "signed + 3 attestations (key sha256 cdcdcdcdcdcd…)" in proc.stdout
     assert {v for t, v in cells.signed.items() if t != name} == {"not published"}
-    assert "http://" not in index.read_text() and "https://" not in index.read_text()   # no external assets
+    assert "http://" not in index.read_text() and "https://" not in index.read_text()  # no external assets
 
 
 # Run in a copy of the page (the report itself carries no script) once the page has loaded; the
@@ -148,8 +177,8 @@ MEASURE = """<script>addEventListener("load", () => {
   const closed = snapshot();
   document.querySelectorAll("details").forEach(d => { d.open = true; });
   root.setAttribute("data-measured", JSON.stringify({closed, opened: snapshot()}));
-});</script>"""
-TALLEST_ROW = 200    # px with the details closed: a row stays a few lines tall (some were 490 before)
+});</script>"""  # noqa: E501
+TALLEST_ROW = 200  # px with the details closed: a row stays a few lines tall (some were 490 before)
 
 
 def measure(exe: str, index: Path, width: int) -> dict:

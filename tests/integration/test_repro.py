@@ -8,17 +8,17 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, build_image
-from rocmforge.resolve import bootstrap
 from rocmforge.assemble.image.diff import describe_difference, diff_images
 from rocmforge.assemble.image.normalise import normalise_image
 from rocmforge.define.matrix import load_matrix
+from rocmforge.resolve import bootstrap
+from tests.conftest import ROOT, build_image
 
 pytestmark = pytest.mark.docker
 
-EPOCH = 1764547200                      # 2025-12-01T00:00:00Z
+EPOCH = 1764547200  # 2025-12-01T00:00:00Z
 STACK = "debian13-rocm5.7"
-JQ = "1.7.1-6+deb13u4"                  # `apt-cache policy jq` in a container of the trixie base
+JQ = "1.7.1-6+deb13u4"  # `apt-cache policy jq` in a container of the trixie base
 
 
 def _quiet(_line: str) -> None:
@@ -42,8 +42,7 @@ def created(docker_client):
 @pytest.fixture(scope="module")
 def base(docker_client, tmp_path_factory, created):
     """The bootstrapped base: the one present, else bootstrapped here (and removed afterwards)."""
-    tags = [t for img in docker_client.images.list(name=f"rocmforge/base-{STACK}") for t in img.tags
-            if ":recipe-" in t]
+    tags = [t for img in docker_client.images.list(name=f"rocmforge/base-{STACK}") for t in img.tags if ":recipe-" in t]
     if tags:
         return docker_client.images.get(sorted(tags)[0])
     stack = load_matrix(ROOT / "matrix.yaml").stacks[STACK]
@@ -62,14 +61,14 @@ def build(client, dockerfile: str, created: list[str]) -> str:
 
 def build_twice(client, dockerfile: str, created: list[str]) -> list[str]:
     first = build(client, dockerfile, created)
-    time.sleep(1.5)                     # so that every time stamp differs
+    time.sleep(1.5)  # so that every time stamp differs
     return [first, build(client, dockerfile, created)]
 
 
 def normalise(client, ref: str, created: list[str], workdir, epoch: int = EPOCH) -> str:
     image_id = normalise_image(client, ref, epoch=epoch, tags=[], workdir=workdir, log=_quiet).image_id
     created.append(image_id)
-    assert list(workdir.iterdir()) == []          # the rewritten layers are gone
+    assert list(workdir.iterdir()) == []  # the rewritten layers are gone
     return image_id
 
 
@@ -79,9 +78,11 @@ def diff_ids(client, ref: str) -> list[str]:
 
 def test_two_builds_of_an_apt_install_normalise_to_one_image(docker_client, base, created, tmp_path):
     tag = base.tags[0]
-    dockerfile = (f"FROM {tag}\n"
-                  "ARG SOURCE_DATE_EPOCH=1764547200\n"
-                  f"RUN apt-get update && apt-get install -y --no-install-recommends jq={JQ}\n")
+    dockerfile = (
+        f"FROM {tag}\n"
+        "ARG SOURCE_DATE_EPOCH=1764547200\n"
+        f"RUN apt-get update && apt-get install -y --no-install-recommends jq={JQ}\n"
+    )
     raw = build_twice(docker_client, dockerfile, created)
     assert raw[0] != raw[1]
     assert diff_ids(docker_client, raw[0])[1] != diff_ids(docker_client, raw[1])[1]
@@ -91,20 +92,22 @@ def test_two_builds_of_an_apt_install_normalise_to_one_image(docker_client, base
     norm = [normalise(docker_client, r, created, tmp_path) for r in raw]
     assert norm[0] == norm[1]
     assert diff_ids(docker_client, norm[0]) == diff_ids(docker_client, norm[1])
-    assert diff_ids(docker_client, norm[0])[0] == diff_ids(docker_client, tag)[0]   # base layer kept as is
+    assert diff_ids(docker_client, norm[0])[0] == diff_ids(docker_client, tag)[0]  # base layer kept as is
     assert diff_images(docker_client, norm[0], norm[1]) is None
 
     attrs = docker_client.api.inspect_image(norm[0])
     assert attrs["Created"] == "2025-12-01T00:00:00Z" and attrs["Container"] == ""
     assert attrs["Config"]["Labels"] == base.attrs["Config"]["Labels"]
-    script = ("jq --version; ls -A /var/lib/apt/lists; ls -A /var/log/apt; "
-              "test -e /var/log/dpkg.log || echo no-dpkg-log; "
-              "stat -c %Y /var/lib/dpkg/status /usr/bin/jq /usr/lib/x86_64-linux-gnu/libonig.so.5.4.0")
+    script = (
+        "jq --version; ls -A /var/lib/apt/lists; ls -A /var/log/apt; "
+        "test -e /var/log/dpkg.log || echo no-dpkg-log; "
+        "stat -c %Y /var/lib/dpkg/status /usr/bin/jq /usr/lib/x86_64-linux-gnu/libonig.so.5.4.0"
+    )
     out = docker_client.containers.run(norm[0], ["bash", "-c", script], remove=True).decode().split()
     assert out[:4] == ["jq-1.7", "lock", "partial", "no-dpkg-log"]
-    assert int(out[4]) == EPOCH                   # written by the build: clamped to the epoch
-    assert int(out[5]) == EPOCH                   # jq's .deb is dated after the epoch: clamped
-    assert int(out[6]) < EPOCH                    # libonig's .deb is older: keeps its own time
+    assert int(out[4]) == EPOCH  # written by the build: clamped to the epoch
+    assert int(out[5]) == EPOCH  # jq's .deb is dated after the epoch: clamped
+    assert int(out[6]) < EPOCH  # libonig's .deb is older: keeps its own time
 
 
 def test_injected_nondeterminism_is_named(docker_client, base, created, tmp_path):
@@ -123,5 +126,7 @@ def test_injected_nondeterminism_is_named(docker_client, base, created, tmp_path
 
 def test_bootstrapped_base_round_trips(docker_client, base, tmp_path):
     # Its layer was written by GNU tar in the canonical form and its config dated 1970: nothing changes.
-    assert normalise_image(docker_client, base.tags[0], epoch=0, tags=[], workdir=tmp_path, log=_quiet).image_id == base.id
+    assert (
+        normalise_image(docker_client, base.tags[0], epoch=0, tags=[], workdir=tmp_path, log=_quiet).image_id == base.id
+    )
     assert list(tmp_path.iterdir()) == []

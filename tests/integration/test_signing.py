@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from rocmforge.assemble import engine
-from rocmforge.release import attestations as att, cosign as cosigns, imageindex
+from rocmforge.release import attestations as att
+from rocmforge.release import cosign as cosigns
+from rocmforge.release import imageindex
 from rocmforge.verify import suites as suite_runs
 from tests.conftest import copy_project, run_cli
 from tests.integration.test_build_leftovers import base  # noqa: F401  (a fixture: the trixie base)
@@ -41,7 +43,7 @@ def keys(cosign, tmp_path_factory):
     made = {}
     for who, password in (("ours", "right"), ("other", "other")):
         folder = tmp_path_factory.mktemp(f"keys-{who}")
-        with_password(password, lambda: cosign.run(["generate-key-pair"], cwd=folder))
+        with_password(password, lambda folder=folder: cosign.run(["generate-key-pair"], cwd=folder))
         made[who] = (folder / "cosign.key", folder / "cosign.pub", password)
     return made
 
@@ -74,8 +76,10 @@ def assert_one_error(proc, rc: int, *needles: str) -> str:
 
 
 def fetch_manifest(url: str) -> tuple[bytes, str]:
-    accept = ("application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
-              "application/vnd.docker.distribution.manifest.v2+json")
+    accept = (
+        "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
+        "application/vnd.docker.distribution.manifest.v2+json"
+    )
     with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=10) as resp:
         return resp.read(), resp.headers["Content-Type"]
 
@@ -96,16 +100,52 @@ def pushed(hip_runtime_built, docker_client, local_registry, keys, tmp_path_fact
     key, pub, password = keys["ours"]
     registry = f"{local_registry}/signed{RUN}"
     # A wrong password first: one message, exit 2, and not one layer in the registry.
-    refused = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
-                  "--registry", registry, "--sign-key", str(key), password="wrong")
+    refused = cli(
+        "--matrix",
+        str(matrix),
+        "--state-dir",
+        str(state),
+        "push",
+        "--target",
+        TARGET,
+        "--registry",
+        registry,
+        "--sign-key",
+        str(key),
+        password="wrong",
+    )
     assert_one_error(refused, 2, "--sign-key", "COSIGN_PASSWORD")
     assert get_json(f"http://{local_registry}/v2/_catalog")["repositories"] == []
-    not_a_key = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
-                    "--registry", registry, "--sign-key", str(pub), password=password)
+    not_a_key = cli(
+        "--matrix",
+        str(matrix),
+        "--state-dir",
+        str(state),
+        "push",
+        "--target",
+        TARGET,
+        "--registry",
+        registry,
+        "--sign-key",
+        str(pub),
+        password=password,
+    )
     assert_one_error(not_a_key, 2, "--sign-key")
     started = time.monotonic()
-    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
-               "--registry", registry, "--sign-key", str(key), password=password)
+    proc = cli(
+        "--matrix",
+        str(matrix),
+        "--state-dir",
+        str(state),
+        "push",
+        "--target",
+        TARGET,
+        "--registry",
+        registry,
+        "--sign-key",
+        str(key),
+        password=password,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     print(f"signed push of {TARGET}: {time.monotonic() - started:.1f} s")
     record = json.loads((matrix.parent / "published" / f"{TARGET}.json").read_text())
@@ -127,8 +167,9 @@ def test_push_signs_and_cosign_verifies_signature_and_all_three_attestations(pus
     assert json.loads(out)[0]["critical"]["image"]["docker-manifest-digest"] == record["digest"]
     statements = {}
     for kind in ("cyclonedx", "slsaprovenance1", att.TEST_RESULT):
-        out = cosign.run(["verify-attestation", "--key", pub, "--type", kind, "--insecure-ignore-tlog", *http,
-                          pinned]).stdout
+        out = cosign.run(
+            ["verify-attestation", "--key", pub, "--type", kind, "--insecure-ignore-tlog", *http, pinned]
+        ).stdout
         st = cosigns.decode_envelope(out.splitlines()[0])
         assert st["subject"][0]["digest"]["sha256"] == record["digest"].split(":")[1]
         statements[st["predicateType"]] = st["predicate"]
@@ -163,14 +204,20 @@ def test_verify_prints_what_is_attested_and_refuses_another_key(pushed, keys):
     assert_one_error(other, 1, "not signed by the key")
 
 
-def test_pull_by_reference_from_an_empty_folder_with_the_installed_command(pushed, installed, keys,  # noqa: F811
-                                                                           docker_client, tmp_path):
+def test_pull_by_reference_from_an_empty_folder_with_the_installed_command(
+    pushed,
+    installed,
+    keys,  # noqa: F811
+    docker_client,
+    tmp_path,
+):
     record, _, _ = pushed
     empty = tmp_path / "empty"
     empty.mkdir()
     ref = f"{record['repository']}:{record['tags'][0]}"
-    proc = rocmforge(installed, "--state-dir", str(tmp_path / "fresh-state"), "pull", ref,
-                     "--key", str(keys["ours"][1]), cwd=empty)
+    proc = rocmforge(
+        installed, "--state-dir", str(tmp_path / "fresh-state"), "pull", ref, "--key", str(keys["ours"][1]), cwd=empty
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert engine.image_id(docker_client, ref) == record["image_id"]
     assert not any(empty.iterdir())
@@ -184,55 +231,67 @@ def test_the_variants_are_published_as_one_index_of_signed_images(pushed, keys, 
     record, _, _ = pushed
     assert [v["archs"] for v in record["variants"]] == [["gfx90a"], ["gfx1100"]]
     index_ref = f"{record['repository']}:{record['index']['tag']}"
-    raw, media_type = fetch_manifest(f"http://{record['repository'].replace('/', '/v2/', 1)}/manifests/"
-                                     f"{record['index']['tag']}")
+    raw, media_type = fetch_manifest(
+        f"http://{record['repository'].replace('/', '/v2/', 1)}/manifests/{record['index']['tag']}"
+    )
     print(f"{index_ref} as the registry serves it ({media_type}):\n{raw.decode()}")
     index = json.loads(raw)
     assert media_type == "application/vnd.oci.image.index.v1+json"
     images = [record] + record["variants"]
     assert [m["digest"] for m in index["manifests"]] == [i["digest"] for i in images]
-    assert [m["annotations"]["io.rocmforge.archs"] for m in index["manifests"]] == ["gfx90a,gfx1100", "gfx90a",
-                                                                                   "gfx1100"]
-    for image in images:      # each entry is signed and carries its own three statements
+    assert [m["annotations"]["io.rocmforge.archs"] for m in index["manifests"]] == [
+        "gfx90a,gfx1100",
+        "gfx90a",
+        "gfx1100",
+    ]
+    for image in images:  # each entry is signed and carries its own three statements
         assert sorted(image["signed"]["attestations"]) == sorted(att.COSIGN_TYPES)
         pinned = f"{record['repository']}@{image['digest']}"
-        out = cosign.run(["verify", "--key", keys["ours"][1], "--insecure-ignore-tlog", "--allow-http-registry",
-                          pinned]).stdout
+        out = cosign.run(
+            ["verify", "--key", keys["ours"][1], "--insecure-ignore-tlog", "--allow-http-registry", pinned]
+        ).stdout
         assert json.loads(out)[0]["critical"]["image"]["docker-manifest-digest"] == image["digest"]
     proc = cli("verify", index_ref, "--key", str(keys["ours"][1]), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     shown = json.loads(proc.stdout)
     assert shown["index"] == record["index"]["digest"]
     assert [(i["config_digest"], i["archs"], i["variant"]) for i in shown["images"]] == [
-        (i["image_id"], i["archs"], n > 0) for n, i in enumerate(images)]
+        (i["image_id"], i["archs"], n > 0) for n, i in enumerate(images)
+    ]
     assert [i["provenance"]["target"] for i in shown["images"]] == [TARGET] * 3
 
 
-@pytest.mark.parametrize("host, archs", [
-    (("--host-root", "hosts/dkms-6.4-w7900"), ["gfx1100"]),                     # a W7900
-    (("--rocminfo", "rocminfo/handwritten/mi210.txt"), ["gfx90a"]),             # an MI210
-    (("--rocminfo", "rocminfo/handwritten/w7900-with-igpu-first.txt"), ["gfx1100"]),   # dGPU beside an iGPU
-    (("--rocminfo", "rocminfo/handwritten/mi210.txt", "--arch", "gfx1100"), ["gfx1100"]),  # --arch wins
-    (("--rocminfo", "rocminfo/handwritten/mi300x-multi.txt"), None),            # no image has gfx942
-], ids=["w7900", "mi210", "w7900-and-igpu", "arch-override", "mi300x-refused"])
-def test_pull_by_reference_picks_the_image_for_the_hosts_gpus(pushed, keys, docker_client, tmp_path, monkeypatch,
-                                                              host, archs):
+@pytest.mark.parametrize(
+    "host, archs",
+    [
+        (("--host-root", "hosts/dkms-6.4-w7900"), ["gfx1100"]),  # a W7900
+        (("--rocminfo", "rocminfo/handwritten/mi210.txt"), ["gfx90a"]),  # an MI210
+        (("--rocminfo", "rocminfo/handwritten/w7900-with-igpu-first.txt"), ["gfx1100"]),  # dGPU beside an iGPU
+        (("--rocminfo", "rocminfo/handwritten/mi210.txt", "--arch", "gfx1100"), ["gfx1100"]),  # --arch wins
+        (("--rocminfo", "rocminfo/handwritten/mi300x-multi.txt"), None),  # no image has gfx942
+    ],
+    ids=["w7900", "mi210", "w7900-and-igpu", "arch-override", "mi300x-refused"],
+)
+def test_pull_by_reference_picks_the_image_for_the_hosts_gpus(
+    pushed, keys, docker_client, tmp_path, monkeypatch, host, archs
+):
     record, _, _ = pushed
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
     images = [record] + record["variants"]
     index_ref = f"{record['repository']}:{record['index']['tag']}"
-    for image in images:     # as on a host that never had them
-        for tag in ([record["index"]["tag"]] + image["tags"]):
+    for image in images:  # as on a host that never had them
+        for tag in [record["index"]["tag"]] + image["tags"]:
             ref = f"{record['repository']}:{tag}"
             if engine.image_id(docker_client, ref):
                 docker_client.api.remove_image(ref)
     saved = [str(FIXTURES / a) if "/" in a else a for a in host]
-    proc = run_cli("--state-dir", str(tmp_path / "state"), "pull", index_ref, "--key", str(keys["ours"][1]), *saved,
-                   cwd=tmp_path)
+    proc = run_cli(
+        "--state-dir", str(tmp_path / "state"), "pull", index_ref, "--key", str(keys["ours"][1]), *saved, cwd=tmp_path
+    )
     if archs is None:
         error = assert_one_error(proc, 1, "no image has code for gfx942")
         for image in images:
-            assert image["digest"][:19] in error         # the list of what exists
+            assert image["digest"][:19] in error  # the list of what exists
         assert engine.image_id(docker_client, index_ref) is None
         return
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -252,21 +311,46 @@ def test_an_index_that_misnames_an_entrys_archs_is_refused(pushed, keys, docker_
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
     client = docker_client
     forged_tag = f"forged-{RUN}"
-    imageindex.push(client, record["repository"], forged_tag,
-                    [(record["digest"], ("gfx90a", "gfx1100")), (record["variants"][0]["digest"], ("gfx1100",))])
+    imageindex.push(
+        client,
+        record["repository"],
+        forged_tag,
+        [(record["digest"], ("gfx90a", "gfx1100")), (record["variants"][0]["digest"], ("gfx1100",))],
+    )
     ref = f"{record['repository']}:{forged_tag}"
-    proc = run_cli("--state-dir", str(tmp_path / "state"), "pull", ref, "--key", str(keys["ours"][1]),
-                   "--rocminfo", str(FIXTURES / "rocminfo/handwritten/w7900-with-igpu-first.txt"), cwd=tmp_path)
-    assert_one_error(proc, 1, "the index names it for gfx1100, but the signed image is labelled "
-                              "io.rocmforge.archs=gfx90a")
+    proc = run_cli(
+        "--state-dir",
+        str(tmp_path / "state"),
+        "pull",
+        ref,
+        "--key",
+        str(keys["ours"][1]),
+        "--rocminfo",
+        str(FIXTURES / "rocminfo/handwritten/w7900-with-igpu-first.txt"),
+        cwd=tmp_path,
+    )
+    assert_one_error(
+        proc, 1, "the index names it for gfx1100, but the signed image is labelled io.rocmforge.archs=gfx90a"
+    )
     assert engine.image_id(client, ref) is None
 
 
 def test_pull_by_target_takes_the_variant_of_the_saved_gpus(pushed, keys, docker_client, monkeypatch):
     record, state, matrix = pushed
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
-    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "pull", "--target", TARGET, "--key",
-               str(keys["ours"][1]), "--rocminfo", str(FIXTURES / "rocminfo/handwritten/mi210.txt"))
+    proc = cli(
+        "--matrix",
+        str(matrix),
+        "--state-dir",
+        str(state),
+        "pull",
+        "--target",
+        TARGET,
+        "--key",
+        str(keys["ours"][1]),
+        "--rocminfo",
+        str(FIXTURES / "rocminfo/handwritten/mi210.txt"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout)
     gfx90a = record["variants"][0]
@@ -293,8 +377,14 @@ def host_cosign(docker_client, cosign, tmp_path_factory):
 
 def test_verify_with_cosign_on_the_host_path(pushed, keys, host_cosign):
     record, _, _ = pushed
-    proc = run_cli("verify", f"{record['repository']}@{record['digest']}", "--key", str(keys["ours"][1]), "--json",
-                   env={cosigns.ENV: str(host_cosign)})
+    proc = run_cli(
+        "verify",
+        f"{record['repository']}@{record['digest']}",
+        "--key",
+        str(keys["ours"][1]),
+        "--json",
+        env={cosigns.ENV: str(host_cosign)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["config_digest"] == record["image_id"]
     assert cosigns.host(str(host_cosign)).mode == "host"
@@ -305,17 +395,37 @@ def test_a_second_signed_push_replaces_its_statements(pushed, keys, cosign):
     key, pub, password = keys["ours"]
     # A verify-repro recorded since: the provenance now differs (it carries that as a byproduct).
     (state / "checks").mkdir(exist_ok=True)
-    (state / "checks" / f"repro-{TARGET}.json").write_text(json.dumps(
-        {"target": TARGET, "identical": True, "image_ids": [record["image_id"]] * 2, "checked": "2026-01-01T00:00:00Z"}))
-    proc = cli("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
-               "--registry", record["registry"], "--sign-key", str(key), password=password)
+    (state / "checks" / f"repro-{TARGET}.json").write_text(
+        json.dumps(
+            {
+                "target": TARGET,
+                "identical": True,
+                "image_ids": [record["image_id"]] * 2,
+                "checked": "2026-01-01T00:00:00Z",
+            }
+        )
+    )
+    proc = cli(
+        "--matrix",
+        str(matrix),
+        "--state-dir",
+        str(state),
+        "push",
+        "--target",
+        TARGET,
+        "--registry",
+        record["registry"],
+        "--sign-key",
+        str(key),
+        password=password,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["digest"] == record["digest"]
     pinned = f"{record['repository']}@{record['digest']}"
     ours = cosigns.Identity(key=pub)
     provs = [st["predicate"] for st in cosign.verify_attestations(ours, pinned, "slsaprovenance1", http=True)]
     assert any(p["runDetails"].get("byproducts") for p in provs)
-    if not cosign.signing_config:    # cosign 2 replaces; cosign 3 adds a bundle (each is checked)
+    if not cosign.signing_config:  # cosign 2 replaces; cosign 3 adds a bundle (each is checked)
         for kind in att.COSIGN_TYPES.values():
             assert len(cosign.verify_attestations(ours, pinned, kind, http=True)) == 1, kind
     assert cli("verify", pinned, "--key", str(pub)).returncode == 0
@@ -364,22 +474,36 @@ class Small:
         for chunk in self.client.api.push(repository, tag=tag, stream=True, decode=True):
             assert "error" not in chunk, chunk
             digest = (chunk.get("aux") or {}).get("Digest") or digest
-        return digest      # the local tag stays: it is the image's only name until the test forgets it
+        return digest  # the local tag stays: it is the image's only name until the test forgets it
 
     def statements(self, name: str, image_id: str, content: str, result: str = "passed") -> dict:
-        suites = {s: {"status": result if s == "versions" else "passed", "detail": "1 check(s)"}
-                  for s in ("contents", "linkage", "config", "versions", "archs")}
-        report = suite_runs.SuitesReport.from_json({"image": name, "image_id": image_id, "target": name,
-                                                    "ok": result == "passed", "suites": suites})
+        suites = {
+            s: {"status": result if s == "versions" else "passed", "detail": "1 check(s)"}
+            for s in ("contents", "linkage", "config", "versions", "archs")
+        }
+        report = suite_runs.SuitesReport.from_json(
+            {"image": name, "image_id": image_id, "target": name, "ok": result == "passed", "suites": suites}
+        )
         return {
-            att.SBOM: {"bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1, "components": [],
-                       "metadata": {"component": {"type": "container", "name": name, "version": image_id}}},
-            att.PROVENANCE: {"buildDefinition": {"buildType": att.BUILD_TYPE, "externalParameters": {"target": name},
-                                                 "internalParameters": {"content_hash": content},
-                                                 "resolvedDependencies": []},
-                             "runDetails": {"builder": {"id": att.BUILDER_ID}}},
-            att.TEST_RESULT: att.test_result(report, archs=["gfx90a"], host="test", version="t",
-                                             config_digest=image_id),
+            att.SBOM: {
+                "bomFormat": "CycloneDX",
+                "specVersion": "1.5",
+                "version": 1,
+                "components": [],
+                "metadata": {"component": {"type": "container", "name": name, "version": image_id}},
+            },
+            att.PROVENANCE: {
+                "buildDefinition": {
+                    "buildType": att.BUILD_TYPE,
+                    "externalParameters": {"target": name},
+                    "internalParameters": {"content_hash": content},
+                    "resolvedDependencies": [],
+                },
+                "runDetails": {"builder": {"id": att.BUILDER_ID}},
+            },
+            att.TEST_RESULT: att.test_result(
+                report, archs=["gfx90a"], host="test", version="t", config_digest=image_id
+            ),
         }
 
     def sign(self, key, password: str, pinned: str, statements: dict, folder: Path, sign: bool = True) -> None:
@@ -390,8 +514,22 @@ class Small:
             for uri, predicate in statements.items():
                 path = folder / f"{uuid.uuid4().hex}.json"
                 path.write_text(json.dumps(predicate))
-                self.cosign.run(["attest", "--yes", "--key", key, *offline, "--allow-http-registry",
-                                 "--type", att.COSIGN_TYPES[uri], "--predicate", path, pinned])
+                self.cosign.run(
+                    [
+                        "attest",
+                        "--yes",
+                        "--key",
+                        key,
+                        *offline,
+                        "--allow-http-registry",
+                        "--type",
+                        att.COSIGN_TYPES[uri],
+                        "--predicate",
+                        path,
+                        pinned,
+                    ]
+                )
+
         with_password(password, run)
 
     def signed(self, name: str, key, password: str, folder: Path, **kw) -> tuple[str, str, str, str]:
@@ -450,8 +588,7 @@ def test_verify_accepts_a_plain_cosign_signature_and_refuses_another_key(small, 
     key, pub, password = keys["ours"]
     repository, tag, _digest, _ = small.signed(name(), key, password, tmp_path)
     assert cli("verify", f"{repository}:{tag}", "--key", str(pub)).returncode == 0
-    assert_one_error(cli("verify", f"{repository}:{tag}", "--key", str(keys["other"][1])), 1,
-                     "not signed by the key")
+    assert_one_error(cli("verify", f"{repository}:{tag}", "--key", str(keys["other"][1])), 1, "not signed by the key")
 
 
 def test_refuses_an_unsigned_image(small, keys, docker_client):
@@ -469,8 +606,8 @@ def test_refuses_a_tag_moved_to_another_signed_image(small, keys, docker_client,
     key, pub, password = keys["ours"]
     n = name()
     repository, tag, _digest, image_id = small.signed(n, key, password, tmp_path)
-    _r, _t, _d, other_id = small.signed(n, key, password, tmp_path)      # same target, other content
-    small.push(other_id, repository, tag)                                # ... now under the first tag
+    _r, _t, _d, other_id = small.signed(n, key, password, tmp_path)  # same target, other content
+    small.push(other_id, repository, tag)  # ... now under the first tag
     forget(docker_client, image_id)
     assert_refused(docker_client, f"{repository}:{tag}", pub, other_id, "tag was moved")
 
@@ -480,7 +617,7 @@ def test_refuses_an_attestation_for_another_digest(small, keys, docker_client, t
     n = name()
     repository, tag, digest, image_id = small.image(n)
     _r, _t, other_digest, other_id = small.signed(n, key, password, tmp_path)
-    small.sign(key, password, f"{repository}@{digest}", {}, tmp_path)     # a good signature, no statements
+    small.sign(key, password, f"{repository}@{digest}", {}, tmp_path)  # a good signature, no statements
     # The other image's attestations, copied onto this digest's attestation tag in the registry.
     base = f"http://{repository.split('/', 1)[0]}/v2/{repository.split('/', 1)[1]}/manifests"
     if small.cosign.signing_config:
@@ -534,7 +671,8 @@ def test_the_tools_image_is_reproducible_and_its_pin_still_resolves(docker_clien
     assert docker_client.images.get(pin.ref).id == ids.pop()
     # the archive's own index, signed by Debian, still names these exact files
     script = "apt-get update -qq >/dev/null && " + " && ".join(
-        f"apt-cache show {d.package}={d.version} | grep -E '^(SHA256|Filename|Size):'" for d in pin.debs)
+        f"apt-cache show {d.package}={d.version} | grep -E '^(SHA256|Filename|Size):'" for d in pin.debs
+    )
     rc, out = sh(docker_client, base, script)
     assert rc == 0, out
     for d in pin.debs:

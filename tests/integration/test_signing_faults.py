@@ -1,8 +1,9 @@
 """Signed pushes and verified pulls of the real hip-runtime when the registry fails at the worst
 moment: it goes down between the image push and the signature push, the user presses Ctrl-C (or
-CI cancels the job with SIGTERM) while cosign attaches the statements, or its answers come back cut off or garbled. The registry is
-Debian's docker-registry behind a small proxy of the test's own (tests/registry_proxy.py), and each
-run is the command users type, so the real push, verify and pull code paths meet each fault."""
+CI cancels the job with SIGTERM) while cosign attaches the statements, or its answers come back
+cut off or garbled. The registry is Debian's docker-registry behind a small proxy of the test's
+own (tests/registry_proxy.py), and each run is the command users type, so the real push, verify
+and pull code paths meet each fault."""
 
 from __future__ import annotations
 
@@ -67,8 +68,19 @@ def bytes_of(path: Path) -> bytes | None:
 
 
 def push_args(matrix: Path, state: Path, proxy, key: Path) -> list[str]:
-    return ["--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET,
-            "--registry", registry(proxy), "--sign-key", str(key)]
+    return [
+        "--matrix",
+        str(matrix),
+        "--state-dir",
+        str(state),
+        "push",
+        "--target",
+        TARGET,
+        "--registry",
+        registry(proxy),
+        "--sign-key",
+        str(key),
+    ]
 
 
 def local_names(client, *prefixes: str) -> set[str]:
@@ -93,22 +105,27 @@ def test_registry_down_after_the_image_push_is_not_published_and_a_rerun_complet
     def answered(request, status):
         # the engine's manifest PUTs, one per tag: the main image goes first, under its content tag
         # alone (its readable tag becomes the index once every variant is in), and is signed then
-        if request.method == "PUT" and "/manifests/" in request.path and not request.from_cosign \
-                and status.split(b" ")[1:2] == [b"201"]:
+        if (
+            request.method == "PUT"
+            and "/manifests/" in request.path
+            and not request.from_cosign
+            and status.split(b" ")[1:2] == [b"201"]
+        ):
             manifests.append(request.path)
             pushed.set()
 
     def rule(request):
         if request.from_cosign:
-            pushed.wait()         # the main image is in the registry: it goes down before its signature
+            pushed.wait()  # the main image is in the registry: it goes down before its signature
             return rp.DOWN
         return None
 
     faults.on_answer, faults.rule = answered, rule
     proc = cli(*push_args(matrix, state, faults, key), password=password)
     assert not faults.is_up and len(manifests) == 1, (manifests, proc.stderr[-2000:])
-    error = assert_one_error(proc, 1, "was pushed, but signing and attesting it failed", "is not published",
-                             "Run the push again")
+    error = assert_one_error(
+        proc, 1, "was pushed, but signing and attesting it failed", "is not published", "Run the push again"
+    )
     print(error)
     assert bytes_of(record_path(matrix)) == before
     faults.rule, faults.on_answer = (lambda r: None), (lambda r, s: None)
@@ -122,15 +139,16 @@ def test_registry_down_after_the_image_push_is_not_published_and_a_rerun_complet
     assert record["signed"]["attestations"]
     ok = cli("verify", f"{record['repository']}:{record['tags'][1]}", "--key", str(pub), "--json")
     assert ok.returncode == 0, ok.stderr[-3000:]
-    shown = json.loads(ok.stdout)     # the readable tag is the index: every entry verified
+    shown = json.loads(ok.stdout)  # the readable tag is the index: every entry verified
     assert shown["index"] == record["index"]["digest"]
     assert [i["digest"] for i in shown["images"]] == [record["digest"]] + [v["digest"] for v in record["variants"]]
 
 
 # -- 2. Ctrl-C while cosign attaches the statements --------------------------------------------
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
-def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_completes(tested, faults, keys,
-                                                                                      docker_client, tmp_path, sig):
+def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_completes(
+    tested, faults, keys, docker_client, tmp_path, sig
+):
     matrix, state = tested
     key, pub, password = keys["ours"]
     before = bytes_of(record_path(matrix))
@@ -146,13 +164,19 @@ def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_complet
         return None
 
     faults.rule = rule
-    temp = tmp_path / "tmp"        # the process's temporary folder: what signing leaves shows here
+    temp = tmp_path / "tmp"  # the process's temporary folder: what signing leaves shows here
     temp.mkdir()
     env = {**os.environ, "COLUMNS": "200", "COSIGN_PASSWORD": password, "TMPDIR": str(temp)}
-    proc = subprocess.Popen([sys.executable, str(BUILD_PY), *push_args(matrix, state, faults, key)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
+    proc = subprocess.Popen(
+        [sys.executable, str(BUILD_PY), *push_args(matrix, state, faults, key)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )
     while not faults.held.wait(1):
-        assert proc.poll() is None, proc.communicate()   # it ended before reaching the attach step
+        assert proc.poll() is None, proc.communicate()  # it ended before reaching the attach step
     proc.send_signal(sig)
     out, err = proc.communicate()
     print(cosign_puts, err[-2000:])
@@ -163,7 +187,7 @@ def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_complet
     left = docker_client.containers.list(all=True, filters={"name": f"rocmforge-cosign-{proc.pid}-"})
     assert not left, [c.name for c in left]
     assert not list(temp.iterdir())
-    assert not local_names(docker_client, registry(faults))       # the push's temporary tags are gone
+    assert not local_names(docker_client, registry(faults))  # the push's temporary tags are gone
     faults.rule = lambda r: None
     rerun = cli(*push_args(matrix, state, faults, key), password=password)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
@@ -188,8 +212,10 @@ def signed(tested, proxy, keys, local_registry, cosign):  # noqa: F811
 
 
 def get(url: str) -> dict:
-    accept = ("application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
-              "application/vnd.docker.distribution.manifest.v2+json")
+    accept = (
+        "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
+        "application/vnd.docker.distribution.manifest.v2+json"
+    )
     with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept})) as resp:
         return json.loads(resp.read())
 
@@ -200,8 +226,11 @@ def documents(upstream: str, record: dict, cosign) -> dict[str, list[str]]:  # n
     v2 = f"/v2/{name}"
     digest = record["digest"]
     manifest = get(f"http://{upstream}{v2}/manifests/{digest}")
-    out = {"tag": [f"{v2}/manifests/{record['tags'][1]}"], "image manifest": [f"{v2}/manifests/{digest}"],
-           "image config": [f"{v2}/blobs/{manifest['config']['digest']}"]}
+    out = {
+        "tag": [f"{v2}/manifests/{record['tags'][1]}"],
+        "image manifest": [f"{v2}/manifests/{digest}"],
+        "image config": [f"{v2}/blobs/{manifest['config']['digest']}"],
+    }
     sig_tag = f"sha256-{digest[7:]}"
     if cosign.signing_config:
         # cosign 3: Sigstore bundles listed in one index under the referrers tag
@@ -217,8 +246,14 @@ def documents(upstream: str, record: dict, cosign) -> dict[str, list[str]]:  # n
     def layers(paths: list[str]) -> list[str]:
         return [f"{v2}/blobs/{layer['digest']}" for p in paths for layer in get(f"http://{upstream}{p}")["layers"]]
 
-    out.update({"signature manifest": sig_manifests, "signature": layers(sig_manifests),
-                "attestation manifest": att_manifests, "attestations": layers(att_manifests)})
+    out.update(
+        {
+            "signature manifest": sig_manifests,
+            "signature": layers(sig_manifests),
+            "attestation manifest": att_manifests,
+            "attestations": layers(att_manifests),
+        }
+    )
     return out
 
 
@@ -230,13 +265,22 @@ def corrupt_document(request: rp.Request, body: bytes) -> bytes:
         at = body.find(b"sha256:", start) if start >= 0 else -1
         if at >= 0:
             i = at + len("sha256:") + 63
-            return body[:i] + (b"0" if body[i:i + 1] != b"0" else b"1") + body[i + 1:]
+            return body[:i] + (b"0" if body[i : i + 1] != b"0" else b"1") + body[i + 1 :]
     return rp.flip_middle(request, body)
 
 
-CASES = [(what, mode) for what in ("image manifest", "image config", "signature manifest", "signature",
-                                   "attestation manifest", "attestations")
-         for mode in (rp.TRUNCATE, rp.CORRUPT)]
+CASES = [
+    (what, mode)
+    for what in (
+        "image manifest",
+        "image config",
+        "signature manifest",
+        "signature",
+        "attestation manifest",
+        "attestations",
+    )
+    for mode in (rp.TRUNCATE, rp.CORRUPT)
+]
 CASES += [("tag", rp.GARBLE_HEAD), ("image manifest", rp.GARBLE_HEAD), ("signature manifest", rp.GARBLE_HEAD)]
 
 
@@ -244,9 +288,15 @@ CASES += [("tag", rp.GARBLE_HEAD), ("image manifest", rp.GARBLE_HEAD), ("signatu
 # for an answer that was merely broken. A manifest that loses an attestation's layer loses that
 # statement: cosign passes over what it cannot find, and the statement is missing.
 BROKEN = "could not be read intact from the registry"
-SAID = {"tag": ["not trusted"], "image manifest": ["not trusted"], "image config": ["not trusted"],
-        "signature manifest": [BROKEN], "signature": [BROKEN],
-        "attestation manifest": [BROKEN, "missing attestation"], "attestations": [BROKEN]}
+SAID = {
+    "tag": ["not trusted"],
+    "image manifest": ["not trusted"],
+    "image config": ["not trusted"],
+    "signature manifest": [BROKEN],
+    "signature": [BROKEN],
+    "attestation manifest": [BROKEN, "missing attestation"],
+    "attestations": [BROKEN],
+}
 
 
 def test_through_the_honest_proxy_the_signed_image_verifies(signed, faults, keys):

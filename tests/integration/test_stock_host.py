@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.resolve import bases, bootstrap
 from rocmforge.define.matrix import load_matrix
-
+from rocmforge.resolve import bases, bootstrap
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.docker
@@ -42,8 +41,16 @@ def _ca_bundle() -> Path | None:
 
 def _copy_checkout(dst: Path) -> None:
     """The checkout's files (tracked and untracked-but-not-ignored): never the real .venv."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, names):
         src = ROOT / name
         if not src.is_file() or name.startswith(".venv/"):
@@ -83,8 +90,14 @@ def test_python_env_from_nothing_on_stock_debian(docker_client, base, tmp_path, 
     if ca:  # PyPI is reached through a TLS-intercepting proxy here
         volumes[str(ca)] = {"bind": "/etc/rocmforge-test-ca.crt", "mode": "ro"}
         env["PIP_CERT"] = "/etc/rocmforge-test-ca.crt"
-    c = docker_client.containers.run(base if image == "bootstrapped-trixie" else image, ["sleep", "infinity"], detach=True, volumes=volumes,
-                                     environment=env, working_dir="/src")
+    c = docker_client.containers.run(
+        base if image == "bootstrapped-trixie" else image,
+        ["sleep", "infinity"],
+        detach=True,
+        volumes=volumes,
+        environment=env,
+        working_dir="/src",
+    )
     log: list[str] = []
 
     def run(cmd: str, timeout_note: str = "") -> tuple[int, str, float]:
@@ -105,8 +118,10 @@ def test_python_env_from_nothing_on_stock_debian(docker_client, base, tmp_path, 
         assert out.strip().splitlines()[-1] == "/src/.venv", out
         print(f"\nfirst set-up: {first:.1f}s")
 
-        rc, out, _ = run("ls /usr/lib/python3*/EXTERNALLY-MANAGED; "
-                         "/usr/bin/python3 -c 'import docker' 2>&1; /usr/bin/python3 -m pip --version 2>&1; true")
+        rc, out, _ = run(
+            "ls /usr/lib/python3*/EXTERNALLY-MANAGED; "
+            "/usr/bin/python3 -c 'import docker' 2>&1; /usr/bin/python3 -m pip --version 2>&1; true"
+        )
         if image == "bootstrapped-trixie":  # PEP 668 (Ubuntu 22.04's Python predates it)
             assert "EXTERNALLY-MANAGED" in out.split("\n")[0], out
         assert "No module named 'docker'" in out, "the system interpreter got packages:\n" + out
@@ -117,15 +132,23 @@ def test_python_env_from_nothing_on_stock_debian(docker_client, base, tmp_path, 
         assert "hip-runtime" in out
         rc, out, _ = run(".venv/bin/python build.py render --check")
         assert rc == 0, "\n".join(log)
-        rc, out, _ = run("scripts/python-env sh -c 'command -v pytest; command -v hadolint; command -v check-jsonschema'")
-        assert rc == 0 and out.split() == ["/src/.venv/bin/pytest", "/src/.venv/bin/hadolint",
-                                           "/src/.venv/bin/check-jsonschema"], out
+        rc, out, _ = run(
+            "scripts/python-env sh -c 'command -v pytest; command -v hadolint; command -v check-jsonschema'"
+        )
+        assert rc == 0 and out.split() == [
+            "/src/.venv/bin/pytest",
+            "/src/.venv/bin/hadolint",
+            "/src/.venv/bin/check-jsonschema",
+        ], out
 
         # Second run: the environment is reused, pip is never started (a pip that fails proves it).
         stamp = src / ".venv" / ".rocmforge-pyproject.sha256"
         before = stamp.stat().st_mtime_ns
-        run("mkdir -p /tmp/nopip/pip && "
-            "printf 'raise SystemExit(\"pip was called\")\\n' > /tmp/nopip/pip/__main__.py && touch /tmp/nopip/pip/__init__.py")
+        run(
+            "mkdir -p /tmp/nopip/pip && "
+            "printf 'raise SystemExit(\"pip was called\")\\n' > /tmp/nopip/pip/__main__.py && "
+            "touch /tmp/nopip/pip/__init__.py"
+        )
         rc, out, second = run("PYTHONPATH=/tmp/nopip scripts/python-env python3 -c 'import sys; print(sys.prefix)'")
         assert rc == 0 and out.strip() == "/src/.venv", "\n".join(log)
         assert stamp.stat().st_mtime_ns == before
@@ -141,7 +164,10 @@ def test_python_env_from_nothing_on_stock_debian(docker_client, base, tmp_path, 
         assert out.strip().splitlines()[-1] == "/src/rocmforge/__init__.py", out
         assert stamp.stat().st_mtime_ns != before
         print(f"refresh after a pyproject.toml change: {third:.1f}s")
-        run(".venv/bin/python -m pip list --format=freeze; dpkg-query -W -f '${Package}=${Version} ' python3 python3-venv")
+        run(
+            ".venv/bin/python -m pip list --format=freeze; "
+            "dpkg-query -W -f '${Package}=${Version} ' python3 python3-venv"
+        )
         print("\n".join(log))  # shown with -s: what each step printed
     finally:
         c.remove(force=True)

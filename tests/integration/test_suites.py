@@ -11,24 +11,27 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import ROOT, build_image, run_cli
 from rocmforge.host.container import host_gpu_access
 from rocmforge.render.plan import load_plan
+from tests.conftest import ROOT, build_image, run_cli
 
 pytestmark = pytest.mark.docker
 PLAN = load_plan(ROOT / "matrix.yaml")
 NO_GPU = not host_gpu_access().present
 
 
-GPU_TESTS = {("gemm", "test_gemm_correctness"), ("gemm", "test_gemm_throughput"),
-             ("rocminfo", "test_gpu_agents_match_target")}
+GPU_TESTS = {
+    ("gemm", "test_gemm_correctness"),
+    ("gemm", "test_gemm_throughput"),
+    ("rocminfo", "test_gpu_agents_match_target"),
+}
 
 
 @pytest.fixture
 def own_images(docker_client):
     tags: list[str] = []
     yield tags
-    for tag in tags:            # only the images this test derived
+    for tag in tags:  # only the images this test derived
         try:
             docker_client.images.remove(tag, force=True)
         except Exception:
@@ -59,14 +62,16 @@ def test_suites_pass_or_say_not_gpu_verified(hip_runtime_built, name, tmp_path):
     assert s["versions"]["status"] == "passed"
     assert s["linkage"]["figures"]["expected_gpu_files"] > 10
     tests = json.loads(proc.stdout)["tests"]
-    cases = {(c.get("classname", "").rsplit(".", 1)[-1].removeprefix("test_"), c.get("name")): c
-             for c in ET.parse(junit).getroot().iter("testcase")}
+    cases = {
+        (c.get("classname", "").rsplit(".", 1)[-1].removeprefix("test_"), c.get("name")): c
+        for c in ET.parse(junit).getroot().iter("testcase")
+    }
     assert GPU_TESTS <= set(cases)
     if NO_GPU:
         for suite in ("rocminfo", "gemm"):
             assert s[suite]["status"] == "not GPU-verified", s[suite]
             assert "no /dev/kfd" in s[suite]["detail"] or "no ROCm-capable device" in s[suite]["detail"]
-        for key in GPU_TESTS:      # never a pass: skipped, with the reason, in the JSON and the JUnit report
+        for key in GPU_TESTS:  # never a pass: skipped, with the reason, in the JSON and the JUnit report
             rows = [t for t in tests if (t["suite"], t["test"]) == key and t["phase"] == "call"]
             assert [r["outcome"] for r in rows] == ["skipped"], rows
             assert rows[0]["detail"].startswith("not GPU-verified: ")
@@ -107,8 +112,11 @@ def _derive(client, dockerfile: str, tag: str) -> str:
 
 def test_missing_gpu_library_fails_linkage(hip_runtime_built, docker_client, own_images):
     runtime = PLAN.targets["hip-runtime"].content_tag
-    ref = _derive(docker_client, f"FROM {runtime}\nRUN rm /usr/lib/x86_64-linux-gnu/librocblas.so.0.1\n",
-                  f"rocmforge-test/broken-linkage:{uuid.uuid4().hex[:12]}")
+    ref = _derive(
+        docker_client,
+        f"FROM {runtime}\nRUN rm /usr/lib/x86_64-linux-gnu/librocblas.so.0.1\n",
+        f"rocmforge-test/broken-linkage:{uuid.uuid4().hex[:12]}",
+    )
     s = failing_suites(ref, own_images)
     assert s["linkage"]["status"] == "failed"
     assert "/opt/rocmforge/bin/rocblas-gemm-smoke: librocblas.so.0 not found" in s["linkage"]["detail"]
@@ -118,11 +126,15 @@ def test_missing_gpu_library_fails_linkage(hip_runtime_built, docker_client, own
 
 def test_gemm_program_for_another_arch_fails_archs(hip_runtime_built, docker_client, own_images):
     devel, runtime = PLAN.targets["hip-devel"].content_tag, PLAN.targets["hip-runtime"].content_tag
-    ref = _derive(docker_client, f"""FROM {devel} AS b
+    ref = _derive(
+        docker_client,
+        f"""FROM {devel} AS b
 RUN hipcc --offload-arch=gfx906 -o /g /opt/rocmforge/probes/rocblas_gemm_smoke.cpp -lrocblas
 FROM {runtime}
 COPY --from=b /g /opt/rocmforge/bin/rocblas-gemm-smoke
-""", f"rocmforge-test/broken-archs:{uuid.uuid4().hex[:12]}")
+""",
+        f"rocmforge-test/broken-archs:{uuid.uuid4().hex[:12]}",
+    )
     s = failing_suites(ref, own_images)
     assert s["archs"]["status"] == "failed"
     assert "/opt/rocmforge/bin/rocblas-gemm-smoke: missing gfx90a; gfx1100" in s["archs"]["detail"]

@@ -38,13 +38,21 @@ def test_hip_runtime_rebuilds_bit_identically(docker_client, session_images, tmp
 def test_injected_nondeterminism_is_named(docker_client, session_images, tmp_path):
     matrix = copy_project(tmp_path)
     data = yaml.safe_load(matrix.read_text())
-    data["targets"]["stamp"] = {"description": "writes the build time", "stack": "debian13-rocm5.7",
-                                "version": "1", "archs": ["gfx90a"], "source_date_epoch": 1764547200}
+    data["targets"]["stamp"] = {
+        "description": "writes the build time",
+        "stack": "debian13-rocm5.7",
+        "version": "1",
+        "archs": ["gfx90a"],
+        "source_date_epoch": 1764547200,
+    }
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     tpl = tmp_path / "templates" / "Dockerfile.j2"
-    tpl.write_text(tpl.read_text().replace("COPY probes/ /opt/rocmforge/probes/",
-                                           "COPY probes/ /opt/rocmforge/probes/\n"
-                                           "{% if name == 'stamp' %}RUN date +%s%N > /opt/stamp\n{% endif %}"))
+    tpl.write_text(
+        tpl.read_text().replace(
+            "COPY probes/ /opt/rocmforge/probes/",
+            "COPY probes/ /opt/rocmforge/probes/\n{% if name == 'stamp' %}RUN date +%s%N > /opt/stamp\n{% endif %}",
+        )
+    )
     proc = run_cli("--matrix", str(matrix), "verify-repro", "--target", "stamp", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 1

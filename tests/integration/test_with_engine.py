@@ -17,8 +17,10 @@ from tests.integration.test_stock_host import _ca_bundle, _copy_checkout
 pytestmark = pytest.mark.docker
 
 CONTAINERD_STORE = {"features": {"containerd-snapshotter": True}}
-PROBE = ('docker info --format "{{.Driver}} {{json .DriverStatus}}" && command -v python3 && '
-         'python3 build.py doctor --json > /tmp/doctor.json; echo "doctor exit $?"')
+PROBE = (
+    'docker info --format "{{.Driver}} {{json .DriverStatus}}" && command -v python3 && '
+    'python3 build.py doctor --json > /tmp/doctor.json; echo "doctor exit $?"'
+)
 
 
 def _sh(container, script: str, env: dict | None = None) -> tuple[int, str]:
@@ -28,7 +30,9 @@ def _sh(container, script: str, env: dict | None = None) -> tuple[int, str]:
 
 def _daemons(container) -> str:
     # no procps on a minimal system: the kernel's own list
-    return _sh(container, 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = dockerd ] && echo "$p"; done; true')[1].strip()
+    return _sh(
+        container, 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = dockerd ] && echo "$p"; done; true'
+    )[1].strip()
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +42,7 @@ def stock_sid(docker_client, tmp_path_factory):
     binds = {str(src): {"bind": "/src", "mode": "rw"}}
     env = {}
     ca = _ca_bundle()
-    if ca:   # PyPI through the intercepting proxy (WORLD.md); never part of the checkout
+    if ca:  # PyPI through the intercepting proxy (WORLD.md); never part of the checkout
         binds[str(ca)] = {"bind": "/etc/ssl/certs/rocmforge-host-ca.crt", "mode": "ro"}
         env = {v: "/etc/ssl/certs/rocmforge-host-ca.crt" for v in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")}
     with engine_host.stock_host(docker_client, binds, env, workdir=tmp_path_factory.mktemp("stock-boot")) as c:
@@ -46,7 +50,7 @@ def stock_sid(docker_client, tmp_path_factory):
 
 
 def test_with_engine_on_stock_sid_with_the_containerd_store(stock_sid):
-    assert _sh(stock_sid, "command -v docker dockerd || true")[1].strip() == ""     # nothing installed yet
+    assert _sh(stock_sid, "command -v docker dockerd || true")[1].strip() == ""  # nothing installed yet
     rc, _ = _sh(stock_sid, f"mkdir -p /etc/docker && echo '{json.dumps(CONTAINERD_STORE)}' > /etc/docker/daemon.json")
     assert rc == 0
     rc, out = _sh(stock_sid, f"ROCMFORGE_BROWSER=none scripts/with-engine bash -c '{PROBE}'")
@@ -62,7 +66,9 @@ def test_with_engine_on_stock_sid_with_the_containerd_store(stock_sid):
 
 
 def test_a_daemon_that_never_comes_up_is_reported_and_not_left_running(stock_sid):
-    rc, _ = _sh(stock_sid, """mkdir -p /etc/docker && echo '{"storage-driver": "no-such-driver"}' > /etc/docker/daemon.json""")
+    rc, _ = _sh(
+        stock_sid, """mkdir -p /etc/docker && echo '{"storage-driver": "no-such-driver"}' > /etc/docker/daemon.json"""
+    )
     assert rc == 0
     try:
         rc, out = _sh(stock_sid, "ROCMFORGE_BROWSER=none scripts/with-engine true")

@@ -8,10 +8,10 @@ import io
 import json
 import tarfile
 
-EPOCH = 1764547200                   # 2025-12-01T00:00:00Z
-LATER = EPOCH + 86400 * 3            # "during the build"
-OLD = 1700000000                     # a file from a .deb
-EMPTY_LAYER = "sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"   # 1024 zero bytes
+EPOCH = 1764547200  # 2025-12-01T00:00:00Z
+LATER = EPOCH + 86400 * 3  # "during the build"
+OLD = 1700000000  # a file from a .deb
+EMPTY_LAYER = "sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"  # 1024 zero bytes
 
 
 def tar_bytes(members, fmt=tarfile.PAX_FORMAT) -> bytes:
@@ -25,8 +25,20 @@ def tar_bytes(members, fmt=tarfile.PAX_FORMAT) -> bytes:
     return buf.getvalue()
 
 
-def ti(name, kind=tarfile.REGTYPE, *, mtime=LATER, mode=0o644, uid=0, gid=0, uname="root", gname="root",
-       linkname="", pax=None, dev=(0, 0)):
+def ti(
+    name,
+    kind=tarfile.REGTYPE,
+    *,
+    mtime=LATER,
+    mode=0o644,
+    uid=0,
+    gid=0,
+    uname="root",
+    gname="root",
+    linkname="",
+    pax=None,
+    dev=(0, 0),
+):
     info = tarfile.TarInfo(name)
     info.type, info.mtime, info.mode, info.uid, info.gid = kind, mtime, mode, uid, gid
     info.uname, info.gname, info.linkname = uname, gname, linkname
@@ -69,23 +81,46 @@ def build_layer(stamp: str, *, order_seed=0, unames=("root", "root")) -> bytes:
         (ti("var/log/dpkg.log", mtime=t), f"{stamp} install tool\n".encode()),
         (ti("var/log/wtmp", mtime=t, mode=0o664, gid=43), b""),
     ]
-    if order_seed:                        # a different (unsorted) archive order
+    if order_seed:  # a different (unsorted) archive order
         items = items[:3] + list(reversed(items[3:]))
     return tar_bytes(items)
 
 
 def docker_config(stamp: str, diff_ids: list[str]) -> dict:
-    cc = {"Hostname": stamp[:12], "Domainname": "", "User": "", "AttachStdin": False, "Tty": False,
-          "Env": ["PATH=/usr/bin:/bin"], "Cmd": ["bash"], "Image": f"sha256:{stamp * 4}", "Volumes": None,
-          "WorkingDir": "", "Entrypoint": None, "OnBuild": None, "Labels": {"org.opencontainers.image.title": "x"}}
-    return {"architecture": "amd64", "os": "linux", "config": cc, "container": stamp * 4,
-            "container_config": {**cc, "Cmd": ["/bin/sh", "-c", "#(nop) LABEL x"]},
-            "created": f"2026-11-29T18:50:{len(stamp):02d}.116973618Z", "docker_version": "20.10.24+dfsg1",
-            "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "rocmforge bootstrap: debootstrap"},
-                        {"created": f"2026-11-29T18:50:{len(stamp):02d}.8Z", "created_by": "/bin/sh -c #(nop)  ARG A=1",
-                         "empty_layer": True},
-                        {"created": f"2026-11-29T18:51:{len(stamp):02d}.1Z", "created_by": "|1 A=1 /bin/sh -c make"}],
-            "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    cc = {
+        "Hostname": stamp[:12],
+        "Domainname": "",
+        "User": "",
+        "AttachStdin": False,
+        "Tty": False,
+        "Env": ["PATH=/usr/bin:/bin"],
+        "Cmd": ["bash"],
+        "Image": f"sha256:{stamp * 4}",
+        "Volumes": None,
+        "WorkingDir": "",
+        "Entrypoint": None,
+        "OnBuild": None,
+        "Labels": {"org.opencontainers.image.title": "x"},
+    }
+    return {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": cc,
+        "container": stamp * 4,
+        "container_config": {**cc, "Cmd": ["/bin/sh", "-c", "#(nop) LABEL x"]},
+        "created": f"2026-11-29T18:50:{len(stamp):02d}.116973618Z",
+        "docker_version": "20.10.24+dfsg1",
+        "history": [
+            {"created": "1970-01-01T00:00:00Z", "created_by": "rocmforge bootstrap: debootstrap"},
+            {
+                "created": f"2026-11-29T18:50:{len(stamp):02d}.8Z",
+                "created_by": "/bin/sh -c #(nop)  ARG A=1",
+                "empty_layer": True,
+            },
+            {"created": f"2026-11-29T18:51:{len(stamp):02d}.1Z", "created_by": "|1 A=1 /bin/sh -c make"},
+        ],
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }
 
 
 def save_archive(layers: list[bytes], stamp: str, *, tag="x:1") -> bytes:
@@ -103,8 +138,9 @@ def save_archive(layers: list[bytes], stamp: str, *, tag="x:1") -> bytes:
         files[f"{v1}/layer.tar"] = ("link", f"../{seen[d]}/layer.tar") if d in seen else layer
         seen.setdefault(d, v1)
     files[cfg_name] = cfg
-    files["manifest.json"] = json.dumps([{"Config": cfg_name, "RepoTags": [tag],
-                                          "Layers": [f"{v}/layer.tar" for v in dirs]}]).encode()
+    files["manifest.json"] = json.dumps(
+        [{"Config": cfg_name, "RepoTags": [tag], "Layers": [f"{v}/layer.tar" for v in dirs]}]
+    ).encode()
     files["repositories"] = b"{}"
     items = []
     for v in sorted(dirs):
@@ -128,6 +164,6 @@ def image_ids_read_in_chunks(archive: bytes, tmp_path) -> set[str]:
     for size in (1, 7, 512, 1 << 20):
         work = tmp_path / str(size)
         work.mkdir()
-        chunks = (archive[i:i + size] for i in range(0, len(archive), size))
+        chunks = (archive[i : i + size] for i in range(0, len(archive), size))
         ids.add(rewrite_archive(chunks, work, epoch=EPOCH, log=lambda m: None).image_id)
     return ids

@@ -3,8 +3,8 @@ names the list file and host of a failed source (the Debian mirror only when it 
 
 from __future__ import annotations
 
-from rocmforge.host import aptsources
 from rocmforge.define.schema import AptSources
+from rocmforge.host import aptsources
 
 # apt 2.x's output for a list whose host does not resolve, then the marked source lines the
 # checked update prints (the shape seen in the stand-in integration test).
@@ -17,7 +17,7 @@ W: Failed to fetch http://rocm-apt.invalid/rocm/apt/6.4.3/dists/sid/InRelease  T
 W: Some index files failed to download. They have been ignored, or old ones used instead.
 rocmforge-apt-source: /etc/apt/sources.list:deb http://deb.debian.org/debian sid main
 rocmforge-apt-source: /etc/apt/sources.list.d/rocm.list:deb [arch=amd64] http://rocm-apt.invalid/rocm/apt/6.4.3 sid main
-"""
+"""  # noqa: E501
 
 DEAD_DEBIAN = """\
 Err:1 http://deb.debian.org/debian trixie InRelease
@@ -64,11 +64,16 @@ def test_clean_output_is_no_failure():
 
 
 def test_policy_as_shell_and_as_recorded():
-    policy = AptSources(drop=["amdgpu.list"],
-                        replace={"rocm.list": "deb [arch=amd64] https://repo.radeon.com/rocm/apt/5.7 focal main"})
+    policy = AptSources(
+        drop=["amdgpu.list"], replace={"rocm.list": "deb [arch=amd64] https://repo.radeon.com/rocm/apt/5.7 focal main"}
+    )
     script = aptsources.policy_script(policy)
-    assert script == ("rm -f /etc/apt/sources.list.d/amdgpu.list && printf '%s\\n' "
-                      "'deb [arch=amd64] https://repo.radeon.com/rocm/apt/5.7 focal main' > /etc/apt/sources.list.d/rocm.list")
+    assert script == (
+        "rm -f /etc/apt/sources.list.d/amdgpu.list && printf '%s\\n' "
+        "'deb [arch=amd64] https://repo.radeon.com/rocm/apt/5.7 focal main' > /etc/apt/sources.list.d/rocm.list"
+    )
     assert aptsources.record(policy) == {"drop": ["amdgpu.list"], "replace": dict(policy.replace)}
-    assert aptsources.policy_script(AptSources(keep=True)) == "" and aptsources.record(AptSources(keep=True)) == {"keep": True}
+    assert aptsources.policy_script(AptSources(keep=True)) == "" and aptsources.record(AptSources(keep=True)) == {
+        "keep": True
+    }
     assert aptsources.checked_update(policy).startswith(script + " && { apt-get update")

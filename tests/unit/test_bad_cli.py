@@ -16,10 +16,16 @@ import pytest
 from tests.conftest import copy_project, run_cli
 
 CASES_FILE = Path(__file__).resolve().parent / "bad_cli" / "cases.txt"
-DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock",
-               "PIP_CERT": "", "REQUESTS_CA_BUNDLE": "", "SSL_CERT_FILE": "", "ROCMFORGE_CACHE_REGISTRY": "",
-               # a GitHub job with `id-token: write` has these: push --keyless is refused without them
-               "ACTIONS_ID_TOKEN_REQUEST_URL": "", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": ""}
+DEAD_ENGINE = {
+    "DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock",
+    "PIP_CERT": "",
+    "REQUESTS_CA_BUNDLE": "",
+    "SSL_CERT_FILE": "",
+    "ROCMFORGE_CACHE_REGISTRY": "",
+    # a GitHub job with `id-token: write` has these: push --keyless is refused without them
+    "ACTIONS_ID_TOKEN_REQUEST_URL": "",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "",
+}
 
 
 def read_cases() -> list:
@@ -83,8 +89,7 @@ def fill(text: str, places: dict[str, str]) -> str:
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
     """Every path under root with its bytes (None for a folder)."""
-    return {p.relative_to(root).as_posix(): (None if p.is_dir() else p.read_bytes())
-            for p in sorted(root.rglob("*"))}
+    return {p.relative_to(root).as_posix(): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
 
 
 GLOBAL_VALUED = {"--matrix", "--state-dir", "--target", "--ca-bundle", "--cache-registry"}

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from rocmforge.shared.packagedata import PROBES, TEMPLATES
 
 HERE = Path(__file__).resolve().parent
@@ -66,8 +67,13 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BUILD_PY), "--matrix", str(tmp_path / "matrix.yaml"), *args],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(BUILD_PY), "--matrix", str(tmp_path / "matrix.yaml"), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
 
 
 def assert_one_error(proc: subprocess.CompletedProcess, where: str, field: str | None, message: str) -> str:
@@ -103,10 +109,16 @@ def test_bad_matrix_render(case: Path, tmp_path: Path):
     assert not (root / ".rocmforge").exists()
 
 
-@pytest.mark.parametrize("case", [c for c in BAD_MATRICES
-                                  if c.stem.split("-", 1)[1] in ("yaml-syntax-error", "duplicate-target",
-                                                                 "dependency-cycle", "settings-bad-extension")],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "case",
+    [
+        c
+        for c in BAD_MATRICES
+        if c.stem.split("-", 1)[1]
+        in ("yaml-syntax-error", "duplicate-target", "dependency-cycle", "settings-bad-extension")
+    ],
+    ids=lambda p: p.stem,
+)
 def test_bad_matrix_list_json(case: Path, tmp_path: Path):
     exp = case_expect(case)
     root = project(tmp_path, case)

@@ -55,12 +55,11 @@ BAD = HERE / "bad_inputs"
 KINDS = ("rocminfo", "archs", "lock", "published", "results", "cache", "checks")
 GOOD_CODE_OBJECT = HERE.parent / "fixtures" / "archs" / "co_gfx942.hsaco"
 DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock", "COLUMNS": "200"}
-IMAGE_ID = "sha256:" + "1" * 64    # the image the results/ cases are recorded for
+IMAGE_ID = "sha256:" + "1" * 64  # the image the results/ cases are recorded for
 
 
 def cases(kind: str) -> list:
-    return [pytest.param(p, id=p.name) for p in sorted((BAD / kind).iterdir())
-            if p.is_file() and p.suffix != ".expect"]
+    return [pytest.param(p, id=p.name) for p in sorted((BAD / kind).iterdir()) if p.is_file() and p.suffix != ".expect"]
 
 
 def expect(case: Path) -> dict[str, str]:
@@ -74,8 +73,14 @@ def expect(case: Path) -> dict[str, str]:
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BUILD_PY), "--matrix", str(cwd / "matrix.yaml"), *args],
-                          cwd=cwd, env={**os.environ, **DEAD_ENGINE}, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(BUILD_PY), "--matrix", str(cwd / "matrix.yaml"), *args],
+        cwd=cwd,
+        env={**os.environ, **DEAD_ENGINE},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -113,7 +118,7 @@ def assert_refused(proc: subprocess.CompletedProcess, path: Path, exp: dict, *, 
     msg = lines[0]
     head = "error: " + where(path, exp)
     assert msg.startswith(head), f"{msg!r} does not start with {head!r}"
-    rest = msg[len(head):]
+    rest = msg[len(head) :]
     if "field" in exp:
         assert rest.startswith(exp["field"] + ": "), f"field {exp['field']!r} not in {msg!r}"
     assert exp["message"] in rest, f"message {exp['message']!r} not in {msg!r}"
@@ -149,9 +154,16 @@ def test_derived_cases_are_current():
 
 
 # -- rocminfo and doctor --rocminfo --------------------------------------------------------------
-@pytest.mark.parametrize("argv", [("rocminfo", "{f}"), ("rocminfo", "{f}", "--json"),
-                                  ("doctor", "--rocminfo", "{f}"), ("doctor", "--json", "--rocminfo", "{f}")],
-                         ids=["rocminfo", "rocminfo-json", "doctor", "doctor-json"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("rocminfo", "{f}"),
+        ("rocminfo", "{f}", "--json"),
+        ("doctor", "--rocminfo", "{f}"),
+        ("doctor", "--json", "--rocminfo", "{f}"),
+    ],
+    ids=["rocminfo", "rocminfo-json", "doctor", "doctor-json"],
+)
 @pytest.mark.parametrize("case", cases("rocminfo"))
 def test_rocminfo_input(case: Path, argv: tuple, project: Path):
     exp = expect(case)
@@ -192,7 +204,7 @@ def test_archs_folder_with_the_input(case: Path, project: Path):
     if "entry" in exp:
         assert_refused(proc, path, exp, stdout_empty=False)
         assert exp["entry"] in entries[str(path)]["error"]
-    else:   # not a GPU file: a folder may hold it; it is not listed as one
+    else:  # not a GPU file: a folder may hold it; it is not listed as one
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
         assert entries[str(path)]["archs"] == []
 
@@ -242,7 +254,7 @@ def test_results_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
     exp = expect(case)
     path = place(case, tmp_path / "results" / f"{IMAGE_ID.split(':')[1]}.json")
     records._warned.clear()
-    assert suite_runs.recorded(tmp_path, IMAGE_ID) is None      # "never tested": nothing is published on it
+    assert suite_runs.recorded(tmp_path, IMAGE_ID) is None  # "never tested": nothing is published on it
     assert_warned(capsys.readouterr().err, path, exp)
     assert path.read_bytes() == case.read_bytes()
 
@@ -255,6 +267,6 @@ def test_build_cache_record_is_not_trusted(case: Path, tmp_path: Path, capsys):
     exp = expect(case)
     path = place(case, tmp_path / "cache" / "hip-runtime.json")
     records._warned.clear()
-    assert buildcache.recorded(tmp_path, "hip-runtime") == []   # no image is removed on its word
+    assert buildcache.recorded(tmp_path, "hip-runtime") == []  # no image is removed on its word
     assert_warned(capsys.readouterr().err, path, exp)
     assert path.read_bytes() == case.read_bytes()

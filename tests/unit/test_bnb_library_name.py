@@ -18,15 +18,21 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.resolve import lockfile
 from rocmforge.define.matrix import load_matrix
+from rocmforge.resolve import lockfile
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = Path(os.environ.get("ROCMFORGE_SOURCES", ROOT.parent / "shared" / "sources")) / "bitsandbytes-rocm.bundle"
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 LOCK = lockfile.load(ROOT / "matrix.lock")
-CASES = sorted({(cname, t.stack) for t in MATRIX.targets.values() for cname in t.components
-                if getattr(MATRIX.components[cname], "built_library", None)})
+CASES = sorted(
+    {
+        (cname, t.stack)
+        for t in MATRIX.targets.values()
+        for cname in t.components
+        if getattr(MATRIX.components[cname], "built_library", None)
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +50,9 @@ def fork(tmp_path_factory):
 
 
 def _show(repo: Path, commit: str, path: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def loader_library_name(repo: Path, commit: str, torch_hip: str) -> str:
@@ -57,12 +64,22 @@ def loader_library_name(repo: Path, commit: str, torch_hip: str) -> str:
     tree = ast.parse(_show(repo, commit, "bitsandbytes/cextension.py"), "bitsandbytes/cextension.py")
     naming = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_cuda_bnb_library_path"]
     # The block in the module's try: that sets BNB_HIP_VERSION from torch.version.hip.
-    versions = [s for n in tree.body if isinstance(n, ast.Try) for s in n.body
-                if isinstance(s, ast.If) and "BNB_HIP_VERSION" in ast.unparse(s)]
+    versions = [
+        s
+        for n in tree.body
+        if isinstance(n, ast.Try)
+        for s in n.body
+        if isinstance(s, ast.If) and "BNB_HIP_VERSION" in ast.unparse(s)
+    ]
     assert len(naming) == 1 and len(versions) == 1, "the fork's loader changed shape: read cextension.py again"
     torch = types.SimpleNamespace(version=types.SimpleNamespace(hip=torch_hip, cuda=None))
-    scope = {"torch": torch, "os": os, "logger": None, "PACKAGE_DIR": consts["PACKAGE_DIR"],
-             "DYNAMIC_LIBRARY_SUFFIX": consts["DYNAMIC_LIBRARY_SUFFIX"]}
+    scope = {
+        "torch": torch,
+        "os": os,
+        "logger": None,
+        "PACKAGE_DIR": consts["PACKAGE_DIR"],
+        "DYNAMIC_LIBRARY_SUFFIX": consts["DYNAMIC_LIBRARY_SUFFIX"],
+    }
     exec(compile(ast.Module(body=versions + naming, type_ignores=[]), "bitsandbytes/cextension.py", "exec"), scope)
     path = scope["get_cuda_bnb_library_path"](None)
     return path.relative_to(package_dir.parent).as_posix()
@@ -90,5 +107,7 @@ def test_built_library_is_the_name_the_forks_loader_opens(fork, component, stack
 def test_the_loader_code_is_what_tells_the_names_apart(fork):
     """The executed code, not this test, decides: 6.0 and 6.1 straddle the fork's hipBLASLt cut."""
     commit = LOCK.git["bitsandbytes-hip"].commit
-    assert loader_library_name(fork, commit, "6.0.32830-d62f6a171") == "bitsandbytes/libbitsandbytes_rocm60_nohipblaslt.so"
+    assert (
+        loader_library_name(fork, commit, "6.0.32830-d62f6a171") == "bitsandbytes/libbitsandbytes_rocm60_nohipblaslt.so"
+    )
     assert loader_library_name(fork, commit, "6.1.40091-a8dbc0c19") == "bitsandbytes/libbitsandbytes_rocm61.so"

@@ -5,22 +5,27 @@ from __future__ import annotations
 import os
 import tarfile
 
-from tests.conftest import ROOT
-from rocmforge.resolve import bootstrap
 from rocmforge.define.matrix import load_matrix
+from rocmforge.resolve import bootstrap
+from tests.conftest import ROOT
 
 STACK = load_matrix(ROOT / "matrix.yaml").stacks["debian13-rocm5.7"]
 
 
 def _fake_rootfs(root, stamp):
-    day = 20000 + stamp[-1]   # debootstrap dates each shadow entry by the day it ran
-    for rel, data in {"etc/shadow": b"root:*:%d:0:99999:7:::\n_apt:!:%d::::::\n" % (day, day),
-                      "etc/shadow-": b"root:*:%d:0:99999:7:::\n" % day,
-                      "etc/apt/sources.list": b"deb http://mirror-%s.example/debian trixie main\n" % stamp,
-                      "etc/os-release": b"ID=debian\n", "etc/resolv.conf": b"nameserver 10.0.0.1\n",
-                      "etc/hostname": b"builder-42\n", "var/log/dpkg.log": stamp,
-                      "var/cache/ldconfig/aux-cache": stamp, "var/lib/apt/lists/x_Packages": stamp,
-                      "usr/bin/tool": b"#!/bin/sh\n"}.items():
+    day = 20000 + stamp[-1]  # debootstrap dates each shadow entry by the day it ran
+    for rel, data in {
+        "etc/shadow": b"root:*:%d:0:99999:7:::\n_apt:!:%d::::::\n" % (day, day),
+        "etc/shadow-": b"root:*:%d:0:99999:7:::\n" % day,
+        "etc/apt/sources.list": b"deb http://mirror-%s.example/debian trixie main\n" % stamp,
+        "etc/os-release": b"ID=debian\n",
+        "etc/resolv.conf": b"nameserver 10.0.0.1\n",
+        "etc/hostname": b"builder-42\n",
+        "var/log/dpkg.log": stamp,
+        "var/cache/ldconfig/aux-cache": stamp,
+        "var/lib/apt/lists/x_Packages": stamp,
+        "usr/bin/tool": b"#!/bin/sh\n",
+    }.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
@@ -47,18 +52,20 @@ def test_normalised_layers_are_identical_and_scrubbed(tmp_path):
         assert {(m.uid, m.gid) for m in t.getmembers()} == {(0, 0)}
 
 
-
 def _debootstrap_as(root, version):
     """What each debootstrap version writes differently (seen with 1.0.128, 1.0.141, 1.0.145
     bootstrapping trixie minbase on Debian 12 and in a sid container)."""
     _fake_rootfs(root, b"run-one")
     fstab = {"1.0.128": "# UNCONFIGURED FSTAB FOR BASE SYSTEM\n"}.get(
-        version, "# UNCONFIGURED FSTAB FOR BASE SYSTEM\n#\n# <file system> <mount point>   <type>  <options>       <dump>  <pass>\n")
+        version,
+        "# UNCONFIGURED FSTAB FOR BASE SYSTEM\n#\n"
+        "# <file system> <mount point>   <type>  <options>       <dump>  <pass>\n",
+    )
     (root / "etc/fstab").write_text(fstab)
     (root / "run/lock").mkdir(parents=True)
     if version == "1.0.128":
         (root / "run/mount").mkdir()
-    for rel in ("etc/hostname", "etc/resolv.conf"):   # copied from the host, with the host's mode
+    for rel in ("etc/hostname", "etc/resolv.conf"):  # copied from the host, with the host's mode
         (root / rel).chmod(0o755 if version == "1.0.128" else 0o644)
 
 
@@ -81,6 +88,7 @@ def test_a_file_a_package_puts_under_run_is_kept(tmp_path):
     (root / "run/pkg/state").write_text("x")
     bootstrap.settle_rootfs(root, "trixie")
     assert (root / "run/pkg/state").read_text() == "x"
+
 
 ARCHIVE_SCRIPT = """
 import sys
@@ -114,8 +122,13 @@ def test_two_bootstraps_give_identical_archives(tmp_path):
         root = tmp_path / f"r{i}"
         _fake_rootfs(root, stamp)
         out = tmp_path / f"archive{i}.tar"
-        proc = subprocess.run([sys.executable, "-c", ARCHIVE_SCRIPT, str(root), str(out), str(ROOT / "matrix.yaml")],
-                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", ARCHIVE_SCRIPT, str(root), str(out), str(ROOT / "matrix.yaml")],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         ids.append(proc.stdout.strip())
         archives.append(_members(out))

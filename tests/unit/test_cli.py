@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
-from rocmforge.define.matrix import load_matrix
 import rocmforge.cli.project_commands  # noqa: F401  (the last-resort tests patch it; alone, nothing else imports it)
+from rocmforge.define.matrix import load_matrix
+from tests.conftest import ROOT, run_cli
 
 
 def test_list_json_covers_every_target_in_build_order():
@@ -62,8 +62,11 @@ def test_makefile_recipes_are_one_build_py_call():
     assert recipes
     for r in recipes:
         assert r.strip().startswith("$(PYTHON) build.py "), r
-    targets = {ln.split(":")[0] for ln in lines if ln and not ln.startswith(("\t", "#", ".", " ")) and ":" in ln
-               and "=" not in ln}
+    targets = {
+        ln.split(":")[0]
+        for ln in lines
+        if ln and not ln.startswith(("\t", "#", ".", " ")) and ":" in ln and "=" not in ln
+    }
     assert {"build", "test", "render", "lint", "push", "clean"} <= targets
 
 
@@ -83,15 +86,24 @@ def test_list_table_keeps_names_whole_at_80_columns():
     assert max(len(line) for line in table.splitlines()) <= 80
 
 
-@pytest.mark.parametrize("exc,code,line", [
-    (OSError(errno.ENOSPC, "No space left on device", "/var/x/layer.tar"), 1,
-     "error: /var/x/layer.tar: No space left on device"),
-    (OSError(errno.EDQUOT, "Disk quota exceeded", "/q"), 1, "error: /q: Disk quota exceeded"),
-    (PermissionError(errno.EACCES, "Permission denied", "/etc/x"), 2, "error: /etc/x: Permission denied"),
-    (OSError(errno.EXDEV, "Invalid cross-device link", "/a", None, "/b"), 2,
-     "error: /a -> /b: Invalid cross-device link"),
-    (ConnectionError("connection\nrefused"), 1, "error: connection refused"),
-])
+@pytest.mark.parametrize(
+    "exc,code,line",
+    [
+        (
+            OSError(errno.ENOSPC, "No space left on device", "/var/x/layer.tar"),
+            1,
+            "error: /var/x/layer.tar: No space left on device",
+        ),
+        (OSError(errno.EDQUOT, "Disk quota exceeded", "/q"), 1, "error: /q: Disk quota exceeded"),
+        (PermissionError(errno.EACCES, "Permission denied", "/etc/x"), 2, "error: /etc/x: Permission denied"),
+        (
+            OSError(errno.EXDEV, "Invalid cross-device link", "/a", None, "/b"),
+            2,
+            "error: /a -> /b: Invalid cross-device link",
+        ),
+        (ConnectionError("connection\nrefused"), 1, "error: connection refused"),
+    ],
+)
 def test_last_resort_for_os_errors_is_one_line(monkeypatch, capsys, exc, code, line):
     """A bad path no early check foresaw exits 2; the machine failing (full disk, network) exits 1."""
     from rocmforge import cli
@@ -116,7 +128,7 @@ def test_last_resort_for_docker_errors_and_bugs(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: Docker engine: ") and err.count("\n") == 1
     raised.append(ZeroDivisionError("a bug of ours"))
-    with pytest.raises(ZeroDivisionError):     # a bug keeps its traceback
+    with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
         cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"])
 
 

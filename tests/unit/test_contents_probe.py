@@ -27,28 +27,34 @@ def record_hash(data: bytes) -> str:
 
 def test_md5sums_lines_become_absolute_paths():
     text = f"{'a' * 32}  usr/bin/rocminfo\n{'b' * 32}  usr/share/doc/x y/copyright\nnot a line\n\n"
-    assert contents.parse_md5sums(text) == [("/usr/bin/rocminfo", "a" * 32),
-                                            ("/usr/share/doc/x y/copyright", "b" * 32)]
+    assert contents.parse_md5sums(text) == [("/usr/bin/rocminfo", "a" * 32), ("/usr/share/doc/x y/copyright", "b" * 32)]
 
 
 def test_status_conffiles_by_package_with_their_flags():
-    text = ("Package: binutils\nStatus: install ok installed\nConffiles:\n"
-            " /etc/gprofng.rc newconffile remove-on-upgrade\nDescription: x\n continued line\n\n"
-            "Package: binutils-common\nConffiles:\n /etc/gprofng.rc 9ef0ad52fe3e0ad424927ad653d29983\n"
-            " /etc/old.conf 0123456789abcdef0123456789abcdef obsolete\n\nPackage: bash\nVersion: 5\n")
+    text = (
+        "Package: binutils\nStatus: install ok installed\nConffiles:\n"
+        " /etc/gprofng.rc newconffile remove-on-upgrade\nDescription: x\n continued line\n\n"
+        "Package: binutils-common\nConffiles:\n /etc/gprofng.rc 9ef0ad52fe3e0ad424927ad653d29983\n"
+        " /etc/old.conf 0123456789abcdef0123456789abcdef obsolete\n\nPackage: bash\nVersion: 5\n"
+    )
     assert contents.parse_status(text) == {
         "binutils": [("/etc/gprofng.rc", "newconffile", "remove-on-upgrade")],
-        "binutils-common": [("/etc/gprofng.rc", "9ef0ad52fe3e0ad424927ad653d29983", ""),
-                            ("/etc/old.conf", "0123456789abcdef0123456789abcdef", "obsolete")]}
+        "binutils-common": [
+            ("/etc/gprofng.rc", "9ef0ad52fe3e0ad424927ad653d29983", ""),
+            ("/etc/old.conf", "0123456789abcdef0123456789abcdef", "obsolete"),
+        ],
+    }
 
 
 def test_record_lines_hash_size_and_unhashed_ones():
     data = b"print('peft')\n"
-    text = (f"peft/__init__.py,{record_hash(data)},{len(data)}\n"
-            "peft-0.21.2.dist-info/RECORD,,\n"
-            "peft/__pycache__/__init__.cpython-314.pyc,,\n"
-            f"../../../bin/peft,{record_hash(b'#!')},2\n"
-            '"peft/a,b.py",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n')
+    text = (
+        f"peft/__init__.py,{record_hash(data)},{len(data)}\n"
+        "peft-0.21.2.dist-info/RECORD,,\n"
+        "peft/__pycache__/__init__.cpython-314.pyc,,\n"
+        f"../../../bin/peft,{record_hash(b'#!')},2\n"
+        '"peft/a,b.py",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n'
+    )
     site = "/opt/rocmforge/venv/lib/python3.14/site-packages"
     rows = contents.parse_record(text, site)
     assert rows[0] == (f"{site}/peft/__init__.py", "sha256", hashlib.sha256(data).hexdigest(), len(data))
@@ -62,17 +68,22 @@ def test_outputs_list_header_and_wheel_data_prefix():
     digest = "c" * 64
     root, files = contents.parse_outputs(
         f"# rocmforge-outputs bitsandbytes-hip dist:bitsandbytes\n{digest}  bitsandbytes/x.so\n"
-        f"{digest}  bitsandbytes-0.43.3.dev0.data/platlib/bitsandbytes/y.so\n", "bitsandbytes-hip")
+        f"{digest}  bitsandbytes-0.43.3.dev0.data/platlib/bitsandbytes/y.so\n",
+        "bitsandbytes-hip",
+    )
     assert root == "dist:bitsandbytes"
     assert files == [("bitsandbytes/x.so", digest), ("bitsandbytes/y.so", digest)]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "first line is not"),
-    ("# rocmforge-outputs other-component /opt/rocmforge/bin\n" + "c" * 64 + "  x\n", "first line is not"),
-    ("# rocmforge-outputs smoke /opt/rocmforge/bin\n", "lists no file"),
-    ("# rocmforge-outputs smoke /opt/rocmforge/bin\nnot-a-digest  smoke\n", "not a sha256sum line"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "first line is not"),
+        ("# rocmforge-outputs other-component /opt/rocmforge/bin\n" + "c" * 64 + "  x\n", "first line is not"),
+        ("# rocmforge-outputs smoke /opt/rocmforge/bin\n", "lists no file"),
+        ("# rocmforge-outputs smoke /opt/rocmforge/bin\nnot-a-digest  smoke\n", "not a sha256sum line"),
+    ],
+)
 def test_outputs_list_malformed(text, message):
     with pytest.raises(ValueError, match=message):
         contents.parse_outputs(text, "smoke")
@@ -81,12 +92,12 @@ def test_outputs_list_malformed(text, message):
 def test_dpkg_path_filters_last_match_decides(tmp_path):
     (tmp_path / "dpkg.cfg.d").mkdir()
     (tmp_path / "dpkg.cfg.d" / "excludes").write_text(
-        "# docs\npath-exclude=/usr/share/doc/*\npath-include=/usr/share/doc/*/copyright\n"
-        "path-exclude /not/an/option\n")
+        "# docs\npath-exclude=/usr/share/doc/*\npath-include=/usr/share/doc/*/copyright\npath-exclude /not/an/option\n"
+    )
     filters = contents.path_filters((str(tmp_path / "dpkg.cfg"), str(tmp_path / "dpkg.cfg.d" / "*")))
     assert filters == [(True, "/usr/share/doc/*"), (False, "/usr/share/doc/*/copyright")]
     assert contents.dpkg_filtered("/usr/share/doc/rocminfo/changelog.gz", filters)
-    assert contents.dpkg_filtered("/usr/share/doc/a/b/README", filters)        # `*` crosses `/`, as in dpkg
+    assert contents.dpkg_filtered("/usr/share/doc/a/b/README", filters)  # `*` crosses `/`, as in dpkg
     assert not contents.dpkg_filtered("/usr/share/doc/rocminfo/copyright", filters)
     assert not contents.dpkg_filtered("/usr/bin/rocminfo", filters)
 
@@ -94,18 +105,21 @@ def test_dpkg_path_filters_last_match_decides(tmp_path):
 LIB = "/usr/lib/x86_64-linux-gnu/rocblas/2.47.0/library"
 
 
-@pytest.mark.parametrize("path, problem, key", [
-    (f"{LIB}/TensileLibrary_gfx908.co", "missing", "pruned"),
-    (f"{LIB}/TensileLibrary_gfx90a.co", "missing", None),           # a kept arch's file is never excused
-    (f"{LIB}/TensileLibrary_gfx908.co", "changed", None),           # pruning removes, it never edits
-    (f"{LIB}/TensileLibrary.dat", "missing", None),                 # for every arch: kept by prune
-    ("/usr/share/doc/rocminfo/changelog.gz", "missing", "path-exclude"),
-    ("/usr/share/doc/rocminfo/changelog.gz", "changed", None),
-    ("/etc/hostname", "changed", "bootstrap"),
-    ("/etc/apt/sources.list.d/rocm.list", "missing", "apt-sources"),
-    ("/usr/bin/rocminfo", "changed", None),
-    ("/usr/bin/rocminfo", "missing", None),
-])
+@pytest.mark.parametrize(
+    "path, problem, key",
+    [
+        (f"{LIB}/TensileLibrary_gfx908.co", "missing", "pruned"),
+        (f"{LIB}/TensileLibrary_gfx90a.co", "missing", None),  # a kept arch's file is never excused
+        (f"{LIB}/TensileLibrary_gfx908.co", "changed", None),  # pruning removes, it never edits
+        (f"{LIB}/TensileLibrary.dat", "missing", None),  # for every arch: kept by prune
+        ("/usr/share/doc/rocminfo/changelog.gz", "missing", "path-exclude"),
+        ("/usr/share/doc/rocminfo/changelog.gz", "changed", None),
+        ("/etc/hostname", "changed", "bootstrap"),
+        ("/etc/apt/sources.list.d/rocm.list", "missing", "apt-sources"),
+        ("/usr/bin/rocminfo", "changed", None),
+        ("/usr/bin/rocminfo", "missing", None),
+    ],
+)
 def test_exception_table(path, problem, key):
     host = {"bootstrap": ["/etc/hostname"], "apt-sources": ["/etc/apt/sources.list.d/rocm.list"]}
     filters = [(True, "/usr/share/doc/*")]
@@ -123,8 +137,11 @@ def test_base_as_shipped_excuses_only_the_base_exact_bytes(tmp_path):
     same, edited, gone = tmp_path / "same", tmp_path / "edited", tmp_path / "gone"
     same.write_bytes(b"vendor's edit\n")
     edited.write_bytes(b"our edit on top\n")
-    shipped = {str(same): hashlib.sha256(b"vendor's edit\n").hexdigest(),
-               str(edited): hashlib.sha256(b"vendor's edit\n").hexdigest(), str(gone): None}
+    shipped = {
+        str(same): hashlib.sha256(b"vendor's edit\n").hexdigest(),
+        str(edited): hashlib.sha256(b"vendor's edit\n").hexdigest(),
+        str(gone): None,
+    }
     host = {"base-as-shipped": shipped}
     assert contents.excused_by(str(same), "changed", host, None, []) == "base-as-shipped"
     assert contents.excused_by(str(gone), "missing", host, None, []) == "base-as-shipped"
@@ -140,8 +157,10 @@ def test_wheel_list_hashes_every_file_inside(tmp_path):
         zf.writestr("bitsandbytes-0.43.3.dev0.dist-info/RECORD", b"")
     root, files = contents.parse_outputs(wheel_outputs.wheel_list("bitsandbytes-hip", str(wheel)), "bitsandbytes-hip")
     assert root == "dist:bitsandbytes"
-    assert files == [("bitsandbytes-0.43.3.dev0.dist-info/RECORD", hashlib.sha256(b"").hexdigest()),
-                     ("bitsandbytes/__init__.py", hashlib.sha256(b"x = 1\n").hexdigest())]
+    assert files == [
+        ("bitsandbytes-0.43.3.dev0.dist-info/RECORD", hashlib.sha256(b"").hexdigest()),
+        ("bitsandbytes/__init__.py", hashlib.sha256(b"x = 1\n").hexdigest()),
+    ]
 
 
 def test_digest_file_reads_in_chunks_and_refuses_links(tmp_path):
@@ -160,12 +179,16 @@ def fake_image(tmp_path, monkeypatch):
     root = tmp_path / "root"
     info = tmp_path / "info"
     info.mkdir()
-    files = {"usr/bin/rocminfo": b"\x7fELF rocminfo", f"{LIB[1:]}/TensileLibrary_gfx908.co": b"co",
-             f"{LIB[1:]}/TensileLibrary_gfx90a.co": b"kernels", "etc/rocm.conf": b"conf"}
+    files = {
+        "usr/bin/rocminfo": b"\x7fELF rocminfo",
+        f"{LIB[1:]}/TensileLibrary_gfx908.co": b"co",
+        f"{LIB[1:]}/TensileLibrary_gfx90a.co": b"kernels",
+        "etc/rocm.conf": b"conf",
+    }
     for rel, data in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
-    (root / LIB[1:] / "TensileLibrary_gfx908.co").unlink()           # the prune step's
+    (root / LIB[1:] / "TensileLibrary_gfx908.co").unlink()  # the prune step's
     listed = [r for r in files if r != "etc/rocm.conf"]
     (info / "rocminfo.list").write_text("".join(f"{root}/{r}\n" for r in files))
     (info / "rocminfo.md5sums").write_text("".join(f"{md5(files[r])}  {str(root)[1:]}/{r}\n" for r in listed))
@@ -176,7 +199,8 @@ def fake_image(tmp_path, monkeypatch):
     (site / "peft/__init__.py").write_bytes(b"peft\n")
     (site / "peft-0.21.2.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: peft\nVersion: 0.21.2\n\nbody\n")
     (site / "peft-0.21.2.dist-info/RECORD").write_text(
-        f"peft/__init__.py,{record_hash(b'peft' + bytes([10]))},5\npeft-0.21.2.dist-info/RECORD,,\n")
+        f"peft/__init__.py,{record_hash(b'peft' + bytes([10]))},5\npeft-0.21.2.dist-info/RECORD,,\n"
+    )
     monkeypatch.setattr(contents, "DPKG_INFO", str(info))
     monkeypatch.setattr(contents, "DPKG_STATUS", str(tmp_path / "status"))
     monkeypatch.setattr(contents, "DPKG_DIVERSIONS", str(tmp_path / "none"))
@@ -189,15 +213,16 @@ def fake_image(tmp_path, monkeypatch):
 
 def run_check(expected):
     report = contents.check(expected)
-    json.dumps(report)                                   # what the suite reads back
+    json.dumps(report)  # what the suite reads back
     return report
 
 
 def test_clean_fake_image_passes_and_names_what_it_excused(fake_image):
     report = run_check({"packages": ["rocminfo"], "python": {"peft": ["0.21.2", "matrix.lock python.env"]}})
     assert report["problems"] == []
-    assert [f.split(" (")[0].rsplit("/", 1)[1] for f in report["excused"]["pruned"]["files"]] == \
-        ["TensileLibrary_gfx908.co"]
+    assert [f.split(" (")[0].rsplit("/", 1)[1] for f in report["excused"]["pruned"]["files"]] == [
+        "TensileLibrary_gfx908.co"
+    ]
     assert report["checked"]["dpkg_files"] == 3 and report["checked"]["python_files"] == 1
 
 
@@ -207,8 +232,12 @@ def test_changed_emptied_and_missing_files_fail_naming_their_source(fake_image):
     (root / LIB[1:] / "TensileLibrary_gfx90a.co").write_bytes(b"")
     (root / "etc/rocm.conf").unlink()
     (site / "peft/__init__.py").write_bytes(b"pefT\n")
-    report = run_check({"packages": ["rocminfo", "librocblas0"],
-                        "python": {"peft": ["0.21.2", "matrix.lock python.env"], "mpmath": ["1.3.0", "lock"]}})
+    report = run_check(
+        {
+            "packages": ["rocminfo", "librocblas0"],
+            "python": {"peft": ["0.21.2", "matrix.lock python.env"], "mpmath": ["1.3.0", "lock"]},
+        }
+    )
     problems = "\n".join(report["problems"])
     assert f"{root}/usr/bin/rocminfo (dpkg rocminfo): md5 differs from" in problems
     assert f"{root}{LIB}/TensileLibrary_gfx90a.co (dpkg rocminfo): empty, md5 differs" in problems
@@ -220,11 +249,15 @@ def test_changed_emptied_and_missing_files_fail_naming_their_source(fake_image):
 
 def test_locked_version_differs(fake_image, monkeypatch):
     _root, site = fake_image
-    monkeypatch.setattr(contents, "dist_index", lambda patterns: {
-        contents.VENV_PYTHON: [("mpmath", "1.3.1", str(site / "mpmath-1.3.0.dist-info"))]})
+    monkeypatch.setattr(
+        contents,
+        "dist_index",
+        lambda patterns: {contents.VENV_PYTHON: [("mpmath", "1.3.1", str(site / "mpmath-1.3.0.dist-info"))]},
+    )
     report = run_check({"python": {"mpmath": ["1.3.0", "matrix.lock python.env"]}})
-    assert report["problems"] == [f"python mpmath: matrix.lock python.env records 1.3.0, installed 1.3.1 "
-                                  f"({site}/mpmath-1.3.0.dist-info/METADATA)"]
+    assert report["problems"] == [
+        f"python mpmath: matrix.lock python.env records 1.3.0, installed 1.3.1 ({site}/mpmath-1.3.0.dist-info/METADATA)"
+    ]
 
 
 def test_component_outputs_against_their_list(fake_image, tmp_path, monkeypatch):
@@ -234,10 +267,12 @@ def test_component_outputs_against_their_list(fake_image, tmp_path, monkeypatch)
     monkeypatch.setattr(contents, "OUTPUTS", str(outputs))
     (outputs / "peft-built.sha256").write_text(
         f"# rocmforge-outputs peft-built dist:peft\n{hashlib.sha256(b'other').hexdigest()}  peft/__init__.py\n"
-        f"{hashlib.sha256(b'wheel record').hexdigest()}  peft-0.21.2.dist-info/RECORD\n")
+        f"{hashlib.sha256(b'wheel record').hexdigest()}  peft-0.21.2.dist-info/RECORD\n"
+    )
     report = run_check({"outputs": ["peft-built", "rocblas-gemm-smoke"]})
     assert sorted(report["problems"]) == [
         f"{outputs}/rocblas-gemm-smoke.sha256 (component rocblas-gemm-smoke): missing: the builder stage's list "
         "of what it built is not in the image (built from templates older than that list?)",
-        f"{site}/peft/__init__.py (component peft-built): sha256 differs from {outputs}/peft-built.sha256"]
+        f"{site}/peft/__init__.py (component peft-built): sha256 differs from {outputs}/peft-built.sha256",
+    ]
     assert list(report["excused"]) == ["pip-record"]

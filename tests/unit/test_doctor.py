@@ -19,7 +19,15 @@ from rocmforge.host.enginebase import Engine, ImageMissing
 from rocmforge.host.engineinfo import GRAPHDRIVER, EngineInfo
 from rocmforge.shared.errors import UserError
 from tests.unit.doctor_hosts import (
-    EXPECTED, GB, HIP_RUNTIME, SCENARIOS, fixture, fixture_path, gpu_host, rocminfo_text, saved_output,
+    EXPECTED,
+    GB,
+    HIP_RUNTIME,
+    SCENARIOS,
+    fixture,
+    fixture_path,
+    gpu_host,
+    rocminfo_text,
+    saved_output,
 )
 
 
@@ -51,6 +59,7 @@ def envs(report: doctor.Report) -> dict:
 
 # --------------------------------------------------------------------------- report shape and output
 
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_report_matches_the_expected_output(name):
     facts, saved = SCENARIOS[name]()
@@ -76,8 +85,16 @@ def test_json_shape_and_text_rendering():
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in r["env"].items())
     names = [c["name"] for c in data["checks"]]
     assert names[:8] == ["engine", "wsl", "kfd", "render-nodes", "device-groups", "rootless", "cdi", "amdgpu-module"]
-    assert {"driver", "gpus", "integrated-gpus", "gfx-override", "coverage:hip-runtime", "coverage", "shm",
-            "disk"} <= set(names)
+    assert {
+        "driver",
+        "gpus",
+        "integrated-gpus",
+        "gfx-override",
+        "coverage:hip-runtime",
+        "coverage",
+        "shm",
+        "disk",
+    } <= set(names)
     text = report.format_text()
     for c in report.checks:
         assert c.name in text
@@ -94,16 +111,25 @@ def test_healthy_single_gpu_host_is_all_ok():
     assert [c.status for c in report.checks if c.name != "cdi"] == [OK] * (len(report.checks) - 1), report.format_text()
     assert report.recommendations == []
     assert "gfx90a 'AMD Instinct MI210'" in report.check("gpus").detail
-    assert_check(report, "device-groups", OK, "--group-add 44 --group-add 993",
-                 "--device /dev/kfd --device /dev/dri/renderD128")
+    assert_check(
+        report, "device-groups", OK, "--group-add 44 --group-add 993", "--device /dev/kfd --device /dev/dri/renderD128"
+    )
 
 
 # --------------------------------------------------------------------------- no GPU
 
+
 def test_host_without_gpu_fails_with_clear_detail():
-    facts = HostFacts(engine_version="26.1.5", kfd=NodeFacts("/dev/kfd", exists=False), render_nodes=(),
-                      amdgpu_module=False, rocminfo_text=None, rocminfo_source="not run: no /dev/kfd",
-                      free_disk_bytes=200 * GB, built_targets=HIP_RUNTIME)
+    facts = HostFacts(
+        engine_version="26.1.5",
+        kfd=NodeFacts("/dev/kfd", exists=False),
+        render_nodes=(),
+        amdgpu_module=False,
+        rocminfo_text=None,
+        rocminfo_source="not run: no /dev/kfd",
+        free_disk_bytes=200 * GB,
+        built_targets=HIP_RUNTIME,
+    )
     report = diagnose(facts)
     assert_check(report, "kfd", FAIL, "no AMD GPU device nodes: containers will run without a GPU")
     # One cause, reported once: the render-node and GPU checks would only repeat it.
@@ -123,10 +149,13 @@ def test_default_facts_are_a_bare_host():
     assert not report.ok
 
 
-@pytest.mark.parametrize("name, needles", [
-    ("debian-rocm5.7-no-gpu.txt", ["ROCk module is NOT loaded"]),
-    ("kfd-permission-denied.txt", ["Unable to open /dev/kfd read-write", "--group-add"]),
-])
+@pytest.mark.parametrize(
+    "name, needles",
+    [
+        ("debian-rocm5.7-no-gpu.txt", ["ROCk module is NOT loaded"]),
+        ("kfd-permission-denied.txt", ["Unable to open /dev/kfd read-write", "--group-add"]),
+    ],
+)
 def test_saved_output_without_gpu_fails_and_says_why(name, needles):
     report = from_file(name, HIP_RUNTIME)
     for host_check in ("kfd", "render-nodes", "device-groups", "amdgpu-module"):
@@ -138,10 +167,14 @@ def test_saved_output_without_gpu_fails_and_says_why(name, needles):
 
 # --------------------------------------------------------------------------- iGPU + dGPU
 
-@pytest.mark.parametrize("name, value, igpu_index", [
-    ("w7900-with-igpu-first.txt", "1", 0),
-    ("w7900-with-igpu-second.txt", "0", 1),
-])
+
+@pytest.mark.parametrize(
+    "name, value, igpu_index",
+    [
+        ("w7900-with-igpu-first.txt", "1", 0),
+        ("w7900-with-igpu-second.txt", "0", 1),
+    ],
+)
 def test_w7900_with_igpu_recommends_hip_visible_devices(name, value, igpu_index):
     report = from_file(name, HIP_RUNTIME)
     assert [r.env for r in report.recommendations] == [{"HIP_VISIBLE_DEVICES": value}]
@@ -172,6 +205,7 @@ def test_igpu_hidden_and_dgpu_overridden_together():
 
 
 # --------------------------------------------------------------------------- HSA_OVERRIDE_GFX_VERSION
+
 
 def test_gfx1031_gets_override_when_a_target_covers_gfx1030_only():
     report = from_file("rx6700xt-gfx1031.txt", {"rdna2": ("gfx1030",)})
@@ -249,12 +283,19 @@ def test_gpu_without_a_known_override_gets_none():
     assert status(report, "coverage") == FAIL
 
 
-@pytest.mark.parametrize("gpus, recommended, needles", [
-    ((("gfx1100", "AMD Radeon RX 7900 XTX"), ("gfx1031", "AMD Radeon RX 6700 XT")), False,
-     ["Not recommended", "gfx1100"]),
-    ((("gfx1101", "RX 7800 XT"), ("gfx1031", "RX 6700 XT")), False, ["different values"]),
-    ((("gfx1030", "RX 6800 XT"), ("gfx1031", "RX 6700 XT")), True, []),
-], ids=["would-rename-another-gpu", "different-values", "other-gpu-is-the-reference-part"])
+@pytest.mark.parametrize(
+    "gpus, recommended, needles",
+    [
+        (
+            (("gfx1100", "AMD Radeon RX 7900 XTX"), ("gfx1031", "AMD Radeon RX 6700 XT")),
+            False,
+            ["Not recommended", "gfx1100"],
+        ),
+        ((("gfx1101", "RX 7800 XT"), ("gfx1031", "RX 6700 XT")), False, ["different values"]),
+        ((("gfx1030", "RX 6800 XT"), ("gfx1031", "RX 6700 XT")), True, []),
+    ],
+    ids=["would-rename-another-gpu", "different-values", "other-gpu-is-the-reference-part"],
+)
 def test_override_with_two_gpus(gpus, recommended, needles):
     report = diagnose(gpu_host(rocminfo_text(*gpus), {"t": ("gfx1100", "gfx1030")}))
     assert ("HSA_OVERRIDE_GFX_VERSION" in envs(report)) is recommended
@@ -263,9 +304,13 @@ def test_override_with_two_gpus(gpus, recommended, needles):
 
 # --------------------------------------------------------------------------- coverage per target
 
+
 def test_coverage_per_built_target():
-    built = {"hip-runtime": ("gfx90a", "gfx1100"), "llama31-qlora-w7900": ("gfx1100",),
-             "llama7b-train": ("gfx906", "gfx90a")}
+    built = {
+        "hip-runtime": ("gfx90a", "gfx1100"),
+        "llama31-qlora-w7900": ("gfx1100",),
+        "llama7b-train": ("gfx906", "gfx90a"),
+    }
     report = from_file("mi210.txt", built)
     assert status(report, "coverage:hip-runtime") == OK
     assert status(report, "coverage:llama7b-train") == OK
@@ -293,8 +338,12 @@ def test_generic_isa_listed_by_rocminfo_counts_as_coverage():
 
 
 def test_engine_unreachable_is_the_only_failure():
-    facts = gpu_host(fixture("mi210.txt"), HIP_RUNTIME, engine_version=None,
-                     engine_error="Error while fetching server API version: connection refused")
+    facts = gpu_host(
+        fixture("mi210.txt"),
+        HIP_RUNTIME,
+        engine_version=None,
+        engine_error="Error while fetching server API version: connection refused",
+    )
     report = diagnose(facts)
     assert [c.name for c in report.checks if c.status == FAIL] == ["engine"]
     assert report.exit_code == 1
@@ -310,6 +359,7 @@ def test_kfd_present_but_no_rocminfo_warns():
 
 
 # --------------------------------------------------------------------------- gather
+
 
 class FakeImage:
     def __init__(self, target, archs, created, tags=("rocmforge/x:y",)):
@@ -338,14 +388,21 @@ class FakeClient(Engine):
 
     def list_images(self, *, label=None, dangling=None):
         name, _, value = (label or "").partition("=")
-        return [{"Id": i, "RepoTags": img.tags or ["<none>:<none>"]} for i, img in self._images.items()
-                if not name or img.labels.get(name) == (value or img.labels.get(name)) and name in img.labels]
+        return [
+            {"Id": i, "RepoTags": img.tags or ["<none>:<none>"]}
+            for i, img in self._images.items()
+            if not name or img.labels.get(name) == (value or img.labels.get(name)) and name in img.labels
+        ]
 
     def inspect(self, ref):
         if ref in self._images:
             img = self._images[ref]
-            return {"Id": ref, "Created": img.created, "RepoTags": img.tags,
-                    "Config": {"Labels": img.labels, "Env": getattr(img, "env", [])}}
+            return {
+                "Id": ref,
+                "Created": img.created,
+                "RepoTags": img.tags,
+                "Config": {"Labels": img.labels, "Env": getattr(img, "env", [])},
+            }
         if ref not in self.present:
             raise ImageMissing(ref)
         return {"Id": "sha256:" + "0" * 64}
@@ -373,8 +430,16 @@ def fake_tree(tmp_path: Path, *, kfd=True, render=True, module="sys") -> dict:
 def gather_bare(tmp_path: Path, **kw) -> HostFacts:
     """gather on a fake host without GPU nodes, with no built targets and no host rocminfo."""
     tree = {} if "dev_root" in kw else fake_tree(tmp_path / "bare", kfd=False, render=False, module="none")
-    return gather(**{"client": FakeClient(), "built_targets": {}, "host_rocminfo": False,
-                     "docker_root": str(tmp_path), **tree, **kw})
+    return gather(
+        **{
+            "client": FakeClient(),
+            "built_targets": {},
+            "host_rocminfo": False,
+            "docker_root": str(tmp_path),
+            **tree,
+            **kw,
+        }
+    )
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="os.chown to arbitrary groups needs root")
@@ -382,17 +447,24 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="os.chown to arbitrary
 
 @needs_root
 def test_gather_reads_a_fake_gpu_host(tmp_path):
-    images = [FakeImage("hip-runtime", "gfx90a,gfx1100", "2024-01-02"),
-              FakeImage("hip-runtime", "gfx90a", "2023-01-01"),
-              FakeImage("hip-devel", "gfx90a,gfx1100", "2024-01-01", tags=())]  # dangling: ignored
+    images = [
+        FakeImage("hip-runtime", "gfx90a,gfx1100", "2024-01-02"),
+        FakeImage("hip-runtime", "gfx90a", "2023-01-01"),
+        FakeImage("hip-devel", "gfx90a,gfx1100", "2024-01-01", tags=()),
+    ]  # dangling: ignored
     calls = []
 
     def runner():
         calls.append(1)
         return fixture("w7900-with-igpu-first.txt"), "rocminfo in rocmforge/hip-runtime:test"
 
-    facts = gather(client=FakeClient(images=images), docker_root=str(tmp_path / "docker"),
-                   rocminfo_runner=runner, host_rocminfo=False, **fake_tree(tmp_path))
+    facts = gather(
+        client=FakeClient(images=images),
+        docker_root=str(tmp_path / "docker"),
+        rocminfo_runner=runner,
+        host_rocminfo=False,
+        **fake_tree(tmp_path),
+    )
     assert facts.engine_version == "26.1.5" and facts.engine_error is None
     assert facts.kfd.exists and facts.kfd.readable_writable and facts.kfd.gid == 44
     assert [n.path for n in facts.render_nodes] == [str(tmp_path / "dev" / "dri" / "renderD128")]
@@ -457,8 +529,13 @@ def test_gather_rocminfo_runner_failure_is_a_fact(tmp_path):
 
 def test_gather_rocminfo_file(tmp_path):
     path = fixture_path("w7900-with-igpu-second.txt")
-    facts = gather_bare(tmp_path, built_targets=dict(HIP_RUNTIME), rocminfo_file=str(path), host_rocminfo=True,
-                        rocminfo_runner=lambda: pytest.fail("must not run"))
+    facts = gather_bare(
+        tmp_path,
+        built_targets=dict(HIP_RUNTIME),
+        rocminfo_file=str(path),
+        host_rocminfo=True,
+        rocminfo_runner=lambda: pytest.fail("must not run"),
+    )
     assert facts.rocminfo_source == str(path)
     report = diagnose(facts, from_file=True)
     assert status(report, "kfd") == SKIPPED
@@ -472,10 +549,14 @@ def test_gather_rocminfo_file(tmp_path):
 def test_built_targets_from_plan():
     client = FakeClient()
     client.present = {"rocmforge/hip-runtime:content-aaa"}
-    plan = SimpleNamespace(targets={
-        "hip-runtime": SimpleNamespace(archs=("gfx90a", "gfx1100"), content_tag="rocmforge/hip-runtime:content-aaa"),
-        "hip-devel": SimpleNamespace(archs=("gfx90a", "gfx1100"), content_tag="rocmforge/hip-devel:content-bbb"),
-    })
+    plan = SimpleNamespace(
+        targets={
+            "hip-runtime": SimpleNamespace(
+                archs=("gfx90a", "gfx1100"), content_tag="rocmforge/hip-runtime:content-aaa"
+            ),
+            "hip-devel": SimpleNamespace(archs=("gfx90a", "gfx1100"), content_tag="rocmforge/hip-devel:content-bbb"),
+        }
+    )
     assert doctor.built_targets_from_plan(client, plan) == {"hip-runtime": ("gfx90a", "gfx1100")}
 
 
@@ -483,7 +564,7 @@ def test_a_saved_file_that_is_not_a_whole_rocminfo_output_is_refused_before_the_
     cut = tmp_path / "cut.txt"
     cut.write_text("".join(fixture("w7900-with-igpu-first.txt").splitlines(keepends=True)[:90]))
     with pytest.raises(UserError, match="truncated rocminfo output") as exc:
-        doctor.run(rocminfo_file=str(cut), client=SimpleNamespace())   # an engine call would raise AttributeError
+        doctor.run(rocminfo_file=str(cut), client=SimpleNamespace())  # an engine call would raise AttributeError
     assert exc.value.file == str(cut) and exc.value.line == 90
     (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
     with pytest.raises(UserError, match="not a rocminfo output"):

@@ -9,8 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.doctor import FAIL, OK, SKIPPED, WARN, HostFacts, NodeFacts, diagnose, gather
-from rocmforge.doctor import cdi, container_checks, driver, platform, platform_checks, rootless
+from rocmforge.doctor import (
+    FAIL,
+    OK,
+    SKIPPED,
+    WARN,
+    HostFacts,
+    NodeFacts,
+    cdi,
+    container_checks,
+    diagnose,
+    driver,
+    gather,
+    platform,
+    platform_checks,
+    rootless,
+)
 from rocmforge.doctor.diagnosis import Diagnosis
 from rocmforge.doctor.facts import ImageDetails
 from rocmforge.doctor.hostroot import HostRoot, Identity
@@ -24,12 +38,18 @@ from tests.unit.test_doctor import FakeClient, FakeImage
 HOSTS = FIXTURES / "hosts"
 
 
-def read_host(name: str, built: dict[str, tuple[str, str]] | None = None,
-              env: dict[str, dict[str, str]] | None = None) -> HostFacts:
+def read_host(
+    name: str, built: dict[str, tuple[str, str]] | None = None, env: dict[str, dict[str, str]] | None = None
+) -> HostFacts:
     """built: target -> (its archs, comma-separated, its image's ROCm); env: target -> its image's Env."""
     images = ImageDetails(rocm={t: rocm for t, (_, rocm) in (built or {}).items()}, env=env or {})
-    return gather(client=FakeClient(), host_root=str(HOSTS / name), docker_root=str(HOSTS), images=images,
-                  built_targets={t: tuple(archs.split(",")) for t, (archs, _) in (built or {}).items()})
+    return gather(
+        client=FakeClient(),
+        host_root=str(HOSTS / name),
+        docker_root=str(HOSTS),
+        images=images,
+        built_targets={t: tuple(archs.split(",")) for t, (archs, _) in (built or {}).items()},
+    )
 
 
 def check(name: str, check_name: str, built=None, env=None):
@@ -44,47 +64,92 @@ def verdict_is(v, status: str, *needles: str) -> None:
 
 # --------------------------------------------------------------------------- the saved hosts
 
-@pytest.mark.parametrize("host, status, needles", [
-    ("cdi-amd-ctk", OK, ("/etc/cdi/amd.json", "amd.com/gpu=1: /dev/dri/card2, /dev/dri/renderD129, /dev/kfd",
-                         "--device amd.com/gpu=0 --device amd.com/gpu=1")),
-    ("rootless-podman", OK, ("/var/run/cdi/amd.json", "--device amd.com/gpu=0")),
-    ("cdi-stale", FAIL, ("amd.com/gpu=1 names /dev/dri/card2, /dev/dri/renderD129, which this host does not have",
-                         "amd-ctk cdi generate", "passes the device nodes instead")),
-    ("rootless-docker-no-render", SKIPPED, ("no CDI spec",)),
-])
+
+@pytest.mark.parametrize(
+    "host, status, needles",
+    [
+        (
+            "cdi-amd-ctk",
+            OK,
+            (
+                "/etc/cdi/amd.json",
+                "amd.com/gpu=1: /dev/dri/card2, /dev/dri/renderD129, /dev/kfd",
+                "--device amd.com/gpu=0 --device amd.com/gpu=1",
+            ),
+        ),
+        ("rootless-podman", OK, ("/var/run/cdi/amd.json", "--device amd.com/gpu=0")),
+        (
+            "cdi-stale",
+            FAIL,
+            (
+                "amd.com/gpu=1 names /dev/dri/card2, /dev/dri/renderD129, which this host does not have",
+                "amd-ctk cdi generate",
+                "passes the device nodes instead",
+            ),
+        ),
+        ("rootless-docker-no-render", SKIPPED, ("no CDI spec",)),
+    ],
+)
 def test_cdi_on_saved_hosts(host, status, needles):
     verdict_is(check(host, "cdi"), status, *needles)
 
 
-@pytest.mark.parametrize("host, status, needles", [
-    ("cdi-amd-ctk", OK, ("rootful Docker", "docker-info.json", "--group-add 110")),
-    ("rootless-podman", OK, ("rootless podman", "name=rootless", "groups 44, 110, 1000", "--group-add keep-groups")),
-    ("rootless-docker-no-render", FAIL, ("rootless Docker", "DOCKER_HOST=unix:///run/user/1000/docker.sock",
-                                         "lacks /dev/kfd (group render, GID 110)", "/dev/dri/renderD128",
-                                         "usermod -aG render ana")),
-])
+@pytest.mark.parametrize(
+    "host, status, needles",
+    [
+        ("cdi-amd-ctk", OK, ("rootful Docker", "docker-info.json", "--group-add 110")),
+        (
+            "rootless-podman",
+            OK,
+            ("rootless podman", "name=rootless", "groups 44, 110, 1000", "--group-add keep-groups"),
+        ),
+        (
+            "rootless-docker-no-render",
+            FAIL,
+            (
+                "rootless Docker",
+                "DOCKER_HOST=unix:///run/user/1000/docker.sock",
+                "lacks /dev/kfd (group render, GID 110)",
+                "/dev/dri/renderD128",
+                "usermod -aG render ana",
+            ),
+        ),
+    ],
+)
 def test_rootless_on_saved_hosts(host, status, needles):
     verdict_is(check(host, "rootless"), status, *needles)
 
 
-@pytest.mark.parametrize("host, cdi_devices, keep_groups, devices", [
-    ("cdi-amd-ctk", ("amd.com/gpu=0", "amd.com/gpu=1"), False,
-     ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129")),
-    ("cdi-stale", (), False, ("/dev/kfd", "/dev/dri/renderD128")),
-    ("rootless-podman", ("amd.com/gpu=0",), True, ("/dev/kfd", "/dev/dri/renderD128")),
-    ("rootless-docker-no-render", (), False, ("/dev/kfd", "/dev/dri/renderD128")),
-])
+@pytest.mark.parametrize(
+    "host, cdi_devices, keep_groups, devices",
+    [
+        (
+            "cdi-amd-ctk",
+            ("amd.com/gpu=0", "amd.com/gpu=1"),
+            False,
+            ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/renderD129"),
+        ),
+        ("cdi-stale", (), False, ("/dev/kfd", "/dev/dri/renderD128")),
+        ("rootless-podman", ("amd.com/gpu=0",), True, ("/dev/kfd", "/dev/dri/renderD128")),
+        ("rootless-docker-no-render", (), False, ("/dev/kfd", "/dev/dri/renderD128")),
+    ],
+)
 def test_what_run_passes_for_each_saved_host(host, cdi_devices, keep_groups, devices):
     access = diagnose(read_host(host)).access
     assert (access.cdi_devices, access.keep_groups, access.devices, access.group_ids) == (
-        cdi_devices, keep_groups, devices, (110,))
+        cdi_devices,
+        keep_groups,
+        devices,
+        (110,),
+    )
 
 
 def test_a_copied_host_is_read_relative_to_its_folder():
     facts = read_host("rootless-docker-no-render")
     assert facts.host_root == str(HOSTS / "rootless-docker-no-render")
-    assert facts.identity == Identity(uid=1000, gid=1000, groups=(4, 27, 44, 46, 1000), name="ana",
-                                     listed=(4, 27, 44, 46))
+    assert facts.identity == Identity(
+        uid=1000, gid=1000, groups=(4, 27, 44, 46, 1000), name="ana", listed=(4, 27, 44, 46)
+    )
     assert facts.environ["DOCKER_HOST"] == "unix:///run/user/1000/docker.sock"
     assert facts.kfd == NodeFacts("/dev/kfd", True, False, 110, "render", 0o660)
     assert [n.path for n in facts.render_nodes] == ["/dev/dri/renderD128"]
@@ -111,16 +176,28 @@ ROCM64 = {"hip-runtime": ("gfx90a,gfx1100", "6.4.3")}
 ROCM57 = {"debian-hip": ("gfx1100", "5.7.1")}
 
 
-@pytest.mark.parametrize("host, built, status, needles", [
-    ("dkms-6.4-w7900", ROCM64, OK, ("amdgpu-dkms 6.12.12 (ROCm 6.4's driver)", "hip-runtime (ROCm 6.4.3)")),
-    ("dkms-6.4-w7900", {**ROCM64, **ROCM57}, FAIL, ("debian-hip (ROCm 5.7.1)", "5 releases", "±2")),
-    ("dkms-6.3-w7900", ROCM57, FAIL, ("amdgpu-dkms 6.10.5 (ROCm 6.3's driver)", "ROCm 5.7 user space is 4 releases")),
-    ("dkms-6.3-w7900", ROCM64, OK, ("AMD lists ROCm 6.4 user space as tested on the 6.3 driver",)),
-    # Newer than AMD's table: within its stated window, so a warning and never a pass.
-    ("dkms-6.4-w7900", {"next": ("gfx1100", "7.0.0")}, WARN,
-     ("not in AMD's tested list for the 6.4 driver, though 1 release(s) apart",)),
-    ("dkms-6.3-w7900", {}, SKIPPED, ("no built target",)),
-])
+@pytest.mark.parametrize(
+    "host, built, status, needles",
+    [
+        ("dkms-6.4-w7900", ROCM64, OK, ("amdgpu-dkms 6.12.12 (ROCm 6.4's driver)", "hip-runtime (ROCm 6.4.3)")),
+        ("dkms-6.4-w7900", {**ROCM64, **ROCM57}, FAIL, ("debian-hip (ROCm 5.7.1)", "5 releases", "±2")),
+        (
+            "dkms-6.3-w7900",
+            ROCM57,
+            FAIL,
+            ("amdgpu-dkms 6.10.5 (ROCm 6.3's driver)", "ROCm 5.7 user space is 4 releases"),
+        ),
+        ("dkms-6.3-w7900", ROCM64, OK, ("AMD lists ROCm 6.4 user space as tested on the 6.3 driver",)),
+        # Newer than AMD's table: within its stated window, so a warning and never a pass.
+        (
+            "dkms-6.4-w7900",
+            {"next": ("gfx1100", "7.0.0")},
+            WARN,
+            ("not in AMD's tested list for the 6.4 driver, though 1 release(s) apart",),
+        ),
+        ("dkms-6.3-w7900", {}, SKIPPED, ("no built target",)),
+    ],
+)
 def test_driver_on_saved_hosts(host, built, status, needles):
     verdict_is(check(host, "driver", built), status, *needles)
 
@@ -130,8 +207,13 @@ def test_the_in_tree_driver_is_never_passed_on_a_guess(tmp_path):
     (tmp_path / "proc" / "sys" / "kernel").mkdir(parents=True)
     (tmp_path / "proc" / "sys" / "kernel" / "osrelease").write_text("6.8.0-49-generic\n")
     listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
-    facts = gather(client=FakeClient(), host_root=str(tmp_path), docker_root=str(tmp_path),
-                   built_targets={"t": ("gfx1100",)}, images=ImageDetails(rocm={"t": "6.4.3"}))
+    facts = gather(
+        client=FakeClient(),
+        host_root=str(tmp_path),
+        docker_root=str(tmp_path),
+        built_targets={"t": ("gfx1100",)},
+        images=ImageDetails(rocm={"t": "6.4.3"}),
+    )
     verdict_is(diagnose(facts).check("driver"), SKIPPED, "in-tree driver of kernel 6.8.0-49-generic", "6.4.3")
 
 
@@ -162,12 +244,32 @@ def test_the_table_names_its_sources_and_is_consistent():
 
 # --------------------------------------------------------------------------- shared memory
 
-@pytest.mark.parametrize("host, status, needles, shm_size", [
-    ("dkms-6.4-w7900", OK, ("1 GPU(s): run passes --shm-size=2g (the container's own tmpfs, not --ipc=host)",
-                            "the host's /dev/shm is 31.4 GiB", "size=32892768k"), "2g"),
-    ("rig-6gpu-8gb", FAIL, ("6 GPU(s) need 6.0 GiB", "half of the host's 7.7 GiB memory is 3.8 GiB",
-                            "Error while creating shared memory segment"), "3925m"),
-])
+
+@pytest.mark.parametrize(
+    "host, status, needles, shm_size",
+    [
+        (
+            "dkms-6.4-w7900",
+            OK,
+            (
+                "1 GPU(s): run passes --shm-size=2g (the container's own tmpfs, not --ipc=host)",
+                "the host's /dev/shm is 31.4 GiB",
+                "size=32892768k",
+            ),
+            "2g",
+        ),
+        (
+            "rig-6gpu-8gb",
+            FAIL,
+            (
+                "6 GPU(s) need 6.0 GiB",
+                "half of the host's 7.7 GiB memory is 3.8 GiB",
+                "Error while creating shared memory segment",
+            ),
+            "3925m",
+        ),
+    ],
+)
 def test_shm_on_saved_hosts(host, status, needles, shm_size):
     report = diagnose(read_host(host))
     verdict_is(report.check("shm"), status, *needles)
@@ -185,11 +287,14 @@ def test_a_small_host_shm_warns_for_ipc_host_jobs(tmp_path):
     verdict_is(v, WARN, "the host's /dev/shm is 0.1 GiB", "2 GPU(s)", "--ipc=host share it", "--shm-size=2g")
 
 
-@pytest.mark.parametrize("mounts, size", [
-    ("tmpfs /dev/shm tmpfs rw,size=4g 0 0\n", 4 * 1024**3),
-    ("tmpfs /dev/shm tmpfs rw,nosuid 0 0\n", None),
-    ("proc /proc proc rw 0 0\n", None),
-])
+@pytest.mark.parametrize(
+    "mounts, size",
+    [
+        ("tmpfs /dev/shm tmpfs rw,size=4g 0 0\n", 4 * 1024**3),
+        ("tmpfs /dev/shm tmpfs rw,nosuid 0 0\n", None),
+        ("proc /proc proc rw 0 0\n", None),
+    ],
+)
 def test_shm_size_from_mounts(tmp_path, mounts, size):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "mounts").write_text(mounts)
@@ -205,28 +310,60 @@ def test_run_passes_shm_size_never_ipc_host():
 
 # --------------------------------------------------------------------------- HSA_OVERRIDE_GFX_VERSION set
 
-@pytest.mark.parametrize("host, built, env, status, needles", [
-    ("dkms-6.4-w7900", ROCM64, None, OK, ("no visible GPU needs HSA_OVERRIDE_GFX_VERSION",)),
-    ("override-9.0.0-w7900", ROCM64, None, FAIL, (
-        "the host's environment: HSA_OVERRIDE_GFX_VERSION=9.0.0 makes gfx1100", "a gfx1100 (11.0.0), pose as gfx900",
-        "across major versions", "runtime refuses")),
-    ("override-9.0.0-w7900", {}, None, FAIL, ("pose as gfx900", "no built target to compare with")),
-    ("dkms-6.4-w7900", ROCM64, {"hip-runtime": {"HSA_OVERRIDE_GFX_VERSION": "10.3.0", "PATH": "/usr/bin"}}, FAIL,
-     ("target hip-runtime's image (Env): HSA_OVERRIDE_GFX_VERSION=10.3.0", "pose as gfx1030")),
-    ("dkms-6.4-w7900", ROCM64, {"hip-runtime": {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}}, OK,
-     ("11.0.0 is gfx1100", "own version: no effect")),
-])
+
+@pytest.mark.parametrize(
+    "host, built, env, status, needles",
+    [
+        ("dkms-6.4-w7900", ROCM64, None, OK, ("no visible GPU needs HSA_OVERRIDE_GFX_VERSION",)),
+        (
+            "override-9.0.0-w7900",
+            ROCM64,
+            None,
+            FAIL,
+            (
+                "the host's environment: HSA_OVERRIDE_GFX_VERSION=9.0.0 makes gfx1100",
+                "a gfx1100 (11.0.0), pose as gfx900",
+                "across major versions",
+                "runtime refuses",
+            ),
+        ),
+        ("override-9.0.0-w7900", {}, None, FAIL, ("pose as gfx900", "no built target to compare with")),
+        (
+            "dkms-6.4-w7900",
+            ROCM64,
+            {"hip-runtime": {"HSA_OVERRIDE_GFX_VERSION": "10.3.0", "PATH": "/usr/bin"}},
+            FAIL,
+            ("target hip-runtime's image (Env): HSA_OVERRIDE_GFX_VERSION=10.3.0", "pose as gfx1030"),
+        ),
+        (
+            "dkms-6.4-w7900",
+            ROCM64,
+            {"hip-runtime": {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}},
+            OK,
+            ("11.0.0 is gfx1100", "own version: no effect"),
+        ),
+    ],
+)
 def test_a_set_override_on_saved_hosts(host, built, env, status, needles):
     verdict_is(check(host, "gfx-override", built, env), status, *needles)
 
 
 def test_an_override_within_the_family_warns_and_keeps_the_recommendation():
     from tests.unit.doctor_hosts import gpu_host
-    facts = gpu_host(rocminfo_text(("gfx1101", "RX 7800 XT")), {"t": ("gfx1100",)},
-                     environ={"HSA_OVERRIDE_GFX_VERSION": "11.0.0"})
+
+    facts = gpu_host(
+        rocminfo_text(("gfx1101", "RX 7800 XT")), {"t": ("gfx1100",)}, environ={"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}
+    )
     report = diagnose(facts)
-    verdict_is(report.check("gfx-override"), WARN, "the host's environment", "gfx1101", "pose as gfx1100",
-               "same family", "Set HSA_OVERRIDE_GFX_VERSION=11.0.0 in containers of those targets")
+    verdict_is(
+        report.check("gfx-override"),
+        WARN,
+        "the host's environment",
+        "gfx1101",
+        "pose as gfx1100",
+        "same family",
+        "Set HSA_OVERRIDE_GFX_VERSION=11.0.0 in containers of those targets",
+    )
     assert report.env_for("t") == {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}
 
 
@@ -235,6 +372,7 @@ def test_judge_override_on_an_mi210(value, status):
     from rocmforge.doctor.diagnosis import Gpu
     from rocmforge.doctor.gpu_checks import judge_override
     from rocmforge.verify.readers import rocminfo
+
     mi210 = Gpu(0, rocminfo.parse(rocminfo_text(("gfx90a", "AMD Instinct MI210"))).agents[1])
     got = judge_override(value, mi210)
     assert got[0] == (OK if value == "9.0.10" else status), got
@@ -254,21 +392,34 @@ def test_images_env_is_read_from_the_engine():
 
 # --------------------------------------------------------------------------- WSL2
 
+
 def test_wsl2_is_recognised_and_the_kfd_checks_are_skipped():
     report = diagnose(read_host("wsl2-radeon", ROCM64))
-    verdict_is(report.check("wsl"), FAIL, "WSL2 (kernel 5.15.167.4-microsoft-standard-WSL2)", "/dev/dxg but no /dev/kfd",
-               "librocdxg", "HSA_ENABLE_DXG_DETECTION=1", "--device /dev/dxg", "/usr/lib/wsl")
+    verdict_is(
+        report.check("wsl"),
+        FAIL,
+        "WSL2 (kernel 5.15.167.4-microsoft-standard-WSL2)",
+        "/dev/dxg but no /dev/kfd",
+        "librocdxg",
+        "HSA_ENABLE_DXG_DETECTION=1",
+        "--device /dev/dxg",
+        "/usr/lib/wsl",
+    )
     for name in ("kfd", "render-nodes", "device-groups", "amdgpu-module"):
         verdict_is(report.check(name), SKIPPED, "not applicable on WSL2", "/dev/dxg")
     verdict_is(report.check("driver"), SKIPPED, "WSL2")
-    assert [c.name for c in report.checks if c.status == FAIL] == ["engine", "wsl"] or \
-        [c.name for c in report.checks if c.status == FAIL] == ["wsl"], report.format_text()
+    assert [c.name for c in report.checks if c.status == FAIL] == ["engine", "wsl"] or [
+        c.name for c in report.checks if c.status == FAIL
+    ] == ["wsl"], report.format_text()
 
 
-@pytest.mark.parametrize("host, status, needles", [
-    ("dkms-6.4-w7900", OK, ("native Linux (kernel 6.8.0-49-generic)", "no /dev/dxg")),
-    ("rig-6gpu-8gb", OK, ("native Linux",)),
-])
+@pytest.mark.parametrize(
+    "host, status, needles",
+    [
+        ("dkms-6.4-w7900", OK, ("native Linux (kernel 6.8.0-49-generic)", "no /dev/dxg")),
+        ("rig-6gpu-8gb", OK, ("native Linux",)),
+    ],
+)
 def test_native_hosts_pass_wsl(host, status, needles):
     verdict_is(check(host, "wsl"), status, *needles)
 
@@ -284,6 +435,7 @@ def test_dxg_beside_a_kfd_is_checked_as_native(tmp_path):
 
 
 # --------------------------------------------------------------------------- CDI specs
+
 
 def spec_file(tmp_path: Path, folder: str, name: str, text: str) -> None:
     p = tmp_path / folder.lstrip("/") / name
@@ -318,28 +470,51 @@ def test_a_yaml_spec_and_another_vendors_spec(tmp_path):
 
 def test_host_path_wins_over_the_containers_path(tmp_path):
     listing(tmp_path, "/dev/kfd", "/dev/dri/renderD129")
-    spec_file(tmp_path, "/var/run/cdi", "amd.yaml", YAML_SPEC.replace(
-        "- path: /dev/dri/renderD128", "- path: /dev/dri/renderD128\n          hostPath: /dev/dri/renderD129"))
+    spec_file(
+        tmp_path,
+        "/var/run/cdi",
+        "amd.yaml",
+        YAML_SPEC.replace(
+            "- path: /dev/dri/renderD128", "- path: /dev/dri/renderD128\n          hostPath: /dev/dri/renderD129"
+        ),
+    )
     (spec,) = cdi.read_specs(HostRoot(str(tmp_path)))
     assert spec.gpus[0].nodes == ("/dev/dri/renderD129", "/dev/kfd")
     assert spec.problems() == [] and spec.unnamed(("/dev/dri/renderD129",)) == []
 
 
-def on(tmp_path: Path, *, traits=EngineTraits(podman=False, cdi_dirs=("/etc/cdi", "/var/run/cdi")),
-       renders=("/dev/dri/renderD128",)) -> Diagnosis:
+DOCKER_WITH_CDI = EngineTraits(podman=False, cdi_dirs=("/etc/cdi", "/var/run/cdi"))
+
+
+def on(
+    tmp_path: Path,
+    *,
+    traits=DOCKER_WITH_CDI,
+    renders=("/dev/dri/renderD128",),
+) -> Diagnosis:
     host = HostRoot(str(tmp_path))
-    facts = gpu_host(None, render_nodes=tuple(NodeFacts(r, True, True, 110, "render") for r in renders),
-                     cdi_specs=cdi.read_specs(host), engine_traits=traits)
+    facts = gpu_host(
+        None,
+        render_nodes=tuple(NodeFacts(r, True, True, 110, "render") for r in renders),
+        cdi_specs=cdi.read_specs(host),
+        engine_traits=traits,
+    )
     return Diagnosis.of(facts)
 
 
-@pytest.mark.parametrize("files, status, needles", [
-    ({"amd.json": "{not json"}, FAIL, ("/etc/cdi/amd.json cannot be read as a CDI spec",)),
-    ({"amd.yaml": YAML_SPEC.replace("        - path: /dev/kfd\n", "")}, FAIL,
-     ("amd.com/gpu=0 does not name /dev/kfd",)),
-    ({"amd.yaml": YAML_SPEC, "amd-copy.yaml": YAML_SPEC}, FAIL, ("2 specs define amd.com/gpu", "keep one")),
-    ({"amd.yaml": YAML_SPEC.replace('name: "0"', "name: all")}, FAIL, ("names no per-GPU device",)),
-])
+@pytest.mark.parametrize(
+    "files, status, needles",
+    [
+        ({"amd.json": "{not json"}, FAIL, ("/etc/cdi/amd.json cannot be read as a CDI spec",)),
+        (
+            {"amd.yaml": YAML_SPEC.replace("        - path: /dev/kfd\n", "")},
+            FAIL,
+            ("amd.com/gpu=0 does not name /dev/kfd",),
+        ),
+        ({"amd.yaml": YAML_SPEC, "amd-copy.yaml": YAML_SPEC}, FAIL, ("2 specs define amd.com/gpu", "keep one")),
+        ({"amd.yaml": YAML_SPEC.replace('name: "0"', "name: all")}, FAIL, ("names no per-GPU device",)),
+    ],
+)
 def test_cdi_specs_that_fail(tmp_path, files, status, needles):
     listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
     for name, text in files.items():
@@ -357,13 +532,16 @@ def test_cdi_spec_missing_a_gpu_the_host_has_warns(tmp_path):
     assert container_checks.cdi_names(d) == ()
 
 
-@pytest.mark.parametrize("traits, reads", [
-    (EngineTraits(podman=False, cdi_dirs=None), False),             # an engine that does not say (Docker < 27)
-    (EngineTraits(podman=False, cdi_dirs=()), False),               # CDI off
-    (EngineTraits(podman=False, cdi_dirs=("/run/cdi",)), False),    # reads elsewhere
-    (EngineTraits(podman=False, cdi_dirs=("/etc/cdi/",)), True),
-    (EngineTraits(podman=True), True),
-])
+@pytest.mark.parametrize(
+    "traits, reads",
+    [
+        (EngineTraits(podman=False, cdi_dirs=None), False),  # an engine that does not say (Docker < 27)
+        (EngineTraits(podman=False, cdi_dirs=()), False),  # CDI off
+        (EngineTraits(podman=False, cdi_dirs=("/run/cdi",)), False),  # reads elsewhere
+        (EngineTraits(podman=False, cdi_dirs=("/etc/cdi/",)), True),
+        (EngineTraits(podman=True), True),
+    ],
+)
 def test_a_fitting_spec_is_used_only_when_the_engine_reads_it(tmp_path, traits, reads):
     listing(tmp_path, "/dev/kfd", "/dev/dri/renderD128")
     spec_file(tmp_path, "/etc/cdi", "amd.yaml", YAML_SPEC)
@@ -386,16 +564,20 @@ def test_run_cdi_dirs_under_slash_run_read_var_run(tmp_path):
 
 # --------------------------------------------------------------------------- rootless engines
 
-@pytest.mark.parametrize("environ, uid, traits, expected", [
-    ({"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, 1000, EngineTraits(), (rootless.DOCKER, True)),
-    ({"CONTAINER_HOST": "unix:///run/user/1000/podman/podman.sock"}, 1000, EngineTraits(), (rootless.PODMAN, True)),
-    ({"DOCKER_HOST": "unix:///var/run/docker.sock"}, 1000, ROOTFUL, (rootless.DOCKER, False)),
-    ({}, 1000, EngineTraits(podman=False, security_options=("name=rootless",)), (rootless.DOCKER, True)),
-    ({}, 1000, EngineTraits(podman=True, security_options=()), (rootless.PODMAN, True)),
-    ({}, 0, EngineTraits(podman=True, security_options=()), (rootless.PODMAN, False)),
-    ({}, 1000, EngineTraits(), (rootless.DOCKER, None)),
-    ({}, None, EngineTraits(podman=True), (rootless.PODMAN, None)),
-])
+
+@pytest.mark.parametrize(
+    "environ, uid, traits, expected",
+    [
+        ({"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, 1000, EngineTraits(), (rootless.DOCKER, True)),
+        ({"CONTAINER_HOST": "unix:///run/user/1000/podman/podman.sock"}, 1000, EngineTraits(), (rootless.PODMAN, True)),
+        ({"DOCKER_HOST": "unix:///var/run/docker.sock"}, 1000, ROOTFUL, (rootless.DOCKER, False)),
+        ({}, 1000, EngineTraits(podman=False, security_options=("name=rootless",)), (rootless.DOCKER, True)),
+        ({}, 1000, EngineTraits(podman=True, security_options=()), (rootless.PODMAN, True)),
+        ({}, 0, EngineTraits(podman=True, security_options=()), (rootless.PODMAN, False)),
+        ({}, 1000, EngineTraits(), (rootless.DOCKER, None)),
+        ({}, None, EngineTraits(podman=True), (rootless.PODMAN, None)),
+    ],
+)
 def test_engine_mode(environ, uid, traits, expected):
     m = rootless.mode(environ, uid, traits)
     assert (m.engine, m.rootless) == expected, m.why
@@ -410,11 +592,14 @@ def test_podman_info_says_rootless_itself():
 
 
 def rootless_host(mode: int = 0o660, groups=(44, 993, 1000), **kw) -> Diagnosis:
-    base = dict(kfd=NodeFacts("/dev/kfd", True, True, 993, "render", mode),
-                render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render", mode),),
-                environ={"DOCKER_HOST": "unix:///run/user/1000/docker.sock"})
-    facts = gpu_host(rocminfo_text(("gfx1100", "Radeon PRO W7900")), identity=Identity(1000, 1000, groups, "ana"),
-                     **{**base, **kw})
+    base = dict(
+        kfd=NodeFacts("/dev/kfd", True, True, 993, "render", mode),
+        render_nodes=(NodeFacts("/dev/dri/renderD128", True, True, 993, "render", mode),),
+        environ={"DOCKER_HOST": "unix:///run/user/1000/docker.sock"},
+    )
+    facts = gpu_host(
+        rocminfo_text(("gfx1100", "Radeon PRO W7900")), identity=Identity(1000, 1000, groups, "ana"), **{**base, **kw}
+    )
     return Diagnosis.of(facts)
 
 
@@ -456,8 +641,9 @@ GPU = GpuAccess(devices=("/dev/kfd", "/dev/dri/renderD128"), group_ids=(44, 110)
 
 
 def test_run_line_with_cdi_names_and_keep_groups():
-    argv = docker_run_argv("img", GPU, {}, ["true"], interactive=False, cdi_devices=("amd.com/gpu=0", "amd.com/gpu=1"),
-                           keep_groups=True)
+    argv = docker_run_argv(
+        "img", GPU, {}, ["true"], interactive=False, cdi_devices=("amd.com/gpu=0", "amd.com/gpu=1"), keep_groups=True
+    )
     line = " ".join(argv)
     assert "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add keep-groups" in line
     assert "/dev/kfd" not in line and "--group-add 110" not in line
@@ -478,13 +664,25 @@ def test_the_saved_hosts_are_what_their_readme_says():
 
 # --------------------------------------------------------------------------- the command line
 
-@pytest.mark.parametrize("host, cdi_status, rootless_status", [
-    ("cdi-amd-ctk", OK, OK), ("cdi-stale", FAIL, OK), ("rootless-docker-no-render", SKIPPED, FAIL),
-])
+
+@pytest.mark.parametrize(
+    "host, cdi_status, rootless_status",
+    [
+        ("cdi-amd-ctk", OK, OK),
+        ("cdi-stale", FAIL, OK),
+        ("rootless-docker-no-render", SKIPPED, FAIL),
+    ],
+)
 def test_doctor_host_root_on_the_command_line(host, cdi_status, rootless_status):
-    p = run_cli("doctor", "--json", "--host-root", str(HOSTS / host),
-                env={"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock"}, timeout=120)
-    assert p.returncode == 1, p.stderr          # the engine is unreachable here: that check fails too
+    p = run_cli(
+        "doctor",
+        "--json",
+        "--host-root",
+        str(HOSTS / host),
+        env={"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock"},
+        timeout=120,
+    )
+    assert p.returncode == 1, p.stderr  # the engine is unreachable here: that check fails too
     statuses = {c["name"]: c["status"] for c in json.loads(p.stdout)["checks"]}
     assert (statuses["cdi"], statuses["rootless"], statuses["engine"]) == (cdi_status, rootless_status, FAIL)
 
@@ -505,27 +703,51 @@ class EngineWithCdi(FakeClient):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
+
     def inspect(self, ref):
         return {"Id": "sha256:" + "1" * 64, "Size": 10**9}
 
     def system_info(self):
-        return {"DockerRootDir": "/nonexistent-docker-root", "SecurityOptions": ["name=seccomp,profile=builtin"],
-                "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}
+        return {
+            "DockerRootDir": "/nonexistent-docker-root",
+            "SecurityOptions": ["name=seccomp,profile=builtin"],
+            "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"],
+        }
 
 
-@pytest.mark.parametrize("host, expected, absent, podman_expected", [
-    ("cdi-amd-ctk", "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add 110", "/dev/kfd",
-     "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add keep-groups"),
-    ("cdi-stale", "--device /dev/kfd --device /dev/dri --group-add 110", "amd.com/gpu",
-     "--device /dev/kfd --device /dev/dri --group-add keep-groups"),
-    # podman's own info: Docker's command line reads no CDI folder of its, podman's does
-    ("rootless-podman", "--device /dev/kfd --device /dev/dri --group-add 110", "amd.com/gpu",
-     "--device amd.com/gpu=0 --group-add keep-groups"),
-    # WSL2: /dev/dxg and the WSL libraries, for AMD's WSL runtime; no KFD node, no group
-    ("wsl2-radeon", "docker run --rm --device /dev/dxg -v /usr/lib/wsl:/usr/lib/wsl:ro --shm-size=2g "
-     "-e HSA_ENABLE_DXG_DETECTION=1", "/dev/kfd",
-     "podman run --rm --device /dev/dxg -v /usr/lib/wsl:/usr/lib/wsl:ro --shm-size=2g -e HSA_ENABLE_DXG_DETECTION=1"),
-])
+@pytest.mark.parametrize(
+    "host, expected, absent, podman_expected",
+    [
+        (
+            "cdi-amd-ctk",
+            "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add 110",
+            "/dev/kfd",
+            "--device amd.com/gpu=0 --device amd.com/gpu=1 --group-add keep-groups",
+        ),
+        (
+            "cdi-stale",
+            "--device /dev/kfd --device /dev/dri --group-add 110",
+            "amd.com/gpu",
+            "--device /dev/kfd --device /dev/dri --group-add keep-groups",
+        ),
+        # podman's own info: Docker's command line reads no CDI folder of its, podman's does
+        (
+            "rootless-podman",
+            "--device /dev/kfd --device /dev/dri --group-add 110",
+            "amd.com/gpu",
+            "--device amd.com/gpu=0 --group-add keep-groups",
+        ),
+        # WSL2: /dev/dxg and the WSL libraries, for AMD's WSL runtime; no KFD node, no group
+        (
+            "wsl2-radeon",
+            "docker run --rm --device /dev/dxg -v /usr/lib/wsl:/usr/lib/wsl:ro --shm-size=2g "
+            "-e HSA_ENABLE_DXG_DETECTION=1",
+            "/dev/kfd",
+            "podman run --rm --device /dev/dxg -v /usr/lib/wsl:/usr/lib/wsl:ro --shm-size=2g "
+            "-e HSA_ENABLE_DXG_DETECTION=1",
+        ),
+    ],
+)
 def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, expected, absent, podman_expected):
     import rocmforge.cli as cli
     from rocmforge.cli import host_commands
@@ -533,8 +755,20 @@ def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, 
     monkeypatch.setattr(host_commands.engine, "connect", lambda: EngineWithCdi())
     monkeypatch.setattr(host_commands.engine, "image_id", lambda client, ref: "sha256:" + "1" * 64)
     matrix = Path(__file__).resolve().parents[2] / "matrix.yaml"
-    rc = cli.main(["--matrix", str(matrix), "run", "--target", "hip-runtime", "--dry-run",
-                   "--host-root", str(HOSTS / host), "--", "rocminfo"])
+    rc = cli.main(
+        [
+            "--matrix",
+            str(matrix),
+            "run",
+            "--target",
+            "hip-runtime",
+            "--dry-run",
+            "--host-root",
+            str(HOSTS / host),
+            "--",
+            "rocminfo",
+        ]
+    )
     out = capsys.readouterr().out.strip().splitlines()
     assert rc == 0 and out[0] == "# docker" and out[2] == "# podman" and len(out) == 4, out
     line, podman = out[1], out[3]
@@ -547,12 +781,20 @@ def test_run_dry_run_prints_the_copied_hosts_command(monkeypatch, capsys, host, 
 
 
 def test_dry_run_text_labels_each_engine():
-    text = dry_run_text("img", GPU, {"HIP_VISIBLE_DEVICES": "0"}, ["rocminfo"], interactive=False,
-                        podman_cdi=("amd.com/gpu=0",), shm_size="4g")
+    text = dry_run_text(
+        "img",
+        GPU,
+        {"HIP_VISIBLE_DEVICES": "0"},
+        ["rocminfo"],
+        interactive=False,
+        podman_cdi=("amd.com/gpu=0",),
+        shm_size="4g",
+    )
     assert text.splitlines() == [
         "# docker",
         "docker run --rm --device /dev/kfd --device /dev/dri --group-add 44 --group-add 110 --security-opt "
         "seccomp=unconfined --shm-size=4g -e HIP_VISIBLE_DEVICES=0 img rocminfo",
         "# podman",
         "podman run --rm --device amd.com/gpu=0 --group-add keep-groups --security-opt seccomp=unconfined "
-        "--shm-size=4g -e HIP_VISIBLE_DEVICES=0 img rocminfo"]
+        "--shm-size=4g -e HIP_VISIBLE_DEVICES=0 img rocminfo",
+    ]

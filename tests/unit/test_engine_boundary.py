@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "rocmforge"
 HOST = PACKAGE / "host"
 OUTSIDE = sorted(p for p in PACKAGE.rglob("*.py") if HOST not in p.parents)
-STORE_NAMES = {"GRAPHDRIVER", "CONTAINERD", "PODMAN"}       # host.engineinfo's names of the stores
+STORE_NAMES = {"GRAPHDRIVER", "CONTAINERD", "PODMAN"}  # host.engineinfo's names of the stores
 
 
 def crossings(source: str) -> list[tuple[int, str]]:
@@ -26,13 +26,13 @@ def crossings(source: str) -> list[tuple[int, str]]:
             if (node.module or "").endswith("engineinfo"):
                 found += [(node.lineno, f"imports {a.name}") for a in node.names if a.name in STORE_NAMES]
         elif isinstance(node, ast.Attribute):
-            if node.attr == "api":                                               # docker-py's low-level client
+            if node.attr == "api":  # docker-py's low-level client
                 found.append((node.lineno, ".api"))
-            elif isinstance(node.value, ast.Attribute) and node.value.attr == "docker":   # Engine.docker.<x>
+            elif isinstance(node.value, ast.Attribute) and node.value.attr == "docker":  # Engine.docker.<x>
                 found.append((node.lineno, f".docker.{node.attr}"))
             elif node.attr in STORE_NAMES and isinstance(node.value, ast.Name) and node.value.id == "engineinfo":
                 found.append((node.lineno, f"engineinfo.{node.attr}"))
-        elif isinstance(node, ast.Compare):                                      # EngineInfo.store == ...
+        elif isinstance(node, ast.Compare):  # EngineInfo.store == ...
             sides = [node.left, *node.comparators]
             if any(isinstance(n, ast.Attribute) and n.attr == "store" for n in sides):
                 found.append((node.lineno, "compares .store"))
@@ -45,18 +45,21 @@ def test_only_host_reaches_the_engine_api_or_names_a_store(path):
     assert found == [], "go through rocmforge.host.engines.Engine (add a method there when one is missing)"
 
 
-@pytest.mark.parametrize("source, caught", [
-    ("import docker.errors", True),
-    ("from docker.utils import parse_repository_tag", True),
-    ("client.api.tag(a, b, c)", True),
-    ("engine.docker.containers.run(x)", True),
-    ("if info.store == engineinfo.CONTAINERD: pass", True),
-    ("from rocmforge.host.engineinfo import PODMAN", True),
-    ("if engine.described.store != 'podman': pass", True),
-    ("client.tag(a, b)", False),
-    ("cmd = [self.docker, 'run']", False),
-    ("if mode.engine == rootless.PODMAN: pass", False),
-    ("import dockerfile_parse", False),
-])
+@pytest.mark.parametrize(
+    "source, caught",
+    [
+        ("import docker.errors", True),
+        ("from docker.utils import parse_repository_tag", True),
+        ("client.api.tag(a, b, c)", True),
+        ("engine.docker.containers.run(x)", True),
+        ("if info.store == engineinfo.CONTAINERD: pass", True),
+        ("from rocmforge.host.engineinfo import PODMAN", True),
+        ("if engine.described.store != 'podman': pass", True),
+        ("client.tag(a, b)", False),
+        ("cmd = [self.docker, 'run']", False),
+        ("if mode.engine == rootless.PODMAN: pass", False),
+        ("import dockerfile_parse", False),
+    ],
+)
 def test_the_reader_catches_each_kind_of_crossing(source, caught):
     assert bool(crossings(source)) is caught

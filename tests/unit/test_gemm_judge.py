@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge.define.matrix import load_matrix
-from tests.conftest import ROOT
 from rocmforge.data.suites.test_gemm import MAX_FRACTION_OF_PEAK, _judge, peak_for
+from rocmforge.define.matrix import load_matrix
 from rocmforge.shared.packagedata import PROBES
+from tests.conftest import ROOT
 
 GPUS = load_matrix(ROOT / "matrix.yaml").gpus
 
 
 def figures(fp32, fp16, bf16, copy):
-    return {"status": "ok", "fp32": {"tflops": fp32}, "fp16": {"tflops": fp16}, "bf16": {"tflops": bf16},
-            "copy_tbps": copy}
+    return {
+        "status": "ok",
+        "fp32": {"tflops": fp32},
+        "fp16": {"tflops": fp16},
+        "bf16": {"tflops": bf16},
+        "copy_tbps": copy,
+    }
 
 
 def test_a_plausible_mi210_passes_both_bounds():
@@ -26,12 +31,15 @@ def test_a_plausible_mi210_passes_both_bounds():
     assert fr["fp32_fraction_of_peak"] == round(38.0 / 45.3, 3)
 
 
-@pytest.mark.parametrize("figure, data", [
-    ("fp32", figures(60.0, 150.0, 140.0, 1.35)),
-    ("fp16", figures(38.0, 400.0, 140.0, 1.35)),
-    ("bf16", figures(38.0, 150.0, 250.0, 1.35)),
-    ("copy", figures(38.0, 150.0, 140.0, 9.9)),      # what a copy kernel that never ran reports
-])
+@pytest.mark.parametrize(
+    "figure, data",
+    [
+        ("fp32", figures(60.0, 150.0, 140.0, 1.35)),
+        ("fp16", figures(38.0, 400.0, 140.0, 1.35)),
+        ("bf16", figures(38.0, 150.0, 250.0, 1.35)),
+        ("copy", figures(38.0, 150.0, 140.0, 9.9)),  # what a copy kernel that never ran reports
+    ],
+)
 def test_a_figure_above_1_1x_peak_fails(figure, data):
     _, _, high = _judge(data, GPUS["gfx90a"])
     assert len(high) == 1 and high[0].startswith(figure + " ") and "impossible" in high[0]
@@ -79,6 +87,6 @@ def test_every_kernel_launch_in_the_smoke_program_is_checked():
     for ln in launches:
         for stmt in ln.split(";"):
             if "<<<" in stmt:
-                assert "LAUNCH_OK" in ln[ln.index(stmt):], f"unchecked launch: {ln.strip()}"
+                assert "LAUNCH_OK" in ln[ln.index(stmt) :], f"unchecked launch: {ln.strip()}"
     assert "count_mismatches<<<" in src and '\\"copy_mismatches\\"' in src
-    assert "copy_mismatches == 0" in src          # a wrong copy makes the run a wrong result
+    assert "copy_mismatches == 0" in src  # a wrong copy makes the run a wrong result

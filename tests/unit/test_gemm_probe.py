@@ -26,8 +26,10 @@ def _import_torch():
     try:
         import torch as module
     except ImportError as exc:
-        message = (f"torch is not installed ({exc}); scripts/python-env installs the CPU build "
-                   "(torch==2.13.0 from pip's local wheel directory)")
+        message = (
+            f"torch is not installed ({exc}); scripts/python-env installs the CPU build "
+            "(torch==2.13.0 from pip's local wheel directory)"
+        )
         if os.environ.get("CI"):
             pytest.fail(message + " (CI requires it: no test skips there)", pytrace=False)
         pytest.skip(message)
@@ -47,8 +49,13 @@ def _probe_module():
 
 
 def test_cpu_correctness_and_no_gpu_status(torch):
-    proc = subprocess.run([sys.executable, str(PROBE), "512"], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **NO_DEVICES})
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), "512"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **NO_DEVICES},
+    )
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 3 and data["status"] == "no-gpu", data
     assert "tflops" not in json.dumps(data), "no throughput may be claimed without a GPU"
@@ -69,6 +76,6 @@ def test_wrong_results_are_caught(torch):
 def test_missing_torch_fails_under_ci(monkeypatch):
     """The guard itself: under CI a missing torch is a failure, not a skip."""
     monkeypatch.setenv("CI", "true")
-    monkeypatch.setitem(sys.modules, "torch", None)       # makes `import torch` raise ImportError
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
     with pytest.raises(pytest.fail.Exception, match="CI requires it"):
         _import_torch()

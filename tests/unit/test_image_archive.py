@@ -13,8 +13,15 @@ import pytest
 from rocmforge.assemble.image import ImageArchiveError
 from rocmforge.assemble.image.archive import archive_chunks
 from rocmforge.assemble.image.normalise import rewrite_archive
-from tests.unit.image_samples import (EMPTY_LAYER, EPOCH, build_layer, image_ids_read_in_chunks, save_archive,
-                                      tar_bytes, ti)
+from tests.unit.image_samples import (
+    EMPTY_LAYER,
+    EPOCH,
+    build_layer,
+    image_ids_read_in_chunks,
+    save_archive,
+    tar_bytes,
+    ti,
+)
 
 
 def read_archive(chunks) -> dict[str, bytes]:
@@ -23,8 +30,9 @@ def read_archive(chunks) -> dict[str, bytes]:
 
 
 def test_archives_of_two_builds_normalise_to_the_same_image(tmp_path):
-    base = tar_bytes([(ti("etc", tarfile.DIRTYPE, mtime=0, mode=0o755, uname="", gname=""), None)],
-                     fmt=tarfile.GNU_FORMAT)
+    base = tar_bytes(
+        [(ti("etc", tarfile.DIRTYPE, mtime=0, mode=0o755, uname="", gname=""), None)], fmt=tarfile.GNU_FORMAT
+    )
     outs, ids = [], []
     for k, (stamp, seed) in enumerate((("aaaa", 0), ("bbbbbbbb", 1))):
         arch = save_archive([base, build_layer(stamp, order_seed=seed), bytes(1024), bytes(1024)], stamp)

@@ -24,26 +24,44 @@ LABEL a="b" \\
 
 
 def test_the_last_stage_with_the_stages_it_starts_from():
-    assert stage_steps(DOCKERFILE) == ["RUN make     all", "ENV A=1", 'SHELL ["/bin/bash", "-c"]',
-                                       'LABEL a="b"       c="d"']
+    assert stage_steps(DOCKERFILE) == [
+        "RUN make     all",
+        "ENV A=1",
+        'SHELL ["/bin/bash", "-c"]',
+        'LABEL a="b"       c="d"',
+    ]
 
 
 def test_docker_s_and_buildah_s_configs_of_one_build_are_one_config():
     layer = "sha256:" + "1" * 64
-    docker = {"architecture": "amd64", "os": "linux",
-              "config": {"Cmd": ["bash"], "Labels": {"a": "b"}},
-              "history": [{"created_by": "base"},
-                          {"created_by": "/bin/bash -c #(nop)  LABEL a=b", "empty_layer": True},
-                          {"created_by": "|1 X=1 /bin/bash -c true"}],
-              "rootfs": {"diff_ids": [layer, layer]}}
-    buildah = {"architecture": "amd64", "os": "linux",
-               "config": {"Cmd": ["bash"], "Entrypoint": [], "OnBuild": [], "Volumes": {},
-                          "Labels": {"a": "b", "io.buildah.version": "1.43.2"}},
-               "history": [{"created_by": "base"},
-                           {"created_by": '/bin/sh -c #(nop) LABEL "a"="b"', "empty_layer": True,
-                            "comment": "FROM base"},
-                           {"created_by": "|1 X=1 /bin/sh -c true"}],
-               "rootfs": {"diff_ids": [layer, layer]}}
+    docker = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Cmd": ["bash"], "Labels": {"a": "b"}},
+        "history": [
+            {"created_by": "base"},
+            {"created_by": "/bin/bash -c #(nop)  LABEL a=b", "empty_layer": True},
+            {"created_by": "|1 X=1 /bin/bash -c true"},
+        ],
+        "rootfs": {"diff_ids": [layer, layer]},
+    }
+    buildah = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {
+            "Cmd": ["bash"],
+            "Entrypoint": [],
+            "OnBuild": [],
+            "Volumes": {},
+            "Labels": {"a": "b", "io.buildah.version": "1.43.2"},
+        },
+        "history": [
+            {"created_by": "base"},
+            {"created_by": '/bin/sh -c #(nop) LABEL "a"="b"', "empty_layer": True, "comment": "FROM base"},
+            {"created_by": "|1 X=1 /bin/sh -c true"},
+        ],
+        "rootfs": {"diff_ids": [layer, layer]},
+    }
     steps = ['LABEL a="b"', "RUN true"]
     a = normalise_config(docker, [layer, layer], epoch=0, steps=steps)
     b = normalise_config(buildah, [layer, layer], epoch=0, steps=steps)
@@ -68,21 +86,37 @@ def test_trailing_labels_become_one_line_and_the_history_reads_as_before():
     # the builder's one entry for the line is spelled as the three steps the image's history names
     layer = "sha256:" + "1" * 64
     steps = ["RUN true", *stage_steps(dockerfile)[1:], "LABEL hash=abc"]
-    ran = {"config": {"Labels": {"a": "1", "b": "two words", "c": "3", "hash": "abc"}},
-           "history": [{"created_by": "base"}, {"created_by": "/bin/sh -c true"},
-                       {"created_by": "/bin/sh -c #(nop)  LABEL a=1 b=two words c=3 hash=abc", "empty_layer": True}],
-           "rootfs": {}}
-    one_by_one = {**ran, "history": ran["history"][:2] + [
-        {"created_by": f"/bin/sh -c #(nop)  {s}", "empty_layer": True} for s in steps[1:]]}
-    assert (normalise_config(ran, [layer, layer], epoch=0, steps=steps, merged=2)
-            == normalise_config(one_by_one, [layer, layer], epoch=0, steps=steps))
+    ran = {
+        "config": {"Labels": {"a": "1", "b": "two words", "c": "3", "hash": "abc"}},
+        "history": [
+            {"created_by": "base"},
+            {"created_by": "/bin/sh -c true"},
+            {"created_by": "/bin/sh -c #(nop)  LABEL a=1 b=two words c=3 hash=abc", "empty_layer": True},
+        ],
+        "rootfs": {},
+    }
+    one_by_one = {
+        **ran,
+        "history": ran["history"][:2]
+        + [{"created_by": f"/bin/sh -c #(nop)  {s}", "empty_layer": True} for s in steps[1:]],
+    }
+    assert normalise_config(ran, [layer, layer], epoch=0, steps=steps, merged=2) == normalise_config(
+        one_by_one, [layer, layer], epoch=0, steps=steps
+    )
 
 
 def test_labels_a_builder_might_read_otherwise_are_left_in_the_dockerfile():
     from rocmforge.assemble.image.history import trailing_labels
 
-    for tail in ('LABEL a="$HOME"', "LABEL a='single'", 'LABEL a="back\\\\slash"', "LABEL a b",
-                 'LABEL a="x"y', "LABEL", 'LABEL "a"="b"'):
+    for tail in (
+        'LABEL a="$HOME"',
+        "LABEL a='single'",
+        'LABEL a="back\\\\slash"',
+        "LABEL a b",
+        'LABEL a="x"y',
+        "LABEL",
+        'LABEL "a"="b"',
+    ):
         assert trailing_labels(f"FROM base\nRUN true\n{tail}\n") is None, tail
     assert trailing_labels("FROM base\nRUN true\n") is None
     assert trailing_labels('# escape=`\nFROM base\nRUN true\nLABEL a="b"\n') is None

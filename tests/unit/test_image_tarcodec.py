@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from rocmforge.shared.streams import ChunkStream
 from rocmforge.assemble.image.tarcodec import REG, TarEntry, TarReader, decode_number, encode_header, encode_number
+from rocmforge.shared.streams import ChunkStream
 
 
 def test_field_encoding_out_of_octal_range():

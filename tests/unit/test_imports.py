@@ -12,16 +12,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rocmforge"
 # The pipeline top to bottom; a module imports from its own stage or an earlier one.
-STAGES = ("shared", "host", "define", "resolve", "render", "assemble", "verify", "release", "doctor",
-          "workflow", "cli")
+STAGES = ("shared", "host", "define", "resolve", "render", "assemble", "verify", "release", "doctor", "workflow", "cli")
 TOP, TYPE_ONLY, DEFERRED = "module level", "TYPE_CHECKING", "in a function"
 
 
 @dataclass(frozen=True)
 class Import:
-    source: str          # the importing module
-    target: str          # the imported project module
-    where: str           # TOP, TYPE_ONLY or DEFERRED
+    source: str  # the importing module
+    target: str  # the imported project module
+    where: str  # TOP, TYPE_ONLY or DEFERRED
     line: int
 
 
@@ -66,8 +65,11 @@ def project_imports() -> list[Import]:
                 if (node.module or "").split(".")[0] == "rocmforge":
                     edges += [Import(source, _target(node.module, a.name), where, node.lineno) for a in node.names]
             else:
-                edges += [Import(source, a.name, where, node.lineno) for a in node.names
-                          if a.name.split(".")[0] == "rocmforge"]
+                edges += [
+                    Import(source, a.name, where, node.lineno)
+                    for a in node.names
+                    if a.name.split(".")[0] == "rocmforge"
+                ]
     return edges
 
 
@@ -78,7 +80,7 @@ def stage_of(module: str) -> int:
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle of the graph as a path that ends where it starts, or None."""
-    state: dict[str, int] = {}      # 1: on the current path, 2: done
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
     def visit(node: str) -> list[str] | None:
@@ -86,7 +88,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -114,8 +116,11 @@ def test_no_import_cycle_even_for_type_checkers():
 
 
 def test_imports_go_to_the_same_or_an_earlier_stage():
-    later = [f"{MODULES[i.source].relative_to(PACKAGE.parent)}:{i.line}: {i.source} imports {i.target} ({i.where})"
-             for i in project_imports() if stage_of(i.target) > stage_of(i.source)]
+    later = [
+        f"{MODULES[i.source].relative_to(PACKAGE.parent)}:{i.line}: {i.source} imports {i.target} ({i.where})"
+        for i in project_imports()
+        if stage_of(i.target) > stage_of(i.source)
+    ]
     assert later == []
 
 
@@ -130,18 +135,23 @@ def test_a_deferred_import_says_why():
     assert silent == [], "import at module level, or say beside it why it waits (start-up time, optional)"
 
 
-@pytest.mark.parametrize("graph, cycle", [
-    ({"a": {"b"}, "b": {"c"}, "c": set()}, None),
-    ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
-    ({"a": {"b"}, "b": {"b"}}, ["b", "b"]),
-])
+@pytest.mark.parametrize(
+    "graph, cycle",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, None),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
+        ({"a": {"b"}, "b": {"b"}}, ["b", "b"]),
+    ],
+)
 def test_the_cycle_finder_finds_cycles(graph, cycle):
     assert find_cycle(graph) == cycle
 
 
 def test_the_walk_sees_each_kind_of_import():
-    tree = ast.parse("from rocmforge.shared import errors\nif TYPE_CHECKING:\n    import rocmforge.host\n"
-                     "def f():\n    from rocmforge.assemble import engine\n")
+    tree = ast.parse(
+        "from rocmforge.shared import errors\nif TYPE_CHECKING:\n    import rocmforge.host\n"
+        "def f():\n    from rocmforge.assemble import engine\n"
+    )
     assert [where for _node, where in _imports_of("x", tree)] == [TOP, TYPE_ONLY, DEFERRED]
 
 

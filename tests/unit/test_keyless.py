@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.release import attestations as att, cosign as cosigns
+from rocmforge.release import attestations as att
+from rocmforge.release import cosign as cosigns
 from rocmforge.release.signing import Signer
 from rocmforge.shared.errors import UserError
 
@@ -26,10 +27,19 @@ KEYLESS = cosigns.Identity(certificate_identity=IDENTITY, oidc_issuer=cosigns.GI
 
 
 def statement(uri: str) -> str:
-    body = {"_type": "https://in-toto.io/Statement/v1", "predicateType": uri,
-            "subject": [{"name": "x", "digest": {"sha256": DIGEST[7:]}}], "predicate": {}}
-    return json.dumps({"payloadType": "application/vnd.in-toto+json",
-                       "payload": base64.b64encode(json.dumps(body).encode()).decode(), "signatures": []})
+    body = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "predicateType": uri,
+        "subject": [{"name": "x", "digest": {"sha256": DIGEST[7:]}}],
+        "predicate": {},
+    }
+    return json.dumps(
+        {
+            "payloadType": "application/vnd.in-toto+json",
+            "payload": base64.b64encode(json.dumps(body).encode()).decode(),
+            "signatures": [],
+        }
+    )
 
 
 @pytest.fixture
@@ -65,8 +75,18 @@ def test_keyless_sign_and_attest_ask_for_githubs_token_a_certificate_and_a_log_e
     cosign.attest(None, REF, predicate, "cyclonedx", http=True)
     sign, attest = calls()
     assert sign == ["sign", "--yes", "--oidc-provider=github-actions", REF]
-    assert attest == ["attest", "--yes", "--replace", "--type", "cyclonedx", "--predicate", str(predicate),
-                      "--oidc-provider=github-actions", "--allow-http-registry", REF]
+    assert attest == [
+        "attest",
+        "--yes",
+        "--replace",
+        "--type",
+        "cyclonedx",
+        "--predicate",
+        str(predicate),
+        "--oidc-provider=github-actions",
+        "--allow-http-registry",
+        REF,
+    ]
     # nothing of the key pair's offline mode: Rekor's entry is what vouches for the short-lived certificate
     for argv in (sign, attest):
         assert not {"--key", "--tlog-upload=false", "--use-signing-config=false"} & set(argv)
@@ -78,8 +98,15 @@ def test_keyless_on_cosign_3_keeps_its_signing_config(fake):
     cosign3.sign(None, REF, http=False)
     assert "--use-signing-config=false" not in calls()[0]
     cosign3.sign(Path("/k/cosign.key"), REF, http=False)
-    assert calls()[1] == ["sign", "--yes", "--key", "/k/cosign.key", "--tlog-upload=false",
-                          "--use-signing-config=false", REF]
+    assert calls()[1] == [
+        "sign",
+        "--yes",
+        "--key",
+        "/k/cosign.key",
+        "--tlog-upload=false",
+        "--use-signing-config=false",
+        REF,
+    ]
 
 
 def test_keyless_verify_and_verify_attestation_name_identity_and_issuer_and_keep_the_log_check(fake):
@@ -87,10 +114,27 @@ def test_keyless_verify_and_verify_attestation_name_identity_and_issuer_and_keep
     assert cosign.verify(KEYLESS, REF, http=True)[0]["critical"]["image"]["docker-manifest-digest"] == DIGEST
     assert cosign.verify_attestations(KEYLESS, REF, att.TEST_RESULT, http=False)[0]["predicateType"] == att.TEST_RESULT
     verify, verify_att = calls()
-    assert verify == ["verify", "--certificate-identity", IDENTITY, "--certificate-oidc-issuer", cosigns.GITHUB_ISSUER,
-                      "--allow-http-registry", "--output", "json", REF]
-    assert verify_att == ["verify-attestation", "--type", att.TEST_RESULT, "--certificate-identity", IDENTITY,
-                          "--certificate-oidc-issuer", cosigns.GITHUB_ISSUER, REF]
+    assert verify == [
+        "verify",
+        "--certificate-identity",
+        IDENTITY,
+        "--certificate-oidc-issuer",
+        cosigns.GITHUB_ISSUER,
+        "--allow-http-registry",
+        "--output",
+        "json",
+        REF,
+    ]
+    assert verify_att == [
+        "verify-attestation",
+        "--type",
+        att.TEST_RESULT,
+        "--certificate-identity",
+        IDENTITY,
+        "--certificate-oidc-issuer",
+        cosigns.GITHUB_ISSUER,
+        REF,
+    ]
     assert "--insecure-ignore-tlog" not in verify + verify_att
 
 
@@ -99,9 +143,19 @@ def test_verifying_with_a_key_is_unchanged(fake):
     pub = Path("/k/cosign.pub")
     cosign.verify(cosigns.Identity(key=pub), REF, http=False)
     cosign.verify_attestations(cosigns.Identity(key=pub), REF, "slsaprovenance1", http=True)
-    assert calls() == [["verify", "--key", str(pub), "--insecure-ignore-tlog", "--output", "json", REF],
-                       ["verify-attestation", "--type", "slsaprovenance1", "--key", str(pub), "--insecure-ignore-tlog",
-                        "--allow-http-registry", REF]]
+    assert calls() == [
+        ["verify", "--key", str(pub), "--insecure-ignore-tlog", "--output", "json", REF],
+        [
+            "verify-attestation",
+            "--type",
+            "slsaprovenance1",
+            "--key",
+            str(pub),
+            "--insecure-ignore-tlog",
+            "--allow-http-registry",
+            REF,
+        ],
+    ]
 
 
 def test_the_identity_is_described_in_refusals():
@@ -109,14 +163,17 @@ def test_the_identity_is_described_in_refusals():
     assert KEYLESS.describe() == f"the identity {IDENTITY} (issuer {cosigns.GITHUB_ISSUER})"
 
 
-@pytest.mark.parametrize("identity, issuer, field", [
-    ("", cosigns.GITHUB_ISSUER, "--certificate-identity"),
-    (" x", cosigns.GITHUB_ISSUER, "--certificate-identity"),
-    ("a b", cosigns.GITHUB_ISSUER, "--certificate-identity"),
-    (IDENTITY, "token.actions.githubusercontent.com", "--certificate-oidc-issuer"),
-    (IDENTITY, "https://", "--certificate-oidc-issuer"),
-    (IDENTITY, "https://a b", "--certificate-oidc-issuer"),
-])
+@pytest.mark.parametrize(
+    "identity, issuer, field",
+    [
+        ("", cosigns.GITHUB_ISSUER, "--certificate-identity"),
+        (" x", cosigns.GITHUB_ISSUER, "--certificate-identity"),
+        ("a b", cosigns.GITHUB_ISSUER, "--certificate-identity"),
+        (IDENTITY, "token.actions.githubusercontent.com", "--certificate-oidc-issuer"),
+        (IDENTITY, "https://", "--certificate-oidc-issuer"),
+        (IDENTITY, "https://a b", "--certificate-oidc-issuer"),
+    ],
+)
 def test_a_keyless_identity_cosign_could_never_match_is_refused(identity, issuer, field):
     with pytest.raises(UserError) as exc:
         cosigns.keyless_identity(identity, issuer)
@@ -153,7 +210,7 @@ def test_a_keyless_signer_signs_and_attests_without_a_key_and_records_it(fake, m
     for var in cosigns.GITHUB_OIDC_ENV:
         monkeypatch.setenv(var, "x")
     signer = Signer(cosign, None, inputs=None)
-    signer.check_key()                 # no key to open: only the token's presence
+    signer.check_key()  # no key to open: only the token's presence
     assert calls() == []
     signer.files = {}
     for uri in att.COSIGN_TYPES:
@@ -185,12 +242,12 @@ def test_cancel_stops_a_running_cosign_and_refuses_the_next(tmp_path):
 
     worker = threading.Thread(target=sign)
     worker.start()
-    pid = int(fifo.read_text())        # blocks until the stand-in runs
+    pid = int(fifo.read_text())  # blocks until the stand-in runs
     cosign.cancel()
     worker.join()
     assert len(failure) == 1 and isinstance(failure[0], cosigns.Cancelled), failure
     assert not cosign.running.procs
     with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)                # the process (exec'd into sleep) is gone
+        os.kill(pid, 0)  # the process (exec'd into sleep) is gone
     with pytest.raises(cosigns.Cancelled, match="not started"):
         cosign.sign(None, REF, http=False)

@@ -22,17 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.host import fetch
-from rocmforge.resolve import entries, inputs
-from rocmforge.resolve import lockfile
-from rocmforge.shared.errors import UserError
 from rocmforge.define.kinds import KIND_NAMES, GitSourceFetch, WheelsFetch
-from rocmforge.resolve.lockmodel import GitEntry, Lock, PythonFile
-from rocmforge.resolve.lock import LockRun, Outcome
 from rocmforge.define.matrix import load_matrix
+from rocmforge.host import fetch
 from rocmforge.render.plan import make_plan
+from rocmforge.resolve import entries, inputs, lockfile
+from rocmforge.resolve.lock import LockRun, Outcome
+from rocmforge.resolve.lockmodel import GitEntry, Lock, PythonFile
+from rocmforge.shared.errors import UserError
 from rocmforge.shared.packagedata import TEMPLATES
-
 from tests.conftest import ROOT
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -89,7 +87,8 @@ def test_a_components_own_partial_overrides_its_kind(tmp_path):
     shutil.copytree(TEMPLATES, tmp_path / "templates")
     shutil.copyfile(GOLDEN / "Dockerfile.j2", tmp_path / "templates" / "Dockerfile.j2")
     (tmp_path / "templates" / "partials" / "smoke.j2").write_text(
-        "{% macro runtime(c, ctx) %}\nCOPY own/{{ c.name }} /opt/own\n{% endmacro %}\n")
+        "{% macro runtime(c, ctx) %}\nCOPY own/{{ c.name }} /opt/own\n{% endmacro %}\n"
+    )
     text = make_plan(MATRIX, tmp_path).targets["hip-program"].files["Dockerfile"].decode()
     assert "(hip-program, partials/smoke.j2)" in text and "COPY own/smoke /opt/own" in text
     assert "hipcc" not in text
@@ -100,14 +99,17 @@ def test_plan_fetch_items_and_unresolved(plan):
     assert targets["python-env-locked"].fetches == (WheelsFetch("locked-env", "3.14"),)
     assert targets["python-env-unlocked"].fetches == ()
     assert targets["cmake-wheel"].fetches == (
-        GitSourceFetch("fork-wheel", "https://example.invalid/fork", "4aad810bc1d93c38a5316ec54c822cd12b1f1cd2"),)
+        GitSourceFetch("fork-wheel", "https://example.invalid/fork", "4aad810bc1d93c38a5316ec54c822cd12b1f1cd2"),
+    )
     assert targets["python-env-held"].fetches == (targets["cmake-wheel"].fetches[0], WheelsFetch("held-env", "3.14"))
     assert targets["cmake-wheel-defaults"].fetches == ()
     assert targets["cmake-wheel-defaults"].unresolved == (
         "component plain-wheel: git ref 'v0.1.0' of https://example.invalid/plain is not resolved to a commit "
-        "(run `build.py lock`)",)
+        "(run `build.py lock`)",
+    )
     assert targets["python-env-unlocked"].unresolved == (
-        "python unlocked-env: requirements are not locked with hashes (run `python build.py lock`)",)
+        "python unlocked-env: requirements are not locked with hashes (run `python build.py lock`)",
+    )
     assert targets["cmake-wheel"].labels["io.rocmforge.components"] == "fork-wheel=1.2.3"
     assert "io.rocmforge.components" not in targets["settings"].labels
 
@@ -126,12 +128,21 @@ def test_fetch_items_fetch_into_their_context_folders(monkeypatch, tmp_path):
     assert inputs.fetch(WheelsFetch("env", "3.14"), lock, tmp_path, ca) == {"wheels/env/numpy-2.3.5.whl": b"wheel"}
     assert calls == [(lock.python["env"], "3.14", tmp_path, ca)]
     assert inputs.fetch(GitSourceFetch("src", "https://x.invalid/r", "c" * 40), lock, tmp_path, None) == {
-        "sources/src/setup.py": f"https://x.invalid/r@{'c' * 40}".encode()}
+        "sources/src/setup.py": f"https://x.invalid/r@{'c' * 40}".encode()
+    }
 
 
 def lock_run(lock: Lock) -> LockRun:
-    return LockRun(client=None, matrix=MATRIX, names=MATRIX.order(), lock=lock, out=Outcome(lock),
-                   work=Path("/nonexistent"), ca_bundle=None, log=print)
+    return LockRun(
+        client=None,
+        matrix=MATRIX,
+        names=MATRIX.order(),
+        lock=lock,
+        out=Outcome(lock),
+        work=Path("/nonexistent"),
+        ca_bundle=None,
+        log=print,
+    )
 
 
 def test_lock_entries_check_the_lock_without_a_network(monkeypatch):
@@ -172,20 +183,43 @@ def matrix_error(tmp_path: Path, old: str, new: str) -> UserError:
     return info.value
 
 
-@pytest.mark.parametrize("old,new,field,message", [
-    ("    kind: settings\n", "    kind: settings\n    colour: red\n", "components.config.colour", "unknown field"),
-    ("    kind: settings\n", "    kind: settings\n    program: x.cpp\n", "components.config.program",
-     "unknown field for a settings component (program belongs to hip-program components)"),
-    ("    kind: hip-program\n", "    kind: hip-program\n    source: {url: u, ref: r}\n", "components.smoke.source",
-     "unknown field for a hip-program component (source belongs to cmake-wheel components)"),
-    ("    kind: hip-program\n", "", "components.smoke.kind", "required field is missing"),
-    ("    kind: hip-program\n    program: smoke.cpp\n", "    kind: hip-program\n", "components.smoke.program",
-     "required field is missing"),
-    ("    builder: devel\n    components: [smoke]\n", "    components: [smoke]\n", "targets.hip-program.components.0",
-     "component 'smoke' compiles HIP code: the target needs a 'builder' devel target"),
-    ("    builder_apt: [python3-venv, python3-pip]\n", "    builder_apt: [python3-venv, cmake]\n",
-     "components.unlocked-env.builder_apt.1", "apt package 'cmake' has no pinned version in stack 'debian-sid'"),
-])
+@pytest.mark.parametrize(
+    "old,new,field,message",
+    [
+        ("    kind: settings\n", "    kind: settings\n    colour: red\n", "components.config.colour", "unknown field"),
+        (
+            "    kind: settings\n",
+            "    kind: settings\n    program: x.cpp\n",
+            "components.config.program",
+            "unknown field for a settings component (program belongs to hip-program components)",
+        ),
+        (
+            "    kind: hip-program\n",
+            "    kind: hip-program\n    source: {url: u, ref: r}\n",
+            "components.smoke.source",
+            "unknown field for a hip-program component (source belongs to cmake-wheel components)",
+        ),
+        ("    kind: hip-program\n", "", "components.smoke.kind", "required field is missing"),
+        (
+            "    kind: hip-program\n    program: smoke.cpp\n",
+            "    kind: hip-program\n",
+            "components.smoke.program",
+            "required field is missing",
+        ),
+        (
+            "    builder: devel\n    components: [smoke]\n",
+            "    components: [smoke]\n",
+            "targets.hip-program.components.0",
+            "component 'smoke' compiles HIP code: the target needs a 'builder' devel target",
+        ),
+        (
+            "    builder_apt: [python3-venv, python3-pip]\n",
+            "    builder_apt: [python3-venv, cmake]\n",
+            "components.unlocked-env.builder_apt.1",
+            "apt package 'cmake' has no pinned version in stack 'debian-sid'",
+        ),
+    ],
+)
 def test_kind_fields_are_checked(tmp_path, old, new, field, message):
     err = matrix_error(tmp_path, old, new)
     assert err.field == field and message in err.message, (err.field, err.message)

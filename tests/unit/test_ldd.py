@@ -44,8 +44,10 @@ def test_ldd_r_names_the_version_and_the_undefined_symbol():
     assert r.kind == "dynamic" and r.missing == []
     assert [(v.library, v.version) for v in r.version_errors] == [("/tmp/lt25a/libhipx.so.6", "HIP_4.2")]
     assert [(u.symbol, u.version, u.file) for u in r.undefined] == [("hipFoo", "HIP_4.2", "/tmp/lt/libuser.so")]
-    assert r.problems == ["/tmp/lt/libuser.so: needs version HIP_4.2 of /tmp/lt25a/libhipx.so.6, which does not define it",
-                          "/tmp/lt/libuser.so: undefined symbol hipFoo (version HIP_4.2)"]
+    assert r.problems == [
+        "/tmp/lt/libuser.so: needs version HIP_4.2 of /tmp/lt25a/libhipx.so.6, which does not define it",
+        "/tmp/lt/libuser.so: undefined symbol hipFoo (version HIP_4.2)",
+    ]
 
 
 def test_ldd_r_undefined_symbol_in_a_library_without_dependencies():
@@ -57,10 +59,15 @@ def test_ldd_r_undefined_symbol_in_a_library_without_dependencies():
 
 def test_plain_outputs_have_no_problems():
     assert ldd.parse((FIX / "debian-gemm-smoke.txt").read_text()).problems == []
-    assert ldd.parse((FIX / "debian-gemm-smoke-librocblas-removed.txt").read_text()).problems == \
-        ["librocblas.so.0 not found"]
-    assert ldd.parse("x: /l/libz.so.1: no version information available (required by x)\n"
-                     "\tlibz.so.1 => /l/libz.so.1 (0x1)\n").problems == []
+    assert ldd.parse((FIX / "debian-gemm-smoke-librocblas-removed.txt").read_text()).problems == [
+        "librocblas.so.0 not found"
+    ]
+    assert (
+        ldd.parse(
+            "x: /l/libz.so.1: no version information available (required by x)\n\tlibz.so.1 => /l/libz.so.1 (0x1)\n"
+        ).problems
+        == []
+    )
 
 
 def test_ldd_r_on_rocblas_with_the_hip_runtime_replaced():
@@ -70,5 +77,7 @@ def test_ldd_r_on_rocblas_with_the_hip_runtime_replaced():
     assert r.missing == [] and r.kind == "dynamic"
     assert {v.version for v in r.version_errors} == {"hip_4.2", "hip_4.3", "hip_5.1", "hip_6.0"}
     assert all(v.library == "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6" for v in r.version_errors)
-    assert r.undefined and all(u.symbol.lstrip("_").startswith("hip") and u.file == "/usr/lib/x86_64-linux-gnu/librocblas.so.4"
-                               for u in r.undefined)
+    assert r.undefined and all(
+        u.symbol.lstrip("_").startswith("hip") and u.file == "/usr/lib/x86_64-linux-gnu/librocblas.so.4"
+        for u in r.undefined
+    )

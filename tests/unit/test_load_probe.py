@@ -10,11 +10,11 @@ import subprocess
 import sys
 import warnings
 
-from rocmforge.verify.readers import ldd
 from rocmforge.shared.packagedata import PROBES
+from rocmforge.verify.readers import ldd
 from tests.conftest import ROOT
 
-with warnings.catch_warnings():   # its markers are registered by the suites' conftest, not here
+with warnings.catch_warnings():  # its markers are registered by the suites' conftest, not here
     warnings.simplefilter("ignore")
     from rocmforge.data.suites import test_linkage
 
@@ -41,7 +41,7 @@ def test_runtime_replaced_at_the_same_path_fails_where_plain_ldd_passes():
     assert not o["ok"] and "hipFoo" in o["error"] and "HIP_4.2" in o["error"]
     lines = test_linkage._why(str(user), o)
     assert lines[0] == f"{user}: undefined symbol: hipFoo, version HIP_4.2"
-    assert f"{user}: undefined symbol hipFoo (version HIP_4.2)" in lines      # ldd -r, the same symbol
+    assert f"{user}: undefined symbol hipFoo (version HIP_4.2)" in lines  # ldd -r, the same symbol
 
 
 def test_undefined_symbol_and_missing_dependency_are_named():
@@ -49,7 +49,9 @@ def test_undefined_symbol_and_missing_dependency_are_named():
     und, gone = out[str(FIX / "libundefined.so")], out[str(FIX / "libneeds-gone.so")]
     assert not und["ok"] and und["error"].endswith("libundefined.so: undefined symbol: foo")
     assert not gone["ok"] and "libgone.so.1: cannot open shared object file" in gone["error"]
-    assert f"{FIX / 'libneeds-gone.so'}: libgone.so.1 not found" in test_linkage._why(str(FIX / "libneeds-gone.so"), gone)
+    assert f"{FIX / 'libneeds-gone.so'}: libgone.so.1 not found" in test_linkage._why(
+        str(FIX / "libneeds-gone.so"), gone
+    )
 
 
 def test_program_that_cannot_start():

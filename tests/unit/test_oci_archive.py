@@ -20,8 +20,15 @@ from rocmforge.assemble.image.archive import archive_chunks, read_manifest, walk
 from rocmforge.assemble.image.blobs import GZIP, ZSTD_MAGIC, Codec, decoded_chunks, feed_buffering, zstd_codec
 from rocmforge.assemble.image.normalise import rewrite_archive
 from rocmforge.shared.streams import CHUNK_SIZE
-from tests.unit.image_samples import (EPOCH, build_layer, docker_config, image_ids_read_in_chunks, save_archive,
-                                      tar_bytes, ti)
+from tests.unit.image_samples import (
+    EPOCH,
+    build_layer,
+    docker_config,
+    image_ids_read_in_chunks,
+    save_archive,
+    tar_bytes,
+    ti,
+)
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -32,9 +39,11 @@ STAMP = "aaaa"
 def _zstd_compress(data: bytes) -> bytes:
     try:
         from compression import zstd
+
         return zstd.compress(data)
     except ImportError:
         import zstandard
+
         return zstandard.ZstdCompressor().compress(data)
 
 
@@ -47,8 +56,9 @@ COMPRESSIONS = {
 
 
 def sample_layers() -> list[bytes]:
-    base = tar_bytes([(ti("etc", tarfile.DIRTYPE, mtime=0, mode=0o755, uname="", gname=""), None)],
-                     fmt=tarfile.GNU_FORMAT)
+    base = tar_bytes(
+        [(ti("etc", tarfile.DIRTYPE, mtime=0, mode=0o755, uname="", gname=""), None)], fmt=tarfile.GNU_FORMAT
+    )
     return [base, build_layer(STAMP, order_seed=1), bytes(1024), bytes(1024)]
 
 
@@ -64,8 +74,16 @@ def _desc(media_type: str, data: bytes, **extra) -> dict:
     return {"mediaType": media_type, "digest": _digest(data), "size": len(data), **extra}
 
 
-def oci_archive(layers: list[bytes], *, compression="gzip", manifest_json=True, nested=True,
-                arm64_saved=False, blobs: dict[int, bytes] | None = None, order="docker") -> bytes:
+def oci_archive(
+    layers: list[bytes],
+    *,
+    compression="gzip",
+    manifest_json=True,
+    nested=True,
+    arm64_saved=False,
+    blobs: dict[int, bytes] | None = None,
+    order="docker",
+) -> bytes:
     """An OCI layout as Docker 29's `docker save` writes one: index.json -> the image's index ->
     a linux/amd64 manifest (beside an attestation and a linux/arm64 one whose blob is not saved,
     unless arm64_saved) -> config and layer blobs. blobs replaces layer blobs by layer index.
@@ -73,18 +91,36 @@ def oci_archive(layers: list[bytes], *, compression="gzip", manifest_json=True, 
     compress, media_type = COMPRESSIONS[compression]
     cfg = json.dumps(docker_config(STAMP, [_digest(x) for x in layers])).encode()
     layer_blobs = [(blobs or {}).get(i) or compress(x) for i, x in enumerate(layers)]
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                           "config": _desc("application/vnd.oci.image.config.v1+json", cfg),
-                           "layers": [_desc(media_type, b) for b in layer_blobs]}).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": _desc("application/vnd.oci.image.config.v1+json", cfg),
+            "layers": [_desc(media_type, b) for b in layer_blobs],
+        }
+    ).encode()
     arm_cfg = json.dumps({**json.loads(cfg), "architecture": "arm64"}).encode()
-    arm_manifest = json.dumps({**json.loads(manifest),
-                               "config": _desc("application/vnd.oci.image.config.v1+json", arm_cfg)}).encode()
+    arm_manifest = json.dumps(
+        {**json.loads(manifest), "config": _desc("application/vnd.oci.image.config.v1+json", arm_cfg)}
+    ).encode()
     attestation = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": []}).encode()
     amd64 = _desc(OCI_MANIFEST, manifest, platform={"architecture": "amd64", "os": "linux"})
-    image_index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
-        _desc(OCI_MANIFEST, arm_manifest, platform={"architecture": "arm64", "os": "linux"}), amd64,
-        _desc(OCI_MANIFEST, attestation, platform={"architecture": "unknown", "os": "unknown"},
-              annotations={"vnd.docker.reference.type": "attestation-manifest"})]}).encode()
+    image_index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                _desc(OCI_MANIFEST, arm_manifest, platform={"architecture": "arm64", "os": "linux"}),
+                amd64,
+                _desc(
+                    OCI_MANIFEST,
+                    attestation,
+                    platform={"architecture": "unknown", "os": "unknown"},
+                    annotations={"vnd.docker.reference.type": "attestation-manifest"},
+                ),
+            ],
+        }
+    ).encode()
     top = _desc(OCI_INDEX, image_index, annotations={"io.containerd.image.name": "docker.io/library/x:1"})
     files = {_member(b): b for b in [*layer_blobs, manifest, image_index, attestation]}
     files[_member(cfg)] = cfg
@@ -93,8 +129,9 @@ def oci_archive(layers: list[bytes], *, compression="gzip", manifest_json=True, 
     files["index.json"] = json.dumps({"schemaVersion": 2, "manifests": [top if nested else amd64]}).encode()
     files["oci-layout"] = b'{"imageLayoutVersion":"1.0.0"}'
     if manifest_json:
-        files["manifest.json"] = json.dumps([{"Config": _member(cfg), "RepoTags": ["x:1"],
-                                              "Layers": [_member(b) for b in layer_blobs]}]).encode()
+        files["manifest.json"] = json.dumps(
+            [{"Config": _member(cfg), "RepoTags": ["x:1"], "Layers": [_member(b) for b in layer_blobs]}]
+        ).encode()
     names = sorted(files)
     if order == "shuffled":
         random.Random(5).shuffle(names)
@@ -113,18 +150,24 @@ def _has_zstd() -> bool:
     return zstd_codec() is not None
 
 
-@pytest.mark.parametrize("shape", [
-    {"compression": "gzip"},
-    {"compression": "oci-tar"},
-    {"compression": "docker-tar"},
-    {"compression": "gzip", "manifest_json": False},
-    {"compression": "gzip", "manifest_json": False, "nested": False},
-    {"compression": "gzip", "manifest_json": False, "arm64_saved": True},
-    {"compression": "gzip", "order": "shuffled"},
-    {"compression": "oci-tar", "order": "shuffled", "manifest_json": False},
-    pytest.param({"compression": "zstd"},
-                 marks=pytest.mark.skipif(not _has_zstd(), reason="no zstd decoder (see the missing-decoder test)")),
-], ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"compression": "gzip"},
+        {"compression": "oci-tar"},
+        {"compression": "docker-tar"},
+        {"compression": "gzip", "manifest_json": False},
+        {"compression": "gzip", "manifest_json": False, "nested": False},
+        {"compression": "gzip", "manifest_json": False, "arm64_saved": True},
+        {"compression": "gzip", "order": "shuffled"},
+        {"compression": "oci-tar", "order": "shuffled", "manifest_json": False},
+        pytest.param(
+            {"compression": "zstd"},
+            marks=pytest.mark.skipif(not _has_zstd(), reason="no zstd decoder (see the missing-decoder test)"),
+        ),
+    ],
+    ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()),
+)
 def test_an_oci_layout_normalises_to_the_image_of_its_docker_archive(tmp_path, shape):
     layers = sample_layers()
     want = normalised(save_archive(layers, STAMP), tmp_path / "docker")
@@ -150,8 +193,9 @@ def test_walking_hashes_uncompressed_tars_and_keeps_its_place_whatever_a_layer_r
 def test_concatenated_gzip_members_are_one_layer(tmp_path):
     layers = sample_layers()
     split = gzip.compress(layers[1][:1500], mtime=0) + gzip.compress(layers[1][1500:], mtime=0)
-    assert (normalised(oci_archive(layers, blobs={1: split}), tmp_path / "a")
-            == normalised(oci_archive(layers), tmp_path / "b"))
+    assert normalised(oci_archive(layers, blobs={1: split}), tmp_path / "a") == normalised(
+        oci_archive(layers), tmp_path / "b"
+    )
 
 
 def _refused(archive: bytes, tmp_path) -> str:
@@ -168,11 +212,14 @@ def test_a_gzip_blob_of_another_tar_fails_the_diff_id_check(tmp_path):
     assert f"the config says {_digest(layers[1])}" in message
 
 
-@pytest.mark.parametrize("damage, says", [
-    (lambda b: b[:len(b) // 2], "ends early (a truncated blob)"),
-    (lambda b: b[:-4], "ends early (a truncated blob)"),
-    (lambda b: b[:40] + bytes(b ^ 0xFF for b in b[40:60]) + b[60:], "is not valid gzip"),
-])
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        (lambda b: b[: len(b) // 2], "ends early (a truncated blob)"),
+        (lambda b: b[:-4], "ends early (a truncated blob)"),
+        (lambda b: b[:40] + bytes(b ^ 0xFF for b in b[40:60]) + b[60:], "is not valid gzip"),
+    ],
+)
 def test_a_damaged_gzip_blob_is_refused_clearly(tmp_path, damage, says):
     layers = sample_layers()
     bad = damage(gzip.compress(layers[1], mtime=0))
@@ -182,7 +229,7 @@ def test_a_damaged_gzip_blob_is_refused_clearly(tmp_path, damage, says):
 
 def test_a_zstd_layer_without_a_decoder_says_what_to_install(tmp_path, monkeypatch):
     for module in ("compression", "compression.zstd", "zstandard"):
-        monkeypatch.setitem(sys.modules, module, None)          # import raises ImportError
+        monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
     layers = sample_layers()
     blob = ZSTD_MAGIC + bytes(200)
     message = _refused(oci_archive(layers, blobs={1: blob}), tmp_path)
@@ -194,8 +241,7 @@ def test_a_blob_of_unknown_compression_is_named(tmp_path):
     layers = sample_layers()
     blob = b"BZh91AY&SY" + bytes(2000)
     message = _refused(oci_archive(layers, blobs={1: blob}), tmp_path)
-    assert message == (f"layer {_member(blob)} of the image archive is not a tar, "
-                       "nor a gzip- or zstd-compressed one")
+    assert message == (f"layer {_member(blob)} of the image archive is not a tar, nor a gzip- or zstd-compressed one")
 
 
 def test_an_index_of_two_images_is_refused(tmp_path):
@@ -219,7 +265,7 @@ def test_a_decoder_that_buffers_its_input_is_drained():
     xz = Codec("xz", lzma.LZMADecompressor, feed_buffering, (lzma.LZMAError,))
     data = bytes(6 << 20) + b"end"
     blob = lzma.compress(data) + lzma.compress(b"+more")
-    pieces = (blob[i:i + 999] for i in range(0, len(blob), 999))
+    pieces = (blob[i : i + 999] for i in range(0, len(blob), 999))
     chunks = list(decoded_chunks(pieces, xz, "blob"))
     assert max(map(len, chunks)) <= CHUNK_SIZE and b"".join(chunks) == data + b"+more"
     with pytest.raises(ImageArchiveError, match="ends early"):
@@ -233,7 +279,7 @@ def test_zstd_frames_decode_across_feeds():
     chunks = list(decoded_chunks(iter([blob[:1000], blob[1000:]]), zstd_codec(), "blob"))
     assert b"".join(chunks) == data + b"tail"
     with pytest.raises(ImageArchiveError, match="ends early"):
-        list(decoded_chunks(iter([blob[:len(blob) // 2]]), zstd_codec(), "blob"))
+        list(decoded_chunks(iter([blob[: len(blob) // 2]]), zstd_codec(), "blob"))
     with pytest.raises(ImageArchiveError, match="not valid zstd"):
         list(decoded_chunks(iter([blob[:4] + b"\xff" * 50]), zstd_codec(), "blob"))
 

@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from rocmforge.shared import packagedata
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,8 +25,13 @@ def msgpack(v) -> bytes:
         return bytes([v]) if 0 <= v < 128 else b"\xd2" + struct.pack(">i", v)
     if isinstance(v, str):
         b = v.encode()
-        return (bytes([0xa0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)]) if len(b) < 256
-                else b"\xda" + struct.pack(">H", len(b))) + b
+        return (
+            bytes([0xA0 | len(b)])
+            if len(b) < 32
+            else b"\xd9" + bytes([len(b)])
+            if len(b) < 256
+            else b"\xda" + struct.pack(">H", len(b))
+        ) + b
     if isinstance(v, list):
         return b"\xdc" + struct.pack(">H", len(v)) + b"".join(msgpack(x) for x in v)
     if isinstance(v, dict):
@@ -38,9 +44,20 @@ def placeholder(stem: str) -> dict:
 
 
 def lazy_catalogue(arch: str, stems: list[str]) -> bytes:
-    return msgpack({"solutions": [], "library": {"type": "Hardware", "rows": [
-        {"predicate": {"type": "AMDGPU", "value": {"type": "Processor", "value": arch}},
-         "library": {"type": "Problem", "rows": [placeholder(s) for s in stems]}}]}})
+    return msgpack(
+        {
+            "solutions": [],
+            "library": {
+                "type": "Hardware",
+                "rows": [
+                    {
+                        "predicate": {"type": "AMDGPU", "value": {"type": "Processor", "value": arch}},
+                        "library": {"type": "Problem", "rows": [placeholder(s) for s in stems]},
+                    }
+                ],
+            },
+        }
+    )
 
 
 ARCHS = ("gfx90a", "gfx1100", "gfx908")
@@ -56,7 +73,7 @@ def rocblas4(root: Path) -> Path:
         (d / f"TensileLibrary_lazy_{a}.dat").write_bytes(lazy_catalogue(a, [stem, fallback]))
         (d / f"{stem}.dat").write_bytes(msgpack({"solutions": []}))
         (d / f"{stem}.co").write_bytes(b"\x7fELF" + a.encode() * 100)
-        for v in (["-xnack+", "-xnack-"] if a == "gfx90a" else [""]):
+        for v in ["-xnack+", "-xnack-"] if a == "gfx90a" else [""]:
             (d / f"{fallback}_{a}{v}.hsaco").write_bytes(b"\x7fELF" + a.encode() * 10)
             (d / f"Kernels.so-000-{a}{v}.hsaco").write_bytes(b"\x7fELF" + a.encode() * 10)
     return d
@@ -73,8 +90,9 @@ def hipblaslt(root: Path) -> Path:
         (d / f"extop_{a}.co").write_bytes(b"co" * 20)
         (d / f"Kernels.so-000-{a}.hsaco").write_bytes(b"co" * 20)
     (d / "TensileLiteLibrary_lazy_Mapping.dat").write_bytes(msgpack({str(i): s for i, s in enumerate(stems.values())}))
-    (d / "hipblasltExtOpLibrary.dat").write_bytes(msgpack({a: {"AMax": {"S": [{"co_path": f"extop_{a}.co"}]}}
-                                                           for a in ARCHS}))
+    (d / "hipblasltExtOpLibrary.dat").write_bytes(
+        msgpack({a: {"AMax": {"S": [{"co_path": f"extop_{a}.co"}]}} for a in ARCHS})
+    )
     (d / "hipblasltTransform.hsaco").write_bytes(b"all archs")
     return d
 
@@ -89,31 +107,38 @@ def rocblas0(root: Path) -> Path:
     return d
 
 
-@pytest.mark.parametrize("name, kind, arch", [
-    ("Kernels.so-000-gfx90a-xnack+.hsaco", "tensile", "gfx90a"),
-    ("TensileLibrary_BB_BB_HA_Bias_SAV_Type_BB_HPA_Contraction_l_Ailk_Bjlk_Cijk_Dijk_CU104_gfx90a.co", "tensile", "gfx90a"),
-    ("TensileLibrary_lazy_gfx1201.dat", "tensile", "gfx1201"),
-    ("extop_gfx1100.co", "tensile", "gfx1100"),
-    ("TensileLibrary.dat", "tensile", None),                  # every arch's catalogue: kept
-    ("TensileLibrary_Type_SS_Contraction_l_Alik_Bljk_Cijk_Dijk_fallback.dat", "tensile", None),
-    ("TensileLiteLibrary_lazy_Mapping.dat", "tensile", None),
-    ("hipblasltTransform.hsaco", "tensile", None),
-    ("gfx11-generic.co", "tensile", None),                    # not a processor
-    ("a_gfx90a_gfx908.co", "tensile", None),                  # two archs: not one arch's file
-    ("gfx90a6e.kdb", "miopen", "gfx90a"),                     # 110 CUs, hex
-    ("gfx1030_36.kdb", "miopen", "gfx1030"),                  # 36 CUs, decimal
-    ("gfx90a_xnack6e.db", "miopen", "gfx90a"),
-    ("gfx942130.HIP.fdb.txt", "miopen", "gfx942"),
-    ("gfx110060.db.txt", "miopen", "gfx1100"),
-    ("gfx90a.kdb", "miopen", "gfx90a"),
-    ("miopen_kernels.txt", "miopen", None),
-])
+@pytest.mark.parametrize(
+    "name, kind, arch",
+    [
+        ("Kernels.so-000-gfx90a-xnack+.hsaco", "tensile", "gfx90a"),
+        (
+            "TensileLibrary_BB_BB_HA_Bias_SAV_Type_BB_HPA_Contraction_l_Ailk_Bjlk_Cijk_Dijk_CU104_gfx90a.co",
+            "tensile",
+            "gfx90a",
+        ),
+        ("TensileLibrary_lazy_gfx1201.dat", "tensile", "gfx1201"),
+        ("extop_gfx1100.co", "tensile", "gfx1100"),
+        ("TensileLibrary.dat", "tensile", None),  # every arch's catalogue: kept
+        ("TensileLibrary_Type_SS_Contraction_l_Alik_Bljk_Cijk_Dijk_fallback.dat", "tensile", None),
+        ("TensileLiteLibrary_lazy_Mapping.dat", "tensile", None),
+        ("hipblasltTransform.hsaco", "tensile", None),
+        ("gfx11-generic.co", "tensile", None),  # not a processor
+        ("a_gfx90a_gfx908.co", "tensile", None),  # two archs: not one arch's file
+        ("gfx90a6e.kdb", "miopen", "gfx90a"),  # 110 CUs, hex
+        ("gfx1030_36.kdb", "miopen", "gfx1030"),  # 36 CUs, decimal
+        ("gfx90a_xnack6e.db", "miopen", "gfx90a"),
+        ("gfx942130.HIP.fdb.txt", "miopen", "gfx942"),
+        ("gfx110060.db.txt", "miopen", "gfx1100"),
+        ("gfx90a.kdb", "miopen", "gfx90a"),
+        ("miopen_kernels.txt", "miopen", None),
+    ],
+)
 def test_file_arch(name, kind, arch):
     assert perarch.file_arch(name, kind) == arch
 
 
 def test_msgpack_reader_round_trips_what_tensile_writes():
-    value = {"a": [1, -3, True, False, "x" * 40, "y" * 300], "b": {"c": 2 ** 20}}
+    value = {"a": [1, -3, True, False, "x" * 40, "y" * 300], "b": {"c": 2**20}}
     assert perarch.msgpack_load(msgpack(value)) == value
 
 
@@ -124,7 +149,7 @@ def test_prune_keeps_declared_and_cross_arch_files_and_the_check_passes(tmp_path
     for d in dirs:
         left = sorted(p.name for p in d.iterdir())
         assert not [n for n in left if "gfx908" in n]
-        assert [n for n in before[d] if "gfx908" not in n] == left     # nothing else went
+        assert [n for n in before[d] if "gfx908" not in n] == left  # nothing else went
         assert record["dirs"][str(d)]["archs_shipped"] == ["gfx1100", "gfx908", "gfx90a"]
     assert record["removed_files"] == sum(len(before[d]) - len(list(d.iterdir())) for d in dirs)
     assert record["removed_bytes"] > 0

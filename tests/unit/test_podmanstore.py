@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from rocmforge.host.podmanstore import LAYER_TYPE, PodmanStore
-from tests.unit.test_contentstore import _sha as sha, _tar as layer_tar
+from tests.unit.test_contentstore import _sha as sha
+from tests.unit.test_contentstore import _tar as layer_tar
 
 
 def tar_split(raw: bytes) -> bytes:
@@ -24,7 +25,7 @@ def tar_split(raw: bytes) -> bytes:
     lines, done = [], 0
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         for m in tar.getmembers():
-            lines.append({"type": 2, "payload": base64.b64encode(raw[done:m.offset_data]).decode()})
+            lines.append({"type": 2, "payload": base64.b64encode(raw[done : m.offset_data]).decode()})
             lines.append({"type": 1, "name": m.name, "size": m.size})
             done = m.offset_data + m.size
     lines.append({"type": 2, "payload": base64.b64encode(raw[done:]).decode()})
@@ -42,7 +43,9 @@ def write_storage(root: Path, layers: list[dict[str, bytes]]) -> tuple[str, list
             (diff / name).write_bytes(data)
         (root / "overlay-layers").mkdir(parents=True, exist_ok=True)
         (root / "overlay-layers" / f"{layer_id}.tar-split.gz").write_bytes(tar_split(raw))
-        entries.append({"id": layer_id, "diff-digest": sha(raw), "diff-size": len(raw), **({"parent": parent} if parent else {})})
+        entries.append(
+            {"id": layer_id, "diff-digest": sha(raw), "diff-size": len(raw), **({"parent": parent} if parent else {})}
+        )
         diff_ids.append(sha(raw))
         parent = layer_id
     (root / "overlay-layers" / "layers.json").write_text(json.dumps(entries))
@@ -55,8 +58,7 @@ def write_storage(root: Path, layers: list[dict[str, bytes]]) -> tuple[str, list
     return image_id, diff_ids
 
 
-LAYERS = [{"etc/os-release": b"ID=debian\n", "usr/bin/tool": b"\x7fELF" * 300},
-          {"opt/rocmforge/marker": b"added\n"}]
+LAYERS = [{"etc/os-release": b"ID=debian\n", "usr/bin/tool": b"\x7fELF" * 300}, {"opt/rocmforge/marker": b"added\n"}]
 
 
 @pytest.fixture
@@ -87,9 +89,9 @@ def test_another_driver_or_no_storage_is_none(tmp_path, storage):
 def test_what_is_not_what_it_claims_is_none(storage):
     root, image_id, diff_ids = storage
     store = PodmanStore.of(root, "overlay")
-    assert store.config("sha256:" + "0" * 64) is None                     # no such image
+    assert store.config("sha256:" + "0" * 64) is None  # no such image
     cfg = next((root / "overlay-images" / image_id[7:]).iterdir())
-    cfg.write_bytes(cfg.read_bytes() + b" ")                               # a config that is not its digest
+    cfg.write_bytes(cfg.read_bytes() + b" ")  # a config that is not its digest
     assert store.config(image_id) is None
 
 

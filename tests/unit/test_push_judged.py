@@ -18,8 +18,17 @@ from rocmforge.verify import suites
 
 IMAGE_ID = "sha256:" + "ab" * 32
 FILES = {"Dockerfile": b"# rfjudged\n"}
-TP = TargetPlan(name="rfjudged", stack="s", archs=("gfx1100",), deps=(), files=FILES, content_hash=content_hash(FILES),
-                labels={}, unresolved=(), bootstrap_stack=None)
+TP = TargetPlan(
+    name="rfjudged",
+    stack="s",
+    archs=("gfx1100",),
+    deps=(),
+    files=FILES,
+    content_hash=content_hash(FILES),
+    labels={},
+    unresolved=(),
+    bootstrap_stack=None,
+)
 TEST_CMD = "`python build.py test --target rfjudged`"
 
 
@@ -33,8 +42,15 @@ def project(tmp_path: Path) -> Path:
 
 
 def write_record(matrix: Path, ok: bool = True, judged: bool = True, **other) -> dict:
-    data = {"image": TP.content_tag, "image_id": IMAGE_ID, "target": TP.name, "pytest_exit": 0, "ok": ok,
-            "suites": {"linkage": {"status": "passed" if ok else "failed", "detail": ""}}, "tests": []}
+    data = {
+        "image": TP.content_tag,
+        "image_id": IMAGE_ID,
+        "target": TP.name,
+        "pytest_exit": 0,
+        "ok": ok,
+        "suites": {"linkage": {"status": "passed" if ok else "failed", "detail": ""}},
+        "tests": [],
+    }
     if judged:
         data.update({**asdict(suites.judged_against(matrix, TP.name, TP.content_hash)), **other})
     suites.record(matrix.parent / "state", suites.SuitesReport.from_json(data))

@@ -35,7 +35,7 @@ class FakeRegistry:
     the request carries the token from /token (when auth=True). Records every request."""
 
     def __init__(self, auth: bool = True, token_file: str = "token.json") -> None:
-        self.manifests: dict[str, tuple[str, bytes, str | None]] = {}   # path -> (type, body, header digest)
+        self.manifests: dict[str, tuple[str, bytes, str | None]] = {}  # path -> (type, body, header digest)
         self.requests: list[tuple[str, dict]] = []
         self.auth = auth
         self.token_body = fixture(token_file)
@@ -53,14 +53,23 @@ class FakeRegistry:
                     return self._send(200, "application/json", owner.token_body)
                 entry = owner.manifests.get(url.path)
                 if owner.auth and self.headers.get("Authorization") != f"Bearer {owner.token}":
-                    challenge = fixture("www-authenticate-rocm-pytorch.txt").decode().replace(
-                        "https://auth.docker.io/token", f"http://127.0.0.1:{owner.port}/token")
-                    return self._send(401, "application/json",
-                                      b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',
-                                      {"WWW-Authenticate": challenge})
+                    challenge = (
+                        fixture("www-authenticate-rocm-pytorch.txt")
+                        .decode()
+                        .replace("https://auth.docker.io/token", f"http://127.0.0.1:{owner.port}/token")
+                    )
+                    return self._send(
+                        401,
+                        "application/json",
+                        b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',
+                        {"WWW-Authenticate": challenge},
+                    )
                 if entry is None:
-                    return self._send(404, "application/json",
-                                      b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}')
+                    return self._send(
+                        404,
+                        "application/json",
+                        b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}',
+                    )
                 media, body, digest = entry
                 self._send(200, media, body, {"Docker-Content-Digest": digest} if digest else {})
 
@@ -93,18 +102,21 @@ def hub():
 
 
 # -- names --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name, host, repo", [
-    ("rocm/pytorch", "registry-1.docker.io", "rocm/pytorch"),
-    ("rocm/pytorch:rocm6.2_ubuntu22.04_py3.10_pytorch_release_2.3.0", "registry-1.docker.io", "rocm/pytorch"),
-    ("ubuntu", "registry-1.docker.io", "library/ubuntu"),
-    ("ubuntu@sha256:" + "a" * 64, "registry-1.docker.io", "library/ubuntu"),
-    ("docker.io/rocm/pytorch", "registry-1.docker.io", "rocm/pytorch"),
-    ("docker.io/ubuntu", "registry-1.docker.io", "library/ubuntu"),
-    ("index.docker.io/rocm/dev-ubuntu-22.04", "registry-1.docker.io", "rocm/dev-ubuntu-22.04"),
-    ("127.0.0.1:5000/rocm/pytorch:x", "127.0.0.1:5000", "rocm/pytorch"),
-    ("localhost/x", "localhost", "x"),
-    ("ghcr.io/rocm/therock/a", "ghcr.io", "rocm/therock/a"),
-])
+@pytest.mark.parametrize(
+    "name, host, repo",
+    [
+        ("rocm/pytorch", "registry-1.docker.io", "rocm/pytorch"),
+        ("rocm/pytorch:rocm6.2_ubuntu22.04_py3.10_pytorch_release_2.3.0", "registry-1.docker.io", "rocm/pytorch"),
+        ("ubuntu", "registry-1.docker.io", "library/ubuntu"),
+        ("ubuntu@sha256:" + "a" * 64, "registry-1.docker.io", "library/ubuntu"),
+        ("docker.io/rocm/pytorch", "registry-1.docker.io", "rocm/pytorch"),
+        ("docker.io/ubuntu", "registry-1.docker.io", "library/ubuntu"),
+        ("index.docker.io/rocm/dev-ubuntu-22.04", "registry-1.docker.io", "rocm/dev-ubuntu-22.04"),
+        ("127.0.0.1:5000/rocm/pytorch:x", "127.0.0.1:5000", "rocm/pytorch"),
+        ("localhost/x", "localhost", "x"),
+        ("ghcr.io/rocm/therock/a", "ghcr.io", "rocm/therock/a"),
+    ],
+)
 def test_parse_image(name, host, repo):
     assert reg.parse_image(name) == (host, repo)
 
@@ -115,15 +127,18 @@ def test_parse_image_refused(name):
         reg.parse_image(name)
 
 
-@pytest.mark.parametrize("text, host, prefix, scheme", [
-    ("127.0.0.1:5000", "127.0.0.1:5000", "", "http"),
-    ("localhost:5000/hub", "localhost:5000", "hub", "http"),
-    ("127.3.4.5:80", "127.3.4.5:80", "", "http"),
-    ("mirror.example.org", "mirror.example.org", "", "https"),
-    ("harbor.example.org/dockerhub-proxy/", "harbor.example.org", "dockerhub-proxy", "https"),
-    ("http://10.0.0.2:5000/a/b", "10.0.0.2:5000", "a/b", "http"),
-    ("https://127.0.0.1:5000", "127.0.0.1:5000", "", "https"),
-])
+@pytest.mark.parametrize(
+    "text, host, prefix, scheme",
+    [
+        ("127.0.0.1:5000", "127.0.0.1:5000", "", "http"),
+        ("localhost:5000/hub", "localhost:5000", "hub", "http"),
+        ("127.3.4.5:80", "127.3.4.5:80", "", "http"),
+        ("mirror.example.org", "mirror.example.org", "", "https"),
+        ("harbor.example.org/dockerhub-proxy/", "harbor.example.org", "dockerhub-proxy", "https"),
+        ("http://10.0.0.2:5000/a/b", "10.0.0.2:5000", "a/b", "http"),
+        ("https://127.0.0.1:5000", "127.0.0.1:5000", "", "https"),
+    ],
+)
 def test_parse_mirror(text, host, prefix, scheme):
     assert reg.parse_mirror(text) == reg.Mirror(host, prefix, scheme)
 
@@ -141,15 +156,22 @@ def test_mirror_from_env():
     assert reg.mirror_from_env({reg.MIRROR_ENV: "127.0.0.1:5000"}) == reg.Mirror("127.0.0.1:5000", "", "http")
 
 
-@pytest.mark.parametrize("image, mirror, expected", [
-    ("rocm/pytorch:T", "127.0.0.1:5000", "127.0.0.1:5000/rocm/pytorch:T"),
-    ("rocm/pytorch:T@sha256:" + "b" * 64, "127.0.0.1:5000", "127.0.0.1:5000/rocm/pytorch:T@sha256:" + "b" * 64),
-    ("docker.io/rocm/pytorch@sha256:" + "b" * 64, "m.example.org/hub", "m.example.org/hub/rocm/pytorch@sha256:" + "b" * 64),
-    ("ubuntu:24.04", "https://m.example.org:8443", "m.example.org:8443/library/ubuntu:24.04"),
-    ("rocm/pytorch:T", None, "rocm/pytorch:T"),
-    # Like Docker's registry-mirrors, only Docker Hub names are mirrored.
-    ("ghcr.io/x/y:T", "127.0.0.1:5000", "ghcr.io/x/y:T"),
-])
+@pytest.mark.parametrize(
+    "image, mirror, expected",
+    [
+        ("rocm/pytorch:T", "127.0.0.1:5000", "127.0.0.1:5000/rocm/pytorch:T"),
+        ("rocm/pytorch:T@sha256:" + "b" * 64, "127.0.0.1:5000", "127.0.0.1:5000/rocm/pytorch:T@sha256:" + "b" * 64),
+        (
+            "docker.io/rocm/pytorch@sha256:" + "b" * 64,
+            "m.example.org/hub",
+            "m.example.org/hub/rocm/pytorch@sha256:" + "b" * 64,
+        ),
+        ("ubuntu:24.04", "https://m.example.org:8443", "m.example.org:8443/library/ubuntu:24.04"),
+        ("rocm/pytorch:T", None, "rocm/pytorch:T"),
+        # Like Docker's registry-mirrors, only Docker Hub names are mirrored.
+        ("ghcr.io/x/y:T", "127.0.0.1:5000", "ghcr.io/x/y:T"),
+    ],
+)
 def test_via_mirror(image, mirror, expected):
     assert reg.via_mirror(image, mirror) == expected
 
@@ -157,8 +179,11 @@ def test_via_mirror(image, mirror, expected):
 def test_parse_challenge():
     scheme, params = reg.parse_challenge(fixture("www-authenticate-rocm-pytorch.txt").decode())
     assert scheme == "bearer"
-    assert params == {"realm": "https://auth.docker.io/token", "service": "registry.docker.io",
-                      "scope": "repository:rocm/pytorch:pull"}
+    assert params == {
+        "realm": "https://auth.docker.io/token",
+        "service": "registry.docker.io",
+        "scope": "repository:rocm/pytorch:pull",
+    }
 
 
 # -- resolve ------------------------------------------------------------------------------------
@@ -193,9 +218,12 @@ def test_manifest_list_picks_linux_amd64(hub):
 
 def test_oci_index_skips_attestations(hub):
     index = hub.add("rocm/pytorch", "oci", INDEX_TYPE, fixture("oci-index.json"))
-    assert reg.resolve("rocm/pytorch", "oci", mirror=hub.host) == \
-        reg.Resolved("sha256:" + "3" * 64, index, INDEX_TYPE, hub.host)
-    assert reg.resolve("rocm/pytorch", "oci", mirror=hub.host, platform=("linux", "arm64")).digest == "sha256:" + "4" * 64
+    assert reg.resolve("rocm/pytorch", "oci", mirror=hub.host) == reg.Resolved(
+        "sha256:" + "3" * 64, index, INDEX_TYPE, hub.host
+    )
+    assert (
+        reg.resolve("rocm/pytorch", "oci", mirror=hub.host, platform=("linux", "arm64")).digest == "sha256:" + "4" * 64
+    )
 
 
 def test_index_without_the_platform(hub):
@@ -240,12 +268,12 @@ def test_tag_not_found_names_host(hub):
 
 
 def test_401_even_with_token(hub):
-    hub.token = "something-else"           # the registry never accepts the token it handed out
+    hub.token = "something-else"  # the registry never accepts the token it handed out
     hub.add("rocm/pytorch", "latest", V2_TYPE, fixture("manifest-v2.json"))
     with pytest.raises(reg.RegistryError) as err:
         reg.resolve("rocm/pytorch", "latest", mirror=hub.host)
     assert "401" in str(err.value) and hub.host in str(err.value)
-    assert len(hub.requests) == 3           # retried once, no more
+    assert len(hub.requests) == 3  # retried once, no more
 
 
 def test_bad_json(hub):
@@ -267,7 +295,7 @@ def test_token_answer_without_token(hub):
 def test_connection_refused_names_host_and_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]          # bound, never listening: refused
+        port = s.getsockname()[1]  # bound, never listening: refused
         with pytest.raises(reg.RegistryError) as err:
             reg.resolve("rocm/pytorch", "latest", mirror=f"127.0.0.1:{port}", timeout=5)
     assert f"127.0.0.1:{port}" in str(err.value) and "connection refused" in str(err.value)
@@ -276,7 +304,7 @@ def test_connection_refused_names_host_and_port():
 def test_timeout_names_host():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        s.listen(1)                        # accepts the connection, never answers
+        s.listen(1)  # accepts the connection, never answers
         host = f"127.0.0.1:{s.getsockname()[1]}"
         with pytest.raises(reg.RegistryError) as err:
             reg.resolve("rocm/pytorch", "latest", mirror=host, timeout=0.5)
@@ -296,8 +324,8 @@ def test_bad_tag_refused(tag):
 
 
 def test_cache_registry_option_and_environment(monkeypatch):
-    from rocmforge.workflow import registry_cache
     from rocmforge.shared.errors import UserError
+    from rocmforge.workflow import registry_cache
 
     monkeypatch.delenv(registry_cache.ENV, raising=False)
     monkeypatch.delenv(registry_cache.READONLY_ENV, raising=False)
@@ -310,5 +338,5 @@ def test_cache_registry_option_and_environment(monkeypatch):
     cache = registry_cache.from_options(None)
     assert cache.where.host == "cache.example.org:443" and cache.readonly
     with pytest.raises(UserError) as err:
-        registry_cache.from_options("cache")                 # would be read as a Docker Hub namespace
+        registry_cache.from_options("cache")  # would be read as a Docker Hub namespace
     assert err.value.field == "--cache-registry"

@@ -63,12 +63,15 @@ def test_a_manifest_and_a_blob_that_match_their_digests_are_read(server):
     assert reg.get_document(LoopbackEngine(), f"{host}/ns/t", digest(CONFIG), blob=True)[1] == CONFIG
 
 
-@pytest.mark.parametrize("served, named, asked", [
-    (MANIFEST[:-5], digest(MANIFEST), "v1"),              # cut off: the named digest does not match
-    (MANIFEST.replace(b"abc", b"abd"), digest(MANIFEST), "v1"),   # altered
-    (MANIFEST[:-5], None, digest(MANIFEST)),              # asked by digest, a shorter answer
-    (MANIFEST, None, "v1"),                               # by tag, and no digest named at all
-])
+@pytest.mark.parametrize(
+    "served, named, asked",
+    [
+        (MANIFEST[:-5], digest(MANIFEST), "v1"),  # cut off: the named digest does not match
+        (MANIFEST.replace(b"abc", b"abd"), digest(MANIFEST), "v1"),  # altered
+        (MANIFEST[:-5], None, digest(MANIFEST)),  # asked by digest, a shorter answer
+        (MANIFEST, None, "v1"),  # by tag, and no digest named at all
+    ],
+)
 def test_an_answer_that_does_not_match_its_digest_is_refused(server, served, named, asked):
     host, answers = server
     answers[f"/v2/ns/t/manifests/{asked}"] = (served, named)

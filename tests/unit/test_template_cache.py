@@ -8,8 +8,7 @@ from rocmforge.render import templatecache
 
 
 def env(folder):
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)),
-                              bytecode_cache=templatecache.TemplateCache())
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), bytecode_cache=templatecache.TemplateCache())
 
 
 def test_a_changed_template_is_compiled_again(tmp_path, monkeypatch):

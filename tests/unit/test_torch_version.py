@@ -10,5 +10,8 @@ def test_versions_amd_and_debian_report_are_held():
 
 
 def test_an_unparseable_version_is_named():
-    assert torch_version_problem("unknown", "2.1.2") == "torch.__version__ is 'unknown', not a version pip can hold (PEP 440)"
+    assert (
+        torch_version_problem("unknown", "2.1.2")
+        == "torch.__version__ is 'unknown', not a version pip can hold (PEP 440)"
+    )
     assert "the torch distribution's version is '2.1.2 git'" in torch_version_problem("2.1.2", "2.1.2 git")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocmforge.shared.errors import UserError
 from rocmforge.render.plan import load_plan, require_resolved
+from rocmforge.shared.errors import UserError
 from tests.conftest import copy_project, run_cli
 
 DEAD_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock"}

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_cli
 from rocmforge.define.matrix import load_matrix
+from tests.conftest import ROOT, run_cli
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
@@ -20,8 +20,9 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 def test_workflow_matches_github_schema(path):
     tool = shutil.which("check-jsonschema")
     assert tool, "check-jsonschema not installed (pip install -e '.[test]')"
-    proc = subprocess.run([tool, "--builtin-schema", "vendor.github-workflows", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [tool, "--builtin-schema", "vendor.github-workflows", str(path)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -82,7 +83,7 @@ def test_runners_and_disk_come_from_the_matrix():
     for r in json.loads(run_cli("list", "--json").stdout):
         runner = m.targets[r["name"]].runner or m.stacks[r["stack"]].runner
         assert (r["runs_on"], r["disk_gb"]) == (runner.labels, runner.disk_gb)
-        if m.stacks[r["stack"]].base.registry is not None:     # AMD's 30-50 GB bases: never a hosted runner
+        if m.stacks[r["stack"]].base.registry is not None:  # AMD's 30-50 GB bases: never a hosted runner
             assert "ubuntu-24.04" not in r["runs_on"] and r["disk_gb"] >= 60
     step = next(s for s in _wf("build-level.yml")["jobs"]["image"]["steps"] if "build.py build" in s.get("run", ""))
     assert "--check-disk" in step["run"]

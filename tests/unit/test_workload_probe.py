@@ -16,20 +16,39 @@ from rocmforge.shared.packagedata import PROBES
 PROBE = PROBES / "workload.py"
 
 SEED000_TRAINING_ARGS = {
-    "output_dir": "./results_qlora", "num_train_epochs": 1, "per_device_train_batch_size": 2,
-    "gradient_accumulation_steps": 2, "optim": "paged_adamw_32bit", "save_steps": 50, "logging_steps": 50,
-    "learning_rate": 4e-05, "weight_decay": 0.001, "fp16": False, "bf16": True, "max_grad_norm": 0.3,
-    "max_steps": -1, "warmup_ratio": 0.03, "group_by_length": True, "lr_scheduler_type": "constant",
-    "report_to": "tensorboard"}
+    "output_dir": "./results_qlora",
+    "num_train_epochs": 1,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 2,
+    "optim": "paged_adamw_32bit",
+    "save_steps": 50,
+    "logging_steps": 50,
+    "learning_rate": 4e-05,
+    "weight_decay": 0.001,
+    "fp16": False,
+    "bf16": True,
+    "max_grad_norm": 0.3,
+    "max_steps": -1,
+    "warmup_ratio": 0.03,
+    "group_by_length": True,
+    "lr_scheduler_type": "constant",
+    "report_to": "tensorboard",
+}
 SEED004_AMP = {
-    "torch.backends.cuda.matmul.allow_tf32": False, "torch.backends.cudnn.allow_tf32": False,
+    "torch.backends.cuda.matmul.allow_tf32": False,
+    "torch.backends.cudnn.allow_tf32": False,
     "grad_scaler": {"init_scale": 1024.0, "growth_factor": 1.5, "backoff_factor": 0.5, "growth_interval": 200},
     "optimizer": {"name": "AdamW", "lr": 6e-05, "betas": [0.9, 0.98], "eps": 1e-06, "weight_decay": 0.01},
-    "max_grad_norm": 1.0, "gradient_checkpointing": True, "flash_attention": False, "batch_first": True}
+    "max_grad_norm": 1.0,
+    "gradient_checkpointing": True,
+    "flash_attention": False,
+    "batch_first": True,
+}
 SEED004_CONFIG = {
     "engine": {"max_batch_size": 8, "max_seq_length": 2048, "beam_width": 4, "enable_fp8": False},
     "quantization": {"weight_bits": 4, "group_size": 64, "zero_point": True},
-    "scheduling": {"timeout_ms": 5000, "prefill_chunk_size": 512, "max_active_adapters": 8}}
+    "scheduling": {"timeout_ms": 5000, "prefill_chunk_size": 512, "max_active_adapters": 8},
+}
 
 
 # The probe and its parts, imported as the image's python3 imports them: by bare name, from one folder.
@@ -42,6 +61,7 @@ infer = packagedata.probe("workload_infer")
 @dataclasses.dataclass
 class TrainingArguments:
     """Stand-in for transformers 5.24's TrainingArguments: no warmup_ratio, no group_by_length."""
+
     output_dir: str = "out"
     num_train_epochs: float = 3.0
     per_device_train_batch_size: int = 8
@@ -63,19 +83,28 @@ class TrainingArguments:
 
 
 def test_probe_imports_without_heavy_libraries():
-    code = ("import sys\n"
-            f"sys.path.insert(0, {str(PROBES)!r})\n"
-            "import workload, workload_base, workload_settings, workload_train, workload_infer\n"
-            "heavy = [n for n in ('torch', 'transformers', 'peft', 'bitsandbytes', 'yaml') if n in sys.modules]\n"
-            "print(heavy)")
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(PROBES)!r})\n"
+        "import workload, workload_base, workload_settings, workload_train, workload_infer\n"
+        "heavy = [n for n in ('torch', 'transformers', 'peft', 'bitsandbytes', 'yaml') if n in sys.modules]\n"
+        "print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
 
 def test_check_names_fixed():
-    assert workload.CHECKS == ["settings/training_args.json", "settings/amp.json", "settings/config.yaml",
-                            "train", "lora", "qlora-4bit", "inference"]
+    assert workload.CHECKS == [
+        "settings/training_args.json",
+        "settings/amp.json",
+        "settings/config.yaml",
+        "train",
+        "lora",
+        "qlora-4bit",
+        "inference",
+    ]
     assert set(workload.CHECK_FUNCS) == set(workload.CHECKS)
 
 
@@ -85,19 +114,22 @@ def test_accepted_keys_skip_non_init_fields():
 
 
 def test_unknown_training_args_keys_name_key_file_and_version():
-    msgs = settings.rejected_training_args(SEED000_TRAINING_ARGS, TrainingArguments, "5.24.0",
-                                        "/opt/rocmforge/config/training_args.json")
+    msgs = settings.rejected_training_args(
+        SEED000_TRAINING_ARGS, TrainingArguments, "5.24.0", "/opt/rocmforge/config/training_args.json"
+    )
     assert msgs == [
         "/opt/rocmforge/config/training_args.json: key 'warmup_ratio' is not accepted by transformers 5.24.0's "
         "TrainingArguments",
         "/opt/rocmforge/config/training_args.json: key 'group_by_length' is not accepted by transformers 5.24.0's "
-        "TrainingArguments"]
+        "TrainingArguments",
+    ]
 
 
 def test_accepted_keys_from_a_signature():
     class Old:  # transformers 4.x style: a plain __init__
         def __init__(self, output_dir, warmup_ratio=0.0, group_by_length=False, no_cuda=False, **kwargs):
             pass
+
     assert settings.rejected_training_args({"warmup_ratio": 0.03, "group_by_length": True}, Old, "4.31.0") == []
     assert "use_cpu" in settings.rejected_training_args({"use_cpu": True}, Old, "4.31.0")[0]
 
@@ -121,8 +153,12 @@ def test_amp_unknown_keys_named():
 def test_amp_checks_against_installed_signatures():
     # A newer torch that added a GradScaler keyword: accepted when the installed class takes it.
     s = dict(SEED004_AMP, grad_scaler=dict(SEED004_AMP["grad_scaler"], fancy=1))
-    assert settings.amp_problems(s, "amp.json", scaler_keys={"init_scale", "growth_factor", "backoff_factor",
-                                                          "growth_interval", "fancy"}) == []
+    assert (
+        settings.amp_problems(
+            s, "amp.json", scaler_keys={"init_scale", "growth_factor", "backoff_factor", "growth_interval", "fancy"}
+        )
+        == []
+    )
     assert settings.amp_problems(dict(SEED004_AMP, optimizer={"name": "SGD", "lr": 1}), "amp.json")
 
 
@@ -172,29 +208,38 @@ def test_expected_bnb_library():
 
 def test_no_torch_still_prints_one_json_line(tmp_path):
     """In an interpreter without torch the probe fails every check but still ends with its JSON line."""
-    code = ("import sys; sys.modules['torch'] = None\n"  # makes `import torch` raise ImportError
-            f"sys.argv = ['workload.py', '--config-dir', {str(tmp_path)!r}]\n"
-            f"sys.path.insert(0, {str(PROBES)!r})\n"    # as when the image runs the file as a script
-            f"import runpy; runpy.run_path({str(PROBE)!r}, run_name='__main__')")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # makes `import torch` raise ImportError
+        f"sys.argv = ['workload.py', '--config-dir', {str(tmp_path)!r}]\n"
+        f"sys.path.insert(0, {str(PROBES)!r})\n"  # as when the image runs the file as a script
+        f"import runpy; runpy.run_path({str(PROBE)!r}, run_name='__main__')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, out.stderr
     data = json.loads(out.stdout.strip().splitlines()[-1])
     assert [c["name"] for c in data["checks"]] == [
-        "settings/training_args.json", "settings/amp.json", "settings/config.yaml",
-        "train", "lora", "qlora-4bit", "inference"]
+        "settings/training_args.json",
+        "settings/amp.json",
+        "settings/config.yaml",
+        "train",
+        "lora",
+        "qlora-4bit",
+        "inference",
+    ]
     assert all(c["status"] == "failed" and "torch does not import" in c["detail"] for c in data["checks"])
     assert data["gpu"] is False and data["device"] == "cpu"
 
 
 # -- inference: a model whose next tokens are known (issue 25 item 6) -------------------------------
 
+
 def test_counting_prompts_count_and_wrap():
     prompts = infer.counting_prompts(8, 8)
     assert len(prompts) == 8 and all(len(p) == 8 for p in prompts)
-    assert prompts[0] == [60, 61, 62, 63, 0, 1, 2, 3]          # the first row wraps around the vocabulary
+    assert prompts[0] == [60, 61, 62, 63, 0, 1, 2, 3]  # the first row wraps around the vocabulary
     for p in prompts:
         assert all(b == (a + 1) % infer.COUNT_VOCAB for a, b in zip(p, p[1:]))
-    assert infer.counting_prompts(8, 8) == prompts              # the same prompts every run
+    assert infer.counting_prompts(8, 8) == prompts  # the same prompts every run
 
 
 def _counted(prompt, n, vocab=64):
@@ -209,8 +254,10 @@ def test_the_count_continued_exactly_passes():
 def test_no_new_tokens_fails_naming_the_count():
     prompts = infer.counting_prompts(2, 8)
     msgs = infer.continuation_problems(prompts, prompts, 16)
-    assert msgs == ["row 0: 0 new tokens, want exactly max_new_tokens=16",
-                    "row 1: 0 new tokens, want exactly max_new_tokens=16"]
+    assert msgs == [
+        "row 0: 0 new tokens, want exactly max_new_tokens=16",
+        "row 1: 0 new tokens, want exactly max_new_tokens=16",
+    ]
 
 
 def test_too_few_or_too_many_new_tokens_fail():
@@ -222,7 +269,7 @@ def test_too_few_or_too_many_new_tokens_fail():
 def test_a_wrong_token_is_named_with_its_position():
     p = infer.counting_prompts(1, 8)
     row = _counted(p[0], 16)
-    row[8 + 5] = 0 if row[8 + 5] else 1          # the 6th new token is off
+    row[8 + 5] = 0 if row[8 + 5] else 1  # the 6th new token is off
     msg = infer.continuation_problems(p, [row], 16)[0]
     assert msg.startswith("row 0: new token 5 is ") and "the count says" in msg
 
@@ -235,11 +282,15 @@ def test_output_that_lost_its_prompt_or_rows_fails():
 
 # -- group_size: on a GPU host the backend's own answer decides ---------------------------------------
 
+
 def test_backend_answer_decides_group_size():
-    seed = SEED004_CONFIG                                                 # group_size 64
+    seed = SEED004_CONFIG  # group_size 64
     assert settings.config_problems(seed, hip=True, backend_answer=(True, "accepted")) == []
-    msgs = settings.config_problems(dict(seed, quantization=dict(seed["quantization"], group_size=128)), hip=True,
-                                 backend_answer=(False, "AssertionError: blocksize 128 not supported"))
+    msgs = settings.config_problems(
+        dict(seed, quantization=dict(seed["quantization"], group_size=128)),
+        hip=True,
+        backend_answer=(False, "AssertionError: blocksize 128 not supported"),
+    )
     assert len(msgs) == 1 and "group_size 128 is rejected by bitsandbytes itself: AssertionError" in msgs[0]
     # without an answer (no GPU) the known block sizes still judge it
     assert settings.config_problems(seed, hip=True, backend_answer=None)

@@ -1,6 +1,7 @@
 """Suites that run inside one built image: `python build.py test --target X` (or --image REF).
 
-Run directly with pytest: `pytest rocmforge/data/suites --matrix matrix.yaml --image rocmforge/hip-runtime:debian13-rocm5.7 --target hip-runtime`.
+Run directly with pytest:
+`pytest rocmforge/data/suites --matrix matrix.yaml --image rocmforge/hip-runtime:debian13-rocm5.7 --target hip-runtime`.
 GPU honesty, both ways:
 - on a host without /dev/kfd a check that needs a GPU is skipped with a reason starting
   "not GPU-verified:" (JUnit: skipped, with that message); it never passes there: a test marked
@@ -15,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.render.plan import load_plan
-from rocmforge.host.container import TrackedContainer, host_gpu_access
-from rocmforge.host import engines
-from rocmforge.shared.errors import BuildError, UserError
-from rocmforge.resolve.image_packages import expected_packages
 from rocmforge.define.matrix import load_matrix
+from rocmforge.host import engines
+from rocmforge.host.container import TrackedContainer, host_gpu_access
+from rocmforge.render.plan import load_plan
+from rocmforge.resolve.image_packages import expected_packages
 from rocmforge.shared import packagedata
+from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.verify.suites import NOT_GPU_VERIFIED
 
 PROBES_IN_CONTAINER = "/tmp/rocmforge-probes"
-EXPECTED_IN_CONTAINER = "/tmp/rocmforge-expected"     # what the host knows the image must hold
+EXPECTED_IN_CONTAINER = "/tmp/rocmforge-expected"  # what the host knows the image must hold
 
 
 def pytest_addoption(parser):
@@ -35,9 +36,13 @@ def pytest_addoption(parser):
     g.addoption("--matrix", default="matrix.yaml")
     g.addoption("--results-json", help="write per-test outcomes here (used by build.py test)")
     g.addoption("--session-id", default=None, help="label value for containers started by this run")
-    g.addoption("--require-gpu", action="store_true", default=False,
-                help="a GPU check that cannot see a GPU fails instead of reporting 'not GPU-verified' "
-                     "(implied when the host has /dev/kfd)")
+    g.addoption(
+        "--require-gpu",
+        action="store_true",
+        default=False,
+        help="a GPU check that cannot see a GPU fails instead of reporting 'not GPU-verified' "
+        "(implied when the host has /dev/kfd)",
+    )
 
 
 _GPU_REQUIRED: dict[str, str | None] = {"why": None}
@@ -123,9 +128,12 @@ def variant(target, target_name, image):
             return tuple(group)
     if set(archs) <= set(target.archs):
         return ()
-    pytest.fail(f"the image is labelled io.rocmforge.archs={label}, which is neither target {target_name}'s archs "
-                f"({','.join(target.archs)}) nor one of its variants "
-                f"({'; '.join(','.join(g) for g in target.variants) or 'none declared'})", pytrace=False)
+    pytest.fail(
+        f"the image is labelled io.rocmforge.archs={label}, which is neither target {target_name}'s archs "
+        f"({','.join(target.archs)}) nor one of its variants "
+        f"({'; '.join(','.join(g) for g in target.variants) or 'none declared'})",
+        pytrace=False,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -212,8 +220,10 @@ def torch_expected(matrix, target_name, target):
     return (version, build) if version else None
 
 
-TORCH_INFO = ("import json, torch; print(json.dumps({'version': torch.__version__, "
-              "'hip': torch.version.hip, 'gpu': torch.cuda.is_available()}))")
+TORCH_INFO = (
+    "import json, torch; print(json.dumps({'version': torch.__version__, "
+    "'hip': torch.version.hip, 'gpu': torch.cuda.is_available()}))"
+)
 
 
 @pytest.fixture(scope="session")
@@ -222,16 +232,20 @@ def torch_info(container, has_python, torch_expected, target_name):
     the matrix declares none. A declared torch that does not import is a failure naming the error."""
     if not has_python:
         if torch_expected:
-            pytest.fail(f"target {target_name} declares torch {torch_expected[0]} but the image has no python3",
-                        pytrace=False)
+            pytest.fail(
+                f"target {target_name} declares torch {torch_expected[0]} but the image has no python3", pytrace=False
+            )
         return None
     r = container.exec(["python3", "-c", TORCH_INFO], timeout=300)
     if r.rc == 0:
         return json.loads(r.stdout.strip().splitlines()[-1])
     if torch_expected:
         err = (r.stderr.strip() or r.stdout.strip()).splitlines()
-        pytest.fail(f"target {target_name} declares torch {torch_expected[0]} ({torch_expected[1]} build) but "
-                    f"`import torch` fails: {err[-1] if err else f'exit {r.rc}'}", pytrace=False)
+        pytest.fail(
+            f"target {target_name} declares torch {torch_expected[0]} ({torch_expected[1]} build) but "
+            f"`import torch` fails: {err[-1] if err else f'exit {r.rc}'}",
+            pytrace=False,
+        )
     return None
 
 
@@ -274,8 +288,9 @@ def gpu_inventory(container, matrix, declared_components, torch_expected, has_py
         pytest.fail("python3 is not in the image: the inventory probe cannot run", pytrace=False)
     args = []
     if locked_packages is not None and locked_packages.packages:
-        container.put_files(EXPECTED_IN_CONTAINER, {"packages.json": json.dumps(sorted(locked_packages.packages)).encode()},
-                            mode=0o644)
+        container.put_files(
+            EXPECTED_IN_CONTAINER, {"packages.json": json.dumps(sorted(locked_packages.packages)).encode()}, mode=0o644
+        )
         args += ["--packages", f"{EXPECTED_IN_CONTAINER}/packages.json"]
     for cname in declared_components:
         comp = matrix.components[cname]
@@ -290,8 +305,11 @@ def gpu_inventory(container, matrix, declared_components, torch_expected, has_py
         pytest.fail(f"inventory probe failed: {r.output[-2000:]}", pytrace=False)
     inv = json.loads(r.stdout)
     if not inv["files"]:
-        pytest.fail("the image's packages and components name no GPU library at all (no ROCm package in the "
-                    "lock's closure or installed, no GPU component): nothing to verify", pytrace=False)
+        pytest.fail(
+            "the image's packages and components name no GPU library at all (no ROCm package in the "
+            "lock's closure or installed, no GPU component): nothing to verify",
+            pytrace=False,
+        )
     return inv
 
 
@@ -320,8 +338,12 @@ _RESULTS: list[dict] = []
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    if (rep.when == "call" and rep.passed and item.get_closest_marker("gpu") is not None
-            and not host_gpu_access().present):
+    if (
+        rep.when == "call"
+        and rep.passed
+        and item.get_closest_marker("gpu") is not None
+        and not host_gpu_access().present
+    ):
         # Honesty net: whatever a GPU check did, without /dev/kfd it did not check a GPU.
         rep.outcome = "failed"
         rep.longrepr = "a GPU check passed on a host without /dev/kfd: it cannot have verified a GPU"
@@ -334,10 +356,17 @@ def pytest_runtest_makereport(item, call):
         elif rep.failed:
             detail = str(rep.longrepr)[:2000]
         props = dict(rep.user_properties)
-        _RESULTS.append({"suite": item.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"),
-                         "test": item.name, "phase": rep.when, "outcome": rep.outcome,
-                         "detail": detail, "figures": props.get("figures"),
-                         "seconds": round(rep.duration, 3)})
+        _RESULTS.append(
+            {
+                "suite": item.module.__name__.rsplit(".", 1)[-1].removeprefix("test_"),
+                "test": item.name,
+                "phase": rep.when,
+                "outcome": rep.outcome,
+                "detail": detail,
+                "figures": props.get("figures"),
+                "seconds": round(rep.duration, 3),
+            }
+        )
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -357,12 +386,17 @@ def run_as_users(client, image_ref, image, container, gpu):
     container of this run's session; `what` names the command and the config it ran under, for
     messages. The suite containers are exec'd into past the entrypoint: only this sees what users see."""
     cfg = image.attrs.get("Config") or {}
-    where = (f"entrypoint {json.dumps(cfg.get('Entrypoint'))}, user {cfg.get('User') or 'root'!r}, "
-             f"workdir {cfg.get('WorkingDir') or '/'!r}")
+    where = (
+        f"entrypoint {json.dumps(cfg.get('Entrypoint'))}, user {cfg.get('User') or 'root'!r}, "
+        f"workdir {cfg.get('WorkingDir') or '/'!r}"
+    )
 
     def run(argv: list[str], timeout: int = 300):
         shown = " ".join(a if a and " " not in a and "\n" not in a else json.dumps(a) for a in argv)
         shown = shown if len(shown) < 120 else shown[:117] + "..."
-        return (f"`docker run {image_ref} {shown}` ({where})",
-                run_as_users_do(client, image_ref, argv, session=container.session, gpu=gpu, timeout=timeout))
+        return (
+            f"`docker run {image_ref} {shown}` ({where})",
+            run_as_users_do(client, image_ref, argv, session=container.session, gpu=gpu, timeout=timeout),
+        )
+
     return run

@@ -27,9 +27,21 @@ from rocmforge.data.suites.conftest import plan_for, registry_base_image
 from rocmforge.host import imageid
 from rocmforge.resolve import bootstrap
 
-FIELDS = ("Env", "Entrypoint", "Cmd", "User", "WorkingDir", "Labels", "Shell",
-          "ExposedPorts", "Volumes", "Healthcheck", "StopSignal", "OnBuild")
-EMPTY = (None, "", [], {})     # the engine shows an unset field as any of these
+FIELDS = (
+    "Env",
+    "Entrypoint",
+    "Cmd",
+    "User",
+    "WorkingDir",
+    "Labels",
+    "Shell",
+    "ExposedPorts",
+    "Volumes",
+    "Healthcheck",
+    "StopSignal",
+    "OnBuild",
+)
+EMPTY = (None, "", [], {})  # the engine shows an unset field as any of these
 HASH_LABEL = "io.rocmforge.content-hash"
 STALE = " (the image was built from other inputs than this checkout renders: rebuild it, or test this checkout's image)"
 DEFAULT_SHELL = ["/bin/sh", "-c"]
@@ -63,8 +75,11 @@ STEERING = (
     ("NCCL_*", "RCCL's transports and algorithms (RCCL reads NCCL_* too)"),
     ("ROCM_PATH", "where ROCm tools and libraries are looked for"),
     ("ROCM_HOME", "where torch extensions and tools look for ROCm"),
-    ("LD_*", "the loader: which copy of a library is picked (LD_LIBRARY_PATH), what is loaded into "
-             "every program (LD_PRELOAD, LD_AUDIT), how symbols bind"),
+    (
+        "LD_*",
+        "the loader: which copy of a library is picked (LD_LIBRARY_PATH), what is loaded into "
+        "every program (LD_PRELOAD, LD_AUDIT), how symbols bind",
+    ),
     ("PYTHONPATH", "which Python modules (which torch) import"),
     ("PYTHONHOME", "which Python standard library is used"),
     ("PYTORCH_ROCM_ARCH", "the GPU archs torch extensions are compiled for"),
@@ -92,6 +107,7 @@ def _expand(text: str, scope: dict[str, str]) -> str:
         if m.group(2) == "+":
             return m.group(3) if value else ""
         return value
+
     return _VAR.sub(one, text)
 
 
@@ -160,7 +176,7 @@ def _command(rest: str, shell: list[str]) -> list[str]:
         try:
             return [str(x) for x in json.loads(rest)]
         except ValueError:
-            pass        # the builder runs an invalid JSON array through the shell too
+            pass  # the builder runs an invalid JSON array through the shell too
     return list(shell) + [rest]
 
 
@@ -175,7 +191,7 @@ def apply_stage(base: dict, steps: list[str]) -> dict:
     for step in steps:
         keyword, _, rest = step.partition(" ")
         keyword = keyword.upper()
-        scope = {**args, **env}     # every substitution of one instruction sees the values before it
+        scope = {**args, **env}  # every substitution of one instruction sees the values before it
         if keyword == "ARG":
             name, _, default = rest.strip().partition("=")
             args[name] = " ".join(words(default, scope))
@@ -189,7 +205,7 @@ def apply_stage(base: dict, steps: list[str]) -> dict:
             cfg["Shell"] = json.loads(rest)
         elif keyword == "ENTRYPOINT":
             cfg["Entrypoint"] = _command(rest, cfg.get("Shell") or DEFAULT_SHELL)
-            if not cmd_set:        # an ENTRYPOINT drops the CMD it inherits
+            if not cmd_set:  # an ENTRYPOINT drops the CMD it inherits
                 cfg["Cmd"] = None
         elif keyword == "CMD":
             cfg["Cmd"], cmd_set = _command(rest, cfg.get("Shell") or DEFAULT_SHELL), True
@@ -198,8 +214,10 @@ def apply_stage(base: dict, steps: list[str]) -> dict:
         elif keyword == "WORKDIR":
             cfg["WorkingDir"] = posixpath.join(cfg.get("WorkingDir") or "/", " ".join(words(rest, scope)))
         else:
-            raise ValueError(f"the final stage has `{step[:80]}`: its effect on the config is not modelled "
-                             f"here ({', '.join(UNMODELLED)} are not)")
+            raise ValueError(
+                f"the final stage has `{step[:80]}`: its effect on the config is not modelled "
+                f"here ({', '.join(UNMODELLED)} are not)"
+            )
     cfg["Env"] = [f"{k}={v}" for k, v in env.items()]
     cfg["Labels"] = labels
     return cfg
@@ -223,8 +241,10 @@ def config_differences(want: dict, have: dict) -> list[str]:
             w, h = (env_dict(want), env_dict(have)) if name == "Env" else (want.get(name) or {}, have.get(name) or {})
             for key in sorted(set(w) | set(h)):
                 if w.get(key) != h.get(key):
-                    out.append(f"{name} {key}: the image has {_shown(h, key)}, the matrix renders {_shown(w, key)}"
-                               + (STALE if name == "Labels" and key == HASH_LABEL else ""))
+                    out.append(
+                        f"{name} {key}: the image has {_shown(h, key)}, the matrix renders {_shown(w, key)}"
+                        + (STALE if name == "Labels" and key == HASH_LABEL else "")
+                    )
             continue
         w, h = want.get(name), have.get(name)
         if (w in EMPTY and h in EMPTY) or w == h:
@@ -259,20 +279,24 @@ def _base_config(client, plan, name: str, matrix_path: Path, variant=()) -> dict
         return json.loads(bootstrap.image_config("sha256:" + "0" * 64, tp.stack, stack))["config"]
     locked = plan.lock.base(tp.stack)
     refs = [locked.image_id, tp.registry_base and f"{tp.registry_base.image}@{tp.registry_base.digest}"]
-    found = tp.registry_base and registry_base_image(client, tp.registry_base.image, tp.registry_base.digest,
-                                                     locked.image_id)
+    found = tp.registry_base and registry_base_image(
+        client, tp.registry_base.image, tp.registry_base.digest, locked.image_id
+    )
     if found:
         return client.inspect(found)["Config"] or {}
-    pytest.fail(f"target {name}: its registry base {refs[1] or refs[0] or tp.stack} (pinned in matrix.lock) is not on this "
-                "engine, so the config it gives the image cannot be known: pull it, or build the target here",
-                pytrace=False)
+    pytest.fail(
+        f"target {name}: its registry base {refs[1] or refs[0] or tp.stack} (pinned in matrix.lock) is not on this "
+        "engine, so the config it gives the image cannot be known: pull it, or build the target here",
+        pytrace=False,
+    )
 
 
 def _expected(client, plan, name: str, matrix_path: Path, variant=()) -> dict:
     tp = plan.image_for(name, variant)
     try:
-        return expected_config(tp.files["Dockerfile"].decode(), _base_config(client, plan, name, matrix_path, variant),
-                               build_labels(tp))
+        return expected_config(
+            tp.files["Dockerfile"].decode(), _base_config(client, plan, name, matrix_path, variant), build_labels(tp)
+        )
     except ValueError as exc:
         pytest.fail(f"images/{tp.key}/Dockerfile: {exc}", pytrace=False)
 
@@ -313,8 +337,11 @@ def declared_env(plan, matrix, target_name, target):
 
 
 def undeclared_steering(env: dict[str, str], declared: dict[str, str]) -> list[str]:
-    return [f"{k}={v!r}: steers {steering(k)}; the matrix declares no {k} (neither a stack's env nor a "
-            f"component sets it)" for k, v in sorted(env.items()) if steering(k) and k not in declared]
+    return [
+        f"{k}={v!r}: steers {steering(k)}; the matrix declares no {k} (neither a stack's env nor a component sets it)"
+        for k, v in sorted(env.items())
+        if steering(k) and k not in declared
+    ]
 
 
 # -- checks ----------------------------------------------------------------------------------------
@@ -326,19 +353,31 @@ def stored_config(client, image, expected: dict) -> dict:
     if "Shell" not in have and expected.get("Shell") not in EMPTY:
         stored = imageid.config_from_export(client.export(image.id), client.identity(image.id) or image.id)
         if stored is None:
-            pytest.fail(f"the engine shows no Shell for {image.id[:19]} and its export holds no config document "
-                        "with that digest: the field cannot be checked", pytrace=False)
+            pytest.fail(
+                f"the engine shows no Shell for {image.id[:19]} and its export holds no config document "
+                "with that digest: the field cannot be checked",
+                pytrace=False,
+            )
         have["Shell"] = (stored.get("config") or {}).get("Shell")
     return have
 
 
 def test_config_is_what_the_matrix_renders(client, image, expected, target_name, record_property):
     have = stored_config(client, image, expected)
-    record_property("figures", {"env": sorted(env_dict(have)), "entrypoint": have.get("Entrypoint"),
-                                "cmd": have.get("Cmd"), "user": have.get("User") or "", "workdir": have.get("WorkingDir") or ""})
+    record_property(
+        "figures",
+        {
+            "env": sorted(env_dict(have)),
+            "entrypoint": have.get("Entrypoint"),
+            "cmd": have.get("Cmd"),
+            "user": have.get("User") or "",
+            "workdir": have.get("WorkingDir") or "",
+        },
+    )
     diff = config_differences(expected, have)
-    assert not diff, f"the image's config differs from what images/{target_name}/Dockerfile renders:\n  " + \
-        "\n  ".join(diff)
+    assert not diff, f"the image's config differs from what images/{target_name}/Dockerfile renders:\n  " + "\n  ".join(
+        diff
+    )
 
 
 def test_no_undeclared_steering_variable(image, declared_env, target, record_property):
@@ -352,16 +391,19 @@ def test_no_undeclared_steering_variable(image, declared_env, target, record_pro
 
 # Run as `docker run IMAGE python3 -c ...`: what the workload's python is, what it imports, and the
 # environment a process really gets (an entrypoint script may export more than the config says).
-PYTHON_PROBE = ("import json, os, sys\n"
-                "out = {'executable': sys.executable, 'prefix': sys.prefix, 'env': dict(os.environ)}\n"
-                "try:\n    import torch\n    out['torch'] = torch.__version__\n"
-                "except ImportError as exc:\n    out['torch_error'] = f'{type(exc).__name__}: {exc}'\n"
-                "print('ROCMFORGE-PYTHON ' + json.dumps(out))\n")
+PYTHON_PROBE = (
+    "import json, os, sys\n"
+    "out = {'executable': sys.executable, 'prefix': sys.prefix, 'env': dict(os.environ)}\n"
+    "try:\n    import torch\n    out['torch'] = torch.__version__\n"
+    "except ImportError as exc:\n    out['torch_error'] = f'{type(exc).__name__}: {exc}'\n"
+    "print('ROCMFORGE-PYTHON ' + json.dumps(out))\n"
+)
 VENV = "/opt/rocmforge/venv"
 
 
-def test_python_as_users_run_it(run_as_users, has_python, torch_expected, declared_components, matrix, image,
-                                request, record_property):
+def test_python_as_users_run_it(
+    run_as_users, has_python, torch_expected, declared_components, matrix, image, request, record_property
+):
     if not has_python:
         assert not torch_expected, f"torch {torch_expected[0]} is declared but the image has no python3"
         pytest.skip("not applicable: the image has no python3")
@@ -383,6 +425,9 @@ def test_python_as_users_run_it(run_as_users, has_python, torch_expected, declar
     # A steering variable the process gets other than the config states was set by the entrypoint:
     # the matrix declares none of that.
     added = {k: v for k, v in got["env"].items() if steering(k) and config_env.get(k) != v}
-    problems += [f"the process gets {k}={v!r}, the config says {config_env.get(k, 'nothing')!r}: set by the "
-                 "image's entrypoint, not declared in the matrix" for k, v in sorted(added.items())]
+    problems += [
+        f"the process gets {k}={v!r}, the config says {config_env.get(k, 'nothing')!r}: set by the "
+        "image's entrypoint, not declared in the matrix"
+        for k, v in sorted(added.items())
+    ]
     assert not problems, f"{what}:\n  " + "\n  ".join(problems)

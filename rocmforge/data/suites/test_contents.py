@@ -14,12 +14,18 @@ import re
 
 import pytest
 
-from rocmforge.data.suites.conftest import (EXPECTED_IN_CONTAINER, PROBES_IN_CONTAINER, plan_for, probe_container,
-                                            registry_base_image, target_chain)
+from rocmforge.data.suites.conftest import (
+    EXPECTED_IN_CONTAINER,
+    PROBES_IN_CONTAINER,
+    plan_for,
+    probe_container,
+    registry_base_image,
+    target_chain,
+)
 from rocmforge.host import aptsources
 from rocmforge.resolve import bootstrap
 
-SHOWN = 25              # problems per test in a failure message; the count says how many more
+SHOWN = 25  # problems per test in a failure message; the count says how many more
 OUTPUT_KINDS = ("hip-program", "cmake-wheel")
 
 
@@ -49,45 +55,68 @@ def _registry_base_as_shipped(request, client, gpu, plan, target_name: str) -> d
     lock = plan.lock.base(plan.targets[name].stack)
     found = registry_base_image(client, pinned.image, pinned.digest, lock.image_id)
     if found is None:
-        pytest.fail(f"the registry base {pinned.image}@{pinned.digest} (pinned in matrix.lock) is not on this engine: "
-                    "what it ships cannot be told from what the image changed; pull it, or build the target here",
-                    pytrace=False)
+        pytest.fail(
+            f"the registry base {pinned.image}@{pinned.digest} (pinned in matrix.lock) is not on this engine: "
+            "what it ships cannot be told from what the image changed; pull it, or build the target here",
+            pytrace=False,
+        )
     base = probe_container(request, client, found, gpu)
-    base.put_files(EXPECTED_IN_CONTAINER, {"contents.json": json.dumps(
-        {"packages": "*", "build_changes": {"record-differing": True}}).encode()}, mode=0o644)
-    r = base.exec(["python3", f"{PROBES_IN_CONTAINER}/contents.py", "check", "--expected",
-                   f"{EXPECTED_IN_CONTAINER}/contents.json"], timeout=600)
+    base.put_files(
+        EXPECTED_IN_CONTAINER,
+        {"contents.json": json.dumps({"packages": "*", "build_changes": {"record-differing": True}}).encode()},
+        mode=0o644,
+    )
+    r = base.exec(
+        [
+            "python3",
+            f"{PROBES_IN_CONTAINER}/contents.py",
+            "check",
+            "--expected",
+            f"{EXPECTED_IN_CONTAINER}/contents.json",
+        ],
+        timeout=600,
+    )
     if r.rc != 0:
-        pytest.fail(f"contents probe failed in the registry base {found[:19]} (exit {r.rc}): {r.output[-2000:]}",
-                    pytrace=False)
+        pytest.fail(
+            f"contents probe failed in the registry base {found[:19]} (exit {r.rc}): {r.output[-2000:]}", pytrace=False
+        )
     return json.loads(r.stdout)["differing"]
 
 
 @pytest.fixture(scope="module")
-def expected(request, client, gpu, loaded_plan, matrix, target_name, target, stack, locked_packages,
-             declared_components):
+def expected(
+    request, client, gpu, loaded_plan, matrix, target_name, target, stack, locked_packages, declared_components
+):
     """What the image must hold, from matrix.lock and the matrix (host side)."""
     if target is None:
-        pytest.fail("the image is not from a matrix target (no --target, no io.rocmforge.target label): "
-                    "there is no lock to check its contents against", pytrace=False)
+        pytest.fail(
+            "the image is not from a matrix target (no --target, no io.rocmforge.target label): "
+            "there is no lock to check its contents against",
+            pytrace=False,
+        )
     plan = plan_for(loaded_plan, "cannot read the lock the image's contents are checked against")
     lock = plan.lock
     python = {}
-    for t in reversed(target_chain(matrix, target_name)):          # a child's lock entries win
+    for t in reversed(target_chain(matrix, target_name)):  # a child's lock entries win
         for cname in t.components:
             if matrix.components[cname].kind != "python-env":
                 continue
             for name, wheel in (lock.python.get(cname) or {}).items():
                 python[name] = (wheel.version, f"matrix.lock python.{cname}")
             held = lock.held.get(cname)
-            for name, version in (held.packages.items() if held else ()):
+            for name, version in held.packages.items() if held else ():
                 python[name] = (version, f"matrix.lock held.{cname}")
-    changes = {"bootstrap": _bootstrap_changes() if stack.base.bootstrap else [],
-               "apt-sources": _apt_sources_changes(stack.apt_sources),
-               "base-as-shipped": _registry_base_as_shipped(request, client, gpu, plan, target_name)}
-    return {"packages": sorted(locked_packages.packages) if locked_packages else [], "python": python,
-            "outputs": [c for c in declared_components if matrix.components[c].kind in OUTPUT_KINDS],
-            "build_changes": changes}
+    changes = {
+        "bootstrap": _bootstrap_changes() if stack.base.bootstrap else [],
+        "apt-sources": _apt_sources_changes(stack.apt_sources),
+        "base-as-shipped": _registry_base_as_shipped(request, client, gpu, plan, target_name),
+    }
+    return {
+        "packages": sorted(locked_packages.packages) if locked_packages else [],
+        "python": python,
+        "outputs": [c for c in declared_components if matrix.components[c].kind in OUTPUT_KINDS],
+        "build_changes": changes,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +124,16 @@ def contents(container, has_python, expected):
     if not has_python:
         pytest.fail("python3 is not in the image: the contents probe cannot run", pytrace=False)
     container.put_files(EXPECTED_IN_CONTAINER, {"contents.json": json.dumps(expected).encode()}, mode=0o644)
-    r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/contents.py", "check", "--expected",
-                        f"{EXPECTED_IN_CONTAINER}/contents.json"], timeout=600)
+    r = container.exec(
+        [
+            "python3",
+            f"{PROBES_IN_CONTAINER}/contents.py",
+            "check",
+            "--expected",
+            f"{EXPECTED_IN_CONTAINER}/contents.json",
+        ],
+        timeout=600,
+    )
     if r.rc != 0:
         pytest.fail(f"contents probe failed (exit {r.rc}): {r.output[-2000:]}", pytrace=False)
     return json.loads(r.stdout)
@@ -104,8 +141,11 @@ def contents(container, has_python, expected):
 
 def _problems(contents, *kinds) -> list[str]:
     """The probe's problems of these kinds of source: "<path> (<kind> <name>): ..." or "<kind> <name>: ..."."""
-    return [p for p in contents["problems"]
-            if any(p.startswith(f"{k} ") or re.search(rf" \({k} [^()]*\): ", p) for k in kinds)]
+    return [
+        p
+        for p in contents["problems"]
+        if any(p.startswith(f"{k} ") or re.search(rf" \({k} [^()]*\): ", p) for k in kinds)
+    ]
 
 
 def _assert_none(problems: list[str], what: str) -> None:
@@ -114,10 +154,15 @@ def _assert_none(problems: list[str], what: str) -> None:
 
 
 def test_dpkg_files(contents, record_property):
-    record_property("figures", {"contents_seconds": contents["seconds"], "contents_bytes": contents["checked"]["bytes"],
-                                **{f"checked_{k}": v for k, v in sorted(contents["checked"].items()) if k != "bytes"},
-                                "excused": {k: f"{len(v['files'])} file(s), {v['why']}"
-                                            for k, v in sorted(contents["excused"].items())}})
+    record_property(
+        "figures",
+        {
+            "contents_seconds": contents["seconds"],
+            "contents_bytes": contents["checked"]["bytes"],
+            **{f"checked_{k}": v for k, v in sorted(contents["checked"].items()) if k != "bytes"},
+            "excused": {k: f"{len(v['files'])} file(s), {v['why']}" for k, v in sorted(contents["excused"].items())},
+        },
+    )
     _assert_none(_problems(contents, "dpkg"), "file(s) of the lock's packages differ from dpkg's md5sums or status")
 
 
@@ -127,8 +172,10 @@ def test_python_files(contents):
 
 
 def test_locked_python_versions(contents):
-    _assert_none([p for p in contents["problems"] if p.startswith("python ")],
-                 "distribution(s) the lock records are not installed at the locked version")
+    _assert_none(
+        [p for p in contents["problems"] if p.startswith("python ")],
+        "distribution(s) the lock records are not installed at the locked version",
+    )
 
 
 def test_component_outputs(contents, expected):

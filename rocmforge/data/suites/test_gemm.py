@@ -1,6 +1,6 @@
 """GEMM smoke: FP32/FP16/BF16 results against a float64 reference, TFLOPS and copy bandwidth
-against each GPU's peak in the matrix, bounded above by 1.1x that peak. Backends: PyTorch when the image has it, else the rocBLAS
-program.
+against each GPU's peak in the matrix, bounded above by 1.1x that peak. Backends: PyTorch when
+the image has it, else the rocBLAS program.
 
 Both checks need a GPU (marked `gpu`): without one they are "not GPU-verified" (a CPU-only
 correctness check is reported in the reason, never as a pass), and where a GPU is required they
@@ -46,8 +46,10 @@ def backend(container, torch_info, declared_archs):
     if container.exec(["sh", "-c", "command -v hipcc"]).rc == 0:
         # A devel image: compile the same probe for the target's archs, as the runtime image does.
         arch_flags = " ".join(f"--offload-arch={a}" for a in declared_archs)
-        r = container.exec(f"hipcc -O2 {arch_flags} -o /tmp/rocblas-gemm-smoke "
-                           f"{PROBES_IN_CONTAINER}/rocblas_gemm_smoke.cpp -lrocblas", timeout=600)
+        r = container.exec(
+            f"hipcc -O2 {arch_flags} -o /tmp/rocblas-gemm-smoke {PROBES_IN_CONTAINER}/rocblas_gemm_smoke.cpp -lrocblas",
+            timeout=600,
+        )
         assert r.rc == 0, f"compiling the GEMM probe failed: {r.output[-2000:]}"
         return "rocblas", ["/tmp/rocblas-gemm-smoke"]
     pytest.fail("no GEMM backend in the image (no torch, no rocblas-gemm-smoke, no hipcc)")
@@ -60,8 +62,9 @@ def result(container, backend):
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"{name} GEMM probe printed no result (exit {r.rc}): {r.output[-2000:]}"
     data = json.loads(lines[-1])
-    assert data.get("status") in ("ok", "wrong-result", "no-gpu"), \
+    assert data.get("status") in ("ok", "wrong-result", "no-gpu"), (
         f"{name} GEMM probe reported an error (exit {r.rc}): {json.dumps(data)}"
+    )
     return r.rc, data
 
 
@@ -73,8 +76,9 @@ def test_gemm_correctness(result, backend):
         if cpu:
             bad = {k: v for k, v in cpu.items() if not v["ok"]}
             assert not bad, f"CPU GEMM disagrees with the float64 reference: {bad}"
-            not_gpu_verified(f"{data.get('reason')}; only the CPU GEMM was checked against float64 "
-                             f"({backend[0]} backend)")
+            not_gpu_verified(
+                f"{data.get('reason')}; only the CPU GEMM was checked against float64 ({backend[0]} backend)"
+            )
         not_gpu_verified(f"{backend[0]} GEMM could not run: {data.get('reason')}; no CPU backend in this image")
     assert data["status"] == "ok", f"GEMM results wrong: {data}"
 
@@ -83,7 +87,7 @@ def _judge(data: dict, peaks) -> tuple[dict, list[str], list[str]]:
     """(fractions of peak, figures too low, figures impossibly high)."""
     figures, low, high = {}, [], []
     if not any(peak_for(peaks, name)[0] for name in ("fp32", "fp16", "bf16", "copy")):
-        return figures, low, high        # nothing to judge by: the test reports "not applicable"
+        return figures, low, high  # nothing to judge by: the test reports "not applicable"
     for name in ("fp32", "fp16", "bf16", "copy"):
         value = data.get("copy_tbps") if name == "copy" else (data.get(name) or {}).get("tflops")
         if value is None:
@@ -96,8 +100,10 @@ def _judge(data: dict, peaks) -> tuple[dict, list[str], list[str]]:
         frac = value / peak
         figures[f"{name}_fraction_of_peak"] = round(frac, 3)
         if frac > MAX_FRACTION_OF_PEAK:
-            high.append(f"{name} {shown} {unit} is {frac:.0%} of the {which} peak {peak} (more than "
-                        f"{MAX_FRACTION_OF_PEAK:.0%} of peak is impossible: the work did not run or the timing is wrong)")
+            high.append(
+                f"{name} {shown} {unit} is {frac:.0%} of the {which} peak {peak} (more than "
+                f"{MAX_FRACTION_OF_PEAK:.0%} of peak is impossible: the work did not run or the timing is wrong)"
+            )
         floor = MIN_FRACTION_OF_PEAK["copy" if name == "copy" else "tflops"]
         own = peaks.hbm_tbps if name == "copy" else getattr(peaks, f"{name}_tflops", None)
         if own and value / own < floor:
@@ -123,10 +129,15 @@ def test_gemm_throughput(result, backend, matrix, record_property):
     assert not high, f"impossible throughput on {arch} ({data.get('device')}): " + "; ".join(high)
     base = matrix.baselines
     if arch == base.gpu:
-        low += [f"{k} {v:.2f} below the seed's baseline {t}" for k, v, t in (
-            ("fp32 TFLOPS", data["fp32"]["tflops"], base.fp32_tflops),
-            ("fp16 TFLOPS", data["fp16"]["tflops"], base.fp16_tflops),
-            ("copy TB/s", data["copy_tbps"], base.hbm_tbps)) if v < t]
+        low += [
+            f"{k} {v:.2f} below the seed's baseline {t}"
+            for k, v, t in (
+                ("fp32 TFLOPS", data["fp32"]["tflops"], base.fp32_tflops),
+                ("fp16 TFLOPS", data["fp16"]["tflops"], base.fp16_tflops),
+                ("copy TB/s", data["copy_tbps"], base.hbm_tbps),
+            )
+            if v < t
+        ]
     assert not low, f"throughput too low on {arch} ({data.get('device')}): " + "; ".join(low)
     if not gpu or not any(k.endswith("_fraction_of_peak") for k in figures):
         pytest.skip(f"not applicable: the matrix has no peak figures for {arch or 'this GPU'}; measured {figures}")
@@ -161,5 +172,6 @@ def test_gemm_as_users_run_it(result, backend, run_as_users, record_property):
     data = json.loads(lines[-1])
     want = result[1]["status"]
     record_property("figures", {"users_run_status": data.get("status")})
-    assert data.get("status") == want and r.rc == STATUS_EXIT.get(want), \
+    assert data.get("status") == want and r.rc == STATUS_EXIT.get(want), (
         f"{what} says {data.get('status')!r} (exit {r.rc}), the exec'd probe {want!r}: {r.output[-800:]!r}"
+    )

@@ -16,41 +16,68 @@ import json
 
 import pytest
 
-from rocmforge.verify.readers import ldd
 from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, missing_expected
+from rocmforge.verify.readers import ldd
 
 # A few of the entry points bitsandbytes' Python code calls in its ROCm library (csrc/pythonInterface.cpp
 # at 4aad810): the contexts CudaBNBNativeLibrary sets up, and the 4-bit paths QLoRA uses.
-BNB_ENTRY_POINTS = ("get_context", "get_hipsparse", "cget_managed_ptr", "cquantize_blockwise_bf16_nf4",
-                    "cdequantize_blockwise_bf16_nf4", "cgemm_4bit_inference_naive_bf16")
+BNB_ENTRY_POINTS = (
+    "get_context",
+    "get_hipsparse",
+    "cget_managed_ptr",
+    "cquantize_blockwise_bf16_nf4",
+    "cdequantize_blockwise_bf16_nf4",
+    "cgemm_4bit_inference_naive_bf16",
+)
 # Python extension modules need symbols of the interpreter that loads them: ldd -r lists those
 # as undefined although dlopen from Python resolves them (only ldd's extra detail is filtered).
 INTERPRETER_SYMBOL_PREFIXES = ("Py", "_Py")
-MAX_DETAIL = 6          # ldd -r lines per file in a failure message
+MAX_DETAIL = 6  # ldd -r lines per file in a failure message
 
 
 def test_expected_gpu_files_present(gpu_inventory, record_property):
-    record_property("figures", {"expected_gpu_files": len(gpu_inventory["files"]),
-                                "gpu_programs": len(gpu_inventory["programs"]),
-                                "rocm_packages": len(gpu_inventory["rocm_packages"])})
-    problems = [f"{p}: in the lock's closure, not installed (its GPU files are gone with it)"
-                for p in gpu_inventory["packages_not_installed"]]
+    record_property(
+        "figures",
+        {
+            "expected_gpu_files": len(gpu_inventory["files"]),
+            "gpu_programs": len(gpu_inventory["programs"]),
+            "rocm_packages": len(gpu_inventory["rocm_packages"]),
+        },
+    )
+    problems = [
+        f"{p}: in the lock's closure, not installed (its GPU files are gone with it)"
+        for p in gpu_inventory["packages_not_installed"]
+    ]
     problems += missing_expected(gpu_inventory) + missing_expected(gpu_inventory, "programs")
-    assert not problems, "GPU libraries and programs the image's packages and components install are missing:\n  " + \
-        "\n  ".join(problems)
+    assert not problems, (
+        "GPU libraries and programs the image's packages and components install are missing:\n  "
+        + "\n  ".join(problems)
+    )
 
 
 def _why(path: str, o: dict) -> list[str]:
     """What stops a library or program loading, naming the file and the library or symbol."""
     found = ldd.parse(o.get("ldd_r", ""))
-    detail = [p if p.startswith("/") else f"{path}: {p}" for p in found.problems
-              if not (("site-packages" in path or "dist-packages" in path)
-                      and any(u in p for u in (f"undefined symbol {s}" for s in INTERPRETER_SYMBOL_PREFIXES)))]
+    detail = [
+        p if p.startswith("/") else f"{path}: {p}"
+        for p in found.problems
+        if not (
+            ("site-packages" in path or "dist-packages" in path)
+            and any(u in p for u in (f"undefined symbol {s}" for s in INTERPRETER_SYMBOL_PREFIXES))
+        )
+    ]
     more = [f"... and {len(detail) - MAX_DETAIL} more"] if len(detail) > MAX_DETAIL else []
     if o["kind"] == "program":
         start = o.get("start") or {}
-        return detail[:MAX_DETAIL] + more + ([f"{path}: does not start: {start.get('output', '').strip()[-400:]}"]
-                                             if start and not start["loaded"] else [])
+        return (
+            detail[:MAX_DETAIL]
+            + more
+            + (
+                [f"{path}: does not start: {start.get('output', '').strip()[-400:]}"]
+                if start and not start["loaded"]
+                else []
+            )
+        )
     first = o["error"] if o["error"].startswith(path) else f"{path}: {o['error']}"
     return [first] + [d for d in detail[:MAX_DETAIL] if d not in first] + more
 
@@ -67,23 +94,38 @@ def test_gpu_libraries_and_programs_load(container, gpu_inventory, gpu_library_p
     unloadable = {p: o for p, o in objects.items() if o["kind"].startswith("bad-")}
     broken = {}
     for path, o in sorted({**libraries, **progs, **unloadable}.items()):
-        why = _why(path, o) if not o["ok"] or o["kind"] == "program" else []   # a program's ldd -r is judged here
+        why = _why(path, o) if not o["ok"] or o["kind"] == "program" else []  # a program's ldd -r is judged here
         if why:
             broken[path] = why
-    record_property("figures", {"libraries_loaded": len(libraries), "programs_checked": len(progs),
-                                "programs_started": sum(1 for o in progs.values() if o.get("start")),
-                                "gpu_code_objects": sum(1 for o in objects.values() if o["kind"] == "gpu")})
+    record_property(
+        "figures",
+        {
+            "libraries_loaded": len(libraries),
+            "programs_checked": len(progs),
+            "programs_started": sum(1 for o in progs.values() if o.get("start")),
+            "gpu_code_objects": sum(1 for o in objects.values() if o["kind"] == "gpu"),
+        },
+    )
     assert not broken, "GPU libraries or programs that cannot load:\n" + "\n".join(
-        "  " + "\n    ".join(lines) for lines in broken.values())
+        "  " + "\n    ".join(lines) for lines in broken.values()
+    )
 
 
-def test_bitsandbytes_rocm_library_loads(container, matrix, declared_components, stack, torch_expected, request,
-                                         record_property):
+def test_bitsandbytes_rocm_library_loads(
+    container, matrix, declared_components, stack, torch_expected, request, record_property
+):
     comps = [c for c in declared_components if c.startswith("bitsandbytes")]
     if not comps:
         pytest.skip("not applicable: the target declares no bitsandbytes component")
-    r = container.exec(["python3", "-c", "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
-                        "print(json.dumps(list(s.submodule_search_locations) if s else None))"], timeout=120)
+    r = container.exec(
+        [
+            "python3",
+            "-c",
+            "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
+            "print(json.dumps(list(s.submodule_search_locations) if s else None))",
+        ],
+        timeout=120,
+    )
     dirs = json.loads(r.stdout.strip().splitlines()[-1]) if r.rc == 0 and r.stdout.strip() else None
     assert dirs, f"component {comps[0]} is declared but bitsandbytes is not installed: {r.output[-500:]}"
     # On a GPU host bnb takes the HIP version from torch.version.hip; a ROCm torch of this image
@@ -93,8 +135,9 @@ def test_bitsandbytes_rocm_library_loads(container, matrix, declared_components,
         info = request.getfixturevalue("torch_info")
         hip = (info or {}).get("hip") or hip
     path = f"{dirs[0]}/{bnb_rocm_library_name(hip)}"
-    r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/load.py", "--entry-points", path, *BNB_ENTRY_POINTS],
-                       timeout=300)
+    r = container.exec(
+        ["python3", f"{PROBES_IN_CONTAINER}/load.py", "--entry-points", path, *BNB_ENTRY_POINTS], timeout=300
+    )
     assert r.rc == 0 and r.stdout.strip(), f"load probe failed on {path}: {r.output[-1500:]}"
     res = json.loads(r.stdout.strip().splitlines()[-1])
     record_property("figures", {"bitsandbytes_library": path, "entry_points": len(BNB_ENTRY_POINTS)})
@@ -113,8 +156,10 @@ def loader_problems(choices: dict) -> list[str]:
         if not c["on_loader_path"]:
             continue
         if c["resolved"] is None:
-            out.append(f"{c['soname']}: the loader cannot open it by its SONAME although {path} is in a folder it "
-                       f"searches: {c['error']}")
+            out.append(
+                f"{c['soname']}: the loader cannot open it by its SONAME although {path} is in a folder it "
+                f"searches: {c['error']}"
+            )
         elif c["resolved"] != path:
             out.append(f"{c['soname']}: the loader picks {c['resolved']}, but the image's package installed {path}")
     return out
@@ -127,7 +172,12 @@ def test_loader_picks_the_packaged_file_for_each_soname(container, gpu_library_p
     assert r.rc == 0 and r.stdout.strip().startswith("{"), f"load probe --resolve failed: {r.output[-2000:]}"
     choices = json.loads(r.stdout)
     assert choices, f"none of the image's {len(gpu_library_paths)} GPU files is an x86-64 library with a SONAME"
-    record_property("figures", {"sonames_resolved": sum(1 for c in choices.values() if c["on_loader_path"]),
-                                "private_libraries": sum(1 for c in choices.values() if not c["on_loader_path"])})
+    record_property(
+        "figures",
+        {
+            "sonames_resolved": sum(1 for c in choices.values() if c["on_loader_path"]),
+            "private_libraries": sum(1 for c in choices.values() if not c["on_loader_path"]),
+        },
+    )
     problems = loader_problems(choices)
     assert not problems, "the loader does not pick the image's GPU libraries:\n  " + "\n  ".join(problems)

@@ -5,15 +5,16 @@ crashes or prints something else fails, whatever the host."""
 
 import pytest
 
-from rocmforge.verify.readers import rocminfo
 from rocmforge.data.suites.conftest import not_gpu_verified
+from rocmforge.verify.readers import rocminfo
 
 
 @pytest.fixture(scope="module")
 def run(container):
     r = container.exec(["rocminfo"], timeout=120)
-    assert "command not found" not in r.output and r.rc not in (126, 127), \
+    assert "command not found" not in r.output and r.rc not in (126, 127), (
         f"rocminfo is not installed in the image (exit {r.rc}): {r.output[-300:]}"
+    )
     assert not r.timed_out, "rocminfo hung (killed after 120 s)"
     return r, rocminfo.parse(r.output)
 
@@ -34,9 +35,10 @@ def test_rocminfo_runs_and_reports_driver_state(run, gpu):
         assert r.rc == 0, f"rocminfo failed with the GPU devices passed: {r.output[-1500:]}"
         assert info.driver_loaded and info.gpus, "rocminfo lists no GPU agent although /dev/kfd was passed"
     else:
-        assert any("ROCk module is NOT loaded" in p for p in info.problems) and not info.driver_loaded, \
-            f"without /dev/kfd rocminfo must report 'ROCk module is NOT loaded'; it printed (exit {r.rc}): " \
+        assert any("ROCk module is NOT loaded" in p for p in info.problems) and not info.driver_loaded, (
+            f"without /dev/kfd rocminfo must report 'ROCk module is NOT loaded'; it printed (exit {r.rc}): "
             f"{r.output[:500]!r}"
+        )
         assert r.rc == 1, f"rocminfo reported the driver not loaded but exited {r.rc}, not 1"
 
 
@@ -46,10 +48,14 @@ def test_gpu_agents_match_target(run, gpu, declared_archs, record_property):
     if not gpu.present:
         not_gpu_verified(f"{gpu.reason_absent()}; rocminfo reports the driver not loaded")
     if not info.gpus:
-        not_gpu_verified(f"/dev/kfd was passed but rocminfo lists no GPU agent (exit {r.rc}): "
-                         f"{'; '.join(info.problems) or r.output[-300:]}")
+        not_gpu_verified(
+            f"/dev/kfd was passed but rocminfo lists no GPU agent (exit {r.rc}): "
+            f"{'; '.join(info.problems) or r.output[-300:]}"
+        )
     ours = [g for g in info.gpus if g in declared_archs]
-    assert ours, f"no GPU agent of a declared architecture: rocminfo lists {info.gpus}, target declares {declared_archs}"
+    assert ours, (
+        f"no GPU agent of a declared architecture: rocminfo lists {info.gpus}, target declares {declared_archs}"
+    )
     figures = {"gpus": info.gpus}
     select = rocminfo.discrete_only_visible_devices(info)
     if select is not None:
@@ -70,10 +76,12 @@ def test_rocminfo_as_users_run_it(run, run_as_users, gpu):
     assert crash is None, f"{what}: {crash}"
     exec_r, exec_info = run
     if gpu.present:
-        assert r.rc == 0 and info.driver_loaded and info.gpus == exec_info.gpus, \
-            f"{what} lists GPU agents {info.gpus} (exit {r.rc}), the exec'd rocminfo {exec_info.gpus}: " \
+        assert r.rc == 0 and info.driver_loaded and info.gpus == exec_info.gpus, (
+            f"{what} lists GPU agents {info.gpus} (exit {r.rc}), the exec'd rocminfo {exec_info.gpus}: "
             f"{r.output[-800:]!r}"
+        )
     else:
-        assert r.rc == 1 and any("ROCk module is NOT loaded" in p for p in info.problems), \
-            f"{what} must report 'ROCk module is NOT loaded' and exit 1 without /dev/kfd, as the exec'd " \
+        assert r.rc == 1 and any("ROCk module is NOT loaded" in p for p in info.problems), (
+            f"{what} must report 'ROCk module is NOT loaded' and exit 1 without /dev/kfd, as the exec'd "
             f"rocminfo does; it printed (exit {r.rc}): {r.output[:500]!r}"
+        )

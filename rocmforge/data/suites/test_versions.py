@@ -24,8 +24,8 @@ import re
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from rocmforge.resolve.image_packages import DPKG_STATUS, compare, parse_dpkg_status
 from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, target_chain
+from rocmforge.resolve.image_packages import DPKG_STATUS, compare, parse_dpkg_status
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"
 HIP_PACKAGES = ("libamdhip64-*", "hip-runtime-amd")
@@ -123,8 +123,9 @@ def hip_sourced(container, has_python, stack):
         r = container.exec(["python3", f"{PROBES_IN_CONTAINER}/load.py", "--call-version", soname], timeout=120)
         assert r.rc == 0 and r.stdout.strip(), f"load probe failed on {soname}: {r.output[-1500:]}"
         res = json.loads(r.stdout.strip().splitlines()[-1])
-        assert "version" in res, f"hipRuntimeGetVersion() of {soname} (as the loader resolves it) cannot be " \
-                                 f"called: {res.get('error')}"
+        assert "version" in res, (
+            f"hipRuntimeGetVersion() of {soname} (as the loader resolves it) cannot be called: {res.get('error')}"
+        )
         found[f"hipRuntimeGetVersion() ({soname} -> {res.get('loaded_as')})"] = (res["version"], RUNTIME)
     r = container.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", *HIP_PACKAGES], timeout=60)
     for line in r.stdout.splitlines():
@@ -152,8 +153,12 @@ def test_hip_runtime_matches_stack(hip_versions, stack, record_property):
         pytest.skip("image not from a matrix target: only internal consistency checked")
     want = major_minor(stack.rocm)
     wrong = {src: v for src, v in hip_versions.items() if major_minor(v) != want}
-    assert not wrong, "HIP runtime disagrees with the stack's ROCm " + stack.rocm + ": " + \
-        "; ".join(f"{src} says {v}" for src, v in wrong.items())
+    assert not wrong, (
+        "HIP runtime disagrees with the stack's ROCm "
+        + stack.rocm
+        + ": "
+        + "; ".join(f"{src} says {v}" for src, v in wrong.items())
+    )
 
 
 def test_hip_release_matches_stack_fully(hip_sourced, stack):
@@ -162,12 +167,15 @@ def test_hip_release_matches_stack_fully(hip_sourced, stack):
         pytest.skip("image not from a matrix target: no ROCm release to compare with")
     release = {src: v for src, (v, kind) in hip_sourced.items() if kind == RELEASE}
     if not release:
-        pytest.skip("not applicable: no source in this image states the ROCm release (no HIP package in dpkg, "
-                    "no /opt/rocm/.info/version)")
+        pytest.skip(
+            "not applicable: no source in this image states the ROCm release (no HIP package in dpkg, "
+            "no /opt/rocm/.info/version)"
+        )
     want = release_numbers(stack.rocm)
     wrong = {src: v for src, v in release.items() if release_numbers(v) != want}
-    assert not wrong, f"the ROCm release differs from the stack's rocm {stack.rocm} (major.minor.patch): " + \
-        "; ".join(f"{src} says {v}" for src, v in wrong.items())
+    assert not wrong, f"the ROCm release differs from the stack's rocm {stack.rocm} (major.minor.patch): " + "; ".join(
+        f"{src} says {v}" for src, v in wrong.items()
+    )
 
 
 def test_hip_sources_agree(hip_sourced):
@@ -175,18 +183,22 @@ def test_hip_sources_agree(hip_sourced):
     if len(hip_sourced) < 2:
         pytest.skip(f"not applicable: only one source of the HIP version in this image ({next(iter(hip_sourced))})")
     seen = {major_minor(v) for v, _ in hip_sourced.values()}
-    assert len(seen) == 1, "HIP runtime versions disagree: " + \
-        "; ".join(f"{s}={v}" for s, (v, _) in hip_sourced.items())
+    assert len(seen) == 1, "HIP runtime versions disagree: " + "; ".join(
+        f"{s}={v}" for s, (v, _) in hip_sourced.items()
+    )
     runtime = {src: v for src, (v, kind) in hip_sourced.items() if kind == RUNTIME}
     full = {release_numbers(v) for v in runtime.values()}
-    assert len(full) <= 1, "HIP runtime versions disagree at major.minor.build: " + \
-        "; ".join(f"{s}={v}" for s, v in runtime.items())
+    assert len(full) <= 1, "HIP runtime versions disagree at major.minor.build: " + "; ".join(
+        f"{s}={v}" for s, v in runtime.items()
+    )
 
 
 def test_torch_matches_stack(torch_expected, torch_info, stack, target_name, record_property):
     if torch_expected is None:
-        pytest.skip(f"not applicable: target {target_name} declares no torch"
-                    + (f" (the image has torch {torch_info['version']})" if torch_info else ""))
+        pytest.skip(
+            f"not applicable: target {target_name} declares no torch"
+            + (f" (the image has torch {torch_info['version']})" if torch_info else "")
+        )
     want, build = torch_expected
     assert torch_info is not None, f"target {target_name} declares torch {want} but the image has none"
     record_property("figures", {"torch": torch_info["version"], "torch.version.hip": torch_info["hip"]})
@@ -203,22 +215,39 @@ def test_torch_matches_stack(torch_expected, torch_info, stack, target_name, rec
     assert not problems, "; ".join(problems)
 
 
-def test_bitsandbytes_library_matches_torch(container, matrix, declared_components, torch_expected, request,
-                                            stack, record_property):
+def test_bitsandbytes_library_matches_torch(
+    container, matrix, declared_components, torch_expected, request, stack, record_property
+):
     comps = [c for c in declared_components if c.startswith("bitsandbytes")]
     if not comps:
         pytest.skip("not applicable: the target declares no bitsandbytes component")
     torch_info = request.getfixturevalue("torch_info")
     want_version = matrix.components[comps[0]].version
-    r = container.exec(["python3", "-c", "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
-                        "print(json.dumps(list(s.submodule_search_locations) if s else None))"], timeout=120)
+    r = container.exec(
+        [
+            "python3",
+            "-c",
+            "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
+            "print(json.dumps(list(s.submodule_search_locations) if s else None))",
+        ],
+        timeout=120,
+    )
     dirs = json.loads(r.stdout.strip().splitlines()[-1]) if r.rc == 0 and r.stdout.strip() else None
     assert dirs, f"component {comps[0]} is declared but bitsandbytes is not installed: {r.output[-500:]}"
-    r = container.exec(["bash", "-c", 'shopt -s nullglob; for d in "$@"; do for f in "$d"/libbitsandbytes_*; do '
-                        'basename "$f"; done; done', "_", *dirs])
+    r = container.exec(
+        [
+            "bash",
+            "-c",
+            'shopt -s nullglob; for d in "$@"; do for f in "$d"/libbitsandbytes_*; do basename "$f"; done; done',
+            "_",
+            *dirs,
+        ]
+    )
     libs = sorted(set(r.stdout.split()))
     if torch_expected and torch_expected[1] == "rocm":
-        assert torch_info and torch_info["hip"], "bitsandbytes needs torch.version.hip to pick its library, but it is None"
+        assert torch_info and torch_info["hip"], (
+            "bitsandbytes needs torch.version.hip to pick its library, but it is None"
+        )
         hip, why = torch_info["hip"], f"torch.version.hip {torch_info['hip']}"
     else:
         hip, why = stack.rocm, f"the stack's ROCm {stack.rocm} (torch is not a ROCm build)"
@@ -265,37 +294,53 @@ def test_pinned_packages_installed_exactly(container, matrix, target, target_nam
     if names:
         r = container.exec(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", *names])
         installed = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
-        wrong = [f"{p}: pinned {stack.apt[p]}, installed {installed.get(p, 'nothing')}"
-                 for p in names if installed.get(p) != stack.apt[p]]
+        wrong = [
+            f"{p}: pinned {stack.apt[p]}, installed {installed.get(p, 'nothing')}"
+            for p in names
+            if installed.get(p) != stack.apt[p]
+        ]
     reqs = {}
     for c in dict.fromkeys(c for t in chain for c in t.components):
-        if matrix.components[c].kind == "python-env":     # the one kind that pins pip packages
+        if matrix.components[c].kind == "python-env":  # the one kind that pins pip packages
             reqs.update(matrix.components[c].requirements)
     if not names and not reqs:
         pytest.skip("not applicable: the target pins no apt or pip package")
     if reqs:
-        r = container.exec(["/opt/rocmforge/venv/bin/python", "-m", "pip", "list", "--format=json",
-                            "--disable-pip-version-check"], timeout=120)
+        r = container.exec(
+            ["/opt/rocmforge/venv/bin/python", "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+            timeout=120,
+        )
         assert r.rc == 0, f"pip list failed in the image's venv: {r.output[-500:]}"
         have = {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(r.stdout)}
-        wrong += [f"{n}: pinned {v}, installed {have.get(n.lower().replace('_', '-'), 'nothing')}"
-                  for n, v in sorted(reqs.items()) if not same_version(have.get(n.lower().replace("_", "-")), v)]
+        wrong += [
+            f"{n}: pinned {v}, installed {have.get(n.lower().replace('_', '-'), 'nothing')}"
+            for n, v in sorted(reqs.items())
+            if not same_version(have.get(n.lower().replace("_", "-")), v)
+        ]
     assert not wrong, "installed versions differ from the matrix:\n  " + "\n  ".join(wrong)
 
 
 def test_installed_packages_equal_locked_closure(container, locked_packages, target_name, record_property):
     """The installed dpkg set is the lock's closure for this image at exact versions: its base's
-    packages (bootstrapped here, or read from a registry base at lock time) plus the locked apt closure of every step of its chain. A
-    package removed, added or at another version is named."""
+    packages (bootstrapped here, or read from a registry base at lock time) plus the locked apt
+    closure of every step of its chain. A package removed, added or at another version is named."""
     if locked_packages is None:
         pytest.skip("not applicable: image not from a matrix target, so no lock to compare with")
-    assert not locked_packages.unlocked_steps, \
+    assert not locked_packages.unlocked_steps, (
         f"the lock has no apt closure for {', '.join(locked_packages.unlocked_steps)} (run `python build.py lock`)"
+    )
     r = container.exec(DPKG_STATUS, timeout=120)
     assert r.rc == 0, f"dpkg-query failed: {r.output[-500:]}"
     installed = parse_dpkg_status(r.stdout)
     diff = compare(locked_packages, installed)
-    record_property("figures", {"locked_packages": len(locked_packages.packages), "installed_packages": len(installed),
-                                "base_packages_locked": locked_packages.base_locked})
-    assert not diff, f"installed packages differ from the lock's closure for {target_name}:\n  " + \
-        "\n  ".join(diff.lines())
+    record_property(
+        "figures",
+        {
+            "locked_packages": len(locked_packages.packages),
+            "installed_packages": len(installed),
+            "base_packages_locked": locked_packages.base_locked,
+        },
+    )
+    assert not diff, f"installed packages differ from the lock's closure for {target_name}:\n  " + "\n  ".join(
+        diff.lines()
+    )

@@ -5,8 +5,9 @@ the image ships in /opt/rocmforge/config: it loads seed 000's TrainingArguments 
 amp.json / config.yaml against the installed classes, trains a tiny random LLaMA (full, LoRA and
 4-bit QLoRA with a paged optimizer) on synthetic tokens, and generates twice with the seed's
 inference settings (batch size, beam width) from a fixed-weight model that counts: exactly
-max_new_tokens new tokens per row, each the count's next, the same both times. Each of its checks is one test here: passed, failed (with the probe's
-reason), not GPU-verified (a GPU-only check on a host without one) or not applicable.
+max_new_tokens new tokens per row, each the count's next, the same both times. Each of its checks
+is one test here: passed, failed (with the probe's reason), not GPU-verified (a GPU-only check on a
+host without one) or not applicable.
 
 The settings the probe loads are first held to the matrix: each file a `settings` component of the
 target or of a target it is built on declares must be in the image where the rendered Dockerfile
@@ -27,8 +28,15 @@ import yaml
 
 from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified, plan_for, target_chain
 
-CHECKS = ["settings/training_args.json", "settings/amp.json", "settings/config.yaml",
-          "train", "lora", "qlora-4bit", "inference"]
+CHECKS = [
+    "settings/training_args.json",
+    "settings/amp.json",
+    "settings/config.yaml",
+    "train",
+    "lora",
+    "qlora-4bit",
+    "inference",
+]
 CONFIG_DIR = "/opt/rocmforge/config"
 VENV_PYTHON = "/opt/rocmforge/venv/bin/python"
 EXPECTABLE = ("transformers", "accelerate", "peft", "bitsandbytes")
@@ -68,17 +76,18 @@ def expected_libraries(matrix, target_name, target):
 # -- settings equal the matrix ------------------------------------------------------------------
 # How a rendered Dockerfile puts a settings component into the image (kinds/settings.j2, or a
 # partial that replaces it): `COPY [--flag ...] settings/<component>/[<file>] <destination>`.
-SETTINGS_COPY = re.compile(r"^COPY\s+(?:--\S+\s+)*settings/(?P<component>[^/\s]+)/(?P<file>\S*)\s+(?P<dest>\S+)\s*$",
-                           re.M)
+SETTINGS_COPY = re.compile(
+    r"^COPY\s+(?:--\S+\s+)*settings/(?P<component>[^/\s]+)/(?P<file>\S*)\s+(?P<dest>\S+)\s*$", re.M
+)
 
 
 @dataclass(frozen=True)
 class SettingsFile:
-    path: str          # where the image must hold it
+    path: str  # where the image must hold it
     component: str
-    target: str        # the target whose components name it
-    name: str          # its name under the component's `files:`
-    value: Any         # what it must parse to
+    target: str  # the target whose components name it
+    name: str  # its name under the component's `files:`
+    value: Any  # what it must parse to
 
     @property
     def field(self) -> str:
@@ -97,13 +106,15 @@ def declared_settings(plan, target_name: str) -> tuple[list[SettingsFile], list[
     uncopied = []
     for name in reversed(names):
         dockerfile = plan.targets[name].files.get("Dockerfile", b"").decode()
-        final = dockerfile[max((mo.start() for mo in re.finditer(r"^FROM\s", dockerfile, re.M)), default=0):]
+        final = dockerfile[max((mo.start() for mo in re.finditer(r"^FROM\s", dockerfile, re.M)), default=0) :]
         copies = list(SETTINGS_COPY.finditer(final))
         for cname in m.targets[name].components:
             comp = m.components[cname]
             if comp.kind == "settings" and not any(mo["component"] == cname for mo in copies):
-                uncopied.append(f"component {cname} of target {name} declares {', '.join(comp.files)}, but the final "
-                                f"stage of images/{name}/Dockerfile copies no settings/{cname}/ into the image")
+                uncopied.append(
+                    f"component {cname} of target {name} declares {', '.join(comp.files)}, but the final "
+                    f"stage of images/{name}/Dockerfile copies no settings/{cname}/ into the image"
+                )
         for mo in copies:
             comp = m.components.get(mo["component"])
             if comp is None or comp.kind != "settings":
@@ -113,8 +124,9 @@ def declared_settings(plan, target_name: str) -> tuple[list[SettingsFile], list[
                     continue
                 dest = mo["dest"]
                 path = posixpath.join(dest, fname) if not mo["file"] or dest.endswith("/") else dest
-                found[posixpath.normpath(path)] = SettingsFile(posixpath.normpath(path), mo["component"], name,
-                                                               fname, value)
+                found[posixpath.normpath(path)] = SettingsFile(
+                    posixpath.normpath(path), mo["component"], name, fname, value
+                )
     return list(found.values()), uncopied
 
 
@@ -130,14 +142,22 @@ def parse_settings(name: str, data: bytes) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ValueError(f"not YAML: {getattr(exc, 'problem', None) or exc}"
-                         + (f" at line {mark.line + 1}" if mark else "")) from None
+        raise ValueError(
+            f"not YAML: {getattr(exc, 'problem', None) or exc}" + (f" at line {mark.line + 1}" if mark else "")
+        ) from None
 
 
 def _kind(value: Any) -> str:
     # bool before int: True == 1 in Python, yet `true` and `1` are different settings.
-    for kind, types in (("bool", bool), ("int", int), ("float", float), ("str", str), ("null", type(None)),
-                        ("list", list), ("mapping", dict)):
+    for kind, types in (
+        ("bool", bool),
+        ("int", int),
+        ("float", float),
+        ("str", str),
+        ("null", type(None)),
+        ("list", list),
+        ("mapping", dict),
+    ):
         if isinstance(value, types):
             return kind
     return type(value).__name__
@@ -163,7 +183,9 @@ def _key(path: tuple) -> str:
 def settings_differences(want: Any, got: Any, path: tuple = ()) -> list[str]:
     """Every place where the parsed file differs from the matrix: key path, both values."""
     if _kind(want) != _kind(got):
-        return [f"{_key(path)} is {_show(got)} ({_kind(got)}) in the image, {_show(want)} ({_kind(want)}) in the matrix"]
+        return [
+            f"{_key(path)} is {_show(got)} ({_kind(got)}) in the image, {_show(want)} ({_kind(want)}) in the matrix"
+        ]
     if isinstance(want, dict):
         out = []
         for k, v in want.items():
@@ -171,13 +193,18 @@ def settings_differences(want: Any, got: Any, path: tuple = ()) -> list[str]:
                 out.append(f"{_key(path + (k,))} is missing in the image, {_show(v)} in the matrix")
             else:
                 out += settings_differences(v, got[k], path + (k,))
-        out += [f"{_key(path + (k,))} is {_show(v)} in the image, absent from the matrix"
-                for k, v in got.items() if k not in want]
+        out += [
+            f"{_key(path + (k,))} is {_show(v)} in the image, absent from the matrix"
+            for k, v in got.items()
+            if k not in want
+        ]
         return out
     if isinstance(want, list):
         if len(want) != len(got):
-            return [f"{_key(path)} is {_show(got)} in the image ({len(got)} items), {_show(want)} in the matrix "
-                    f"({len(want)} items)"]
+            return [
+                f"{_key(path)} is {_show(got)} in the image ({len(got)} items), {_show(want)} in the matrix "
+                f"({len(want)} items)"
+            ]
         return [d for i, (w, g) in enumerate(zip(want, got)) for d in settings_differences(w, g, path + (i,))]
     return [] if want == got else [f"{_key(path)} is {_show(got)} in the image, {_show(want)} in the matrix"]
 
@@ -199,7 +226,9 @@ def test_settings_equal_the_matrix(request, container, settings_files, target_na
         pytest.skip(f"not applicable: the image is of no target of {matrix_name} ({target_name or 'no target given'})")
     files, problems = settings_files[0], list(settings_files[1])
     if not files and not problems:
-        pytest.skip(f"not applicable: target {target_name} and the targets it is built on declare no settings component")
+        pytest.skip(
+            f"not applicable: target {target_name} and the targets it is built on declare no settings component"
+        )
     for f in files:
         where = f"{f.path} (component {f.component} of target {f.target}, {matrix_name} {f.field})"
         try:
@@ -247,8 +276,11 @@ def workload(container, workload_python, matrix, target_name, target, stack, req
         err = (r.stderr.strip() or r.stdout.strip()).splitlines()
         err = err[-1] if err else f"exit {r.rc}"
         if torch_decl:
-            pytest.fail(f"target {target_name} declares torch {torch_decl[0]} but `import torch` fails in "
-                        f"{workload_python}: {err}", pytrace=False)
+            pytest.fail(
+                f"target {target_name} declares torch {torch_decl[0]} but `import torch` fails in "
+                f"{workload_python}: {err}",
+                pytrace=False,
+            )
         pytest.skip(f"not applicable: no torch in this image ({workload_python}: {err})")
     # The probe reads the settings where the rendered Dockerfile put them, when that is one folder.
     folders = {posixpath.dirname(f.path) for f in (settings_files or ([], []))[0]}
@@ -261,8 +293,9 @@ def workload(container, workload_python, matrix, target_name, target, stack, req
     r = container.exec(cmd, timeout=PROBE_TIMEOUT)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if not lines:
-        pytest.fail(f"workload probe printed no result (exit {r.rc}, {' '.join(cmd)}): {r.output[-3000:]}",
-                    pytrace=False)
+        pytest.fail(
+            f"workload probe printed no result (exit {r.rc}, {' '.join(cmd)}): {r.output[-3000:]}", pytrace=False
+        )
     try:
         data = json.loads(lines[-1])
     except ValueError as exc:
@@ -294,8 +327,10 @@ def test_workload(workload, check, record_property, settings_files):
         # A file the matrix declares cannot be "not applicable": its absence is what broke.
         declared = [f for f in (settings_files or ([], []))[0] if check == f"settings/{f.name}"]
         if declared:
-            pytest.fail(f"{check}: {detail}, yet component {declared[0].component} declares it at {declared[0].path}",
-                        pytrace=False)
+            pytest.fail(
+                f"{check}: {detail}, yet component {declared[0].component} declares it at {declared[0].path}",
+                pytrace=False,
+            )
         pytest.skip(f"not applicable: {detail}")
     pytest.fail(f"{check}: unknown status {status!r}: {detail}", pytrace=False)
 
@@ -318,29 +353,43 @@ def test_torchrun_job_runs_in_the_venv(container, target_name, record_property):
     the figures say so."""
     if container.exec(["test", "-x", VENV_PYTHON]).rc != 0:
         pytest.skip(f"not applicable: {target_name} has no Python environment ({VENV_PYTHON})")
-    direct = container.exec([VENV_PYTHON, "-c", "import json, transformers, peft; "
-                             "print(json.dumps({m.__name__: m.__file__ for m in (transformers, peft)}))"], timeout=300)
+    direct = container.exec(
+        [
+            VENV_PYTHON,
+            "-c",
+            "import json, transformers, peft; "
+            "print(json.dumps({m.__name__: m.__file__ for m in (transformers, peft)}))",
+        ],
+        timeout=300,
+    )
     if direct.rc != 0:
-        pytest.skip(f"not applicable: the venv of {target_name} has no {' and '.join(TORCHRUN_LIBS)}: "
-                    f"{(direct.stderr.strip().splitlines() or ['?'])[-1]}")
-    which = container.exec(["sh", "-c", "command -v torchrun && head -n 1 \"$(command -v torchrun)\""])
+        pytest.skip(
+            f"not applicable: the venv of {target_name} has no {' and '.join(TORCHRUN_LIBS)}: "
+            f"{(direct.stderr.strip().splitlines() or ['?'])[-1]}"
+        )
+    which = container.exec(["sh", "-c", 'command -v torchrun && head -n 1 "$(command -v torchrun)"'])
     assert which.rc == 0, f"no torchrun on the image's PATH: {which.output[-500:]}"
     script, shebang = which.stdout.split("\n")[:2]
     interpreter = shebang.removeprefix("#!").split()[0] if shebang.startswith("#!") else ""
     helped = container.exec(["torchrun", "--help"], timeout=300)
     assert helped.rc == 0, f"torchrun ({script}) cannot start: {helped.output[-2000:]}"
-    r = container.exec(["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=1",
-                        f"{PROBES_IN_CONTAINER}/torchrun_where.py"], timeout=600)
+    r = container.exec(
+        ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=1", f"{PROBES_IN_CONTAINER}/torchrun_where.py"],
+        timeout=600,
+    )
     how = "torchrun --standalone, one process"
     if r.rc != 0 and NO_LIBUV in r.output:
         how = f"{interpreter} (torchrun's own interpreter) with RANK=0 WORLD_SIZE=1: this torch is {NO_LIBUV}"
-        r = container.exec(["env", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", interpreter,
-                            f"{PROBES_IN_CONTAINER}/torchrun_where.py"], timeout=600)
+        r = container.exec(
+            ["env", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", interpreter, f"{PROBES_IN_CONTAINER}/torchrun_where.py"],
+            timeout=600,
+        )
     record_property("figures", {"torchrun": script, "torchrun_interpreter": interpreter, "torchrun_job": how})
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     assert r.rc == 0 and lines, f"torchrun ({script}) failed, exit {r.rc}: {r.output[-3000:]}"
     job = json.loads(lines[-1])
     assert (job["rank"], job["world_size"]) == ("0", "1"), job
     assert job["prefix"] == "/opt/rocmforge/venv", (
-        f"torchrun at {script} started {job['executable']} (prefix {job['prefix']}), not the venv's python")
+        f"torchrun at {script} started {job['executable']} (prefix {job['prefix']}), not the venv's python"
+    )
     assert job["modules"] == json.loads(direct.stdout.strip().splitlines()[-1]), job["modules"]

@@ -33,28 +33,40 @@ def lines(path: Path, count: int) -> bytes:
 
 def half(path: Path) -> bytes:
     data = path.read_bytes()
-    return data[:len(data) // 2]
+    return data[: len(data) // 2]
 
 
 def cases() -> dict[str, bytes]:
-    result_record = {"image_id": "sha256:" + "1" * 64, "target": "hip-runtime", "ok": True,
-                     "suites": {"linkage": {"status": "passed", "detail": "3 check(s)"}}}
-    publish_record = {"content_hash": "c" * 64, "digest": "sha256:" + "d" * 64, "image_id": "sha256:" + "e" * 64,
-                      "registry": "127.0.0.1:5000", "repository": "127.0.0.1:5000/rocmforge/hip-runtime",
-                      "suites": {"linkage": "passed"}, "tags": ["content-cccccccccccc", "debian13-rocm5.7"],
-                      "target": "hip-runtime"}
+    result_record = {
+        "image_id": "sha256:" + "1" * 64,
+        "target": "hip-runtime",
+        "ok": True,
+        "suites": {"linkage": {"status": "passed", "detail": "3 check(s)"}},
+    }
+    publish_record = {
+        "content_hash": "c" * 64,
+        "digest": "sha256:" + "d" * 64,
+        "image_id": "sha256:" + "e" * 64,
+        "registry": "127.0.0.1:5000",
+        "repository": "127.0.0.1:5000/rocmforge/hip-runtime",
+        "suites": {"linkage": "passed"},
+        "tags": ["content-cccccccccccc", "debian13-rocm5.7"],
+        "target": "hip-runtime",
+    }
     return {
         # rocminfo: a whole run cut inside an agent, inside the system attributes, and a paste of
         # two runs whose second one is cut.
         "rocminfo/random-bytes.bin": noise(1),
         "rocminfo/truncated-mid-agent.txt": lines(ROCMINFO / "mi210.txt", 120),
         "rocminfo/truncated-in-system-attributes.txt": lines(ROCMINFO / "mi210.txt", 8),
-        "rocminfo/truncated-second-run.txt": (ROCMINFO / "no-padding.txt").read_bytes() + b"$ rocminfo\n"
-                                             + lines(ROCMINFO / "no-padding.txt", 60),
+        "rocminfo/truncated-second-run.txt": (ROCMINFO / "no-padding.txt").read_bytes()
+        + b"$ rocminfo\n"
+        + lines(ROCMINFO / "no-padding.txt", 60),
         "rocminfo/utf16-without-agents.txt": "HSA is fine\nnothing else here\n".encode("utf-16"),
         # a paste from a bug report (fence, CRLF) cut inside its agent, the fence closed after the cut
         "rocminfo/truncated-fenced-crlf-paste.txt": b"\r\n".join(
-            (FIXTURES / "rocminfo" / "pasted" / "mi250-aiter-179.txt").read_bytes().splitlines()[:60] + [b"```", b""]),
+            (FIXTURES / "rocminfo" / "pasted" / "mi250-aiter-179.txt").read_bytes().splitlines()[:60] + [b"```", b""]
+        ),
         # archs: real code objects, a standalone bundle and an executable (hipcc/clang output), cut.
         "archs/random-bytes.bin": noise(2),
         "archs/co-gfx942-100-bytes.hsaco": (ARCHS / "co_gfx942.hsaco").read_bytes()[:100],
