@@ -25,7 +25,7 @@ def build_and_test(inv: Invocation) -> int:
 
 
 def build(inv: Invocation) -> int:
-    name = inv.target_name()
+    name = inv.required_target()
     results = inv.pipeline.build(name)
 
     show.build_table(inv.out, inv.plan, results)
@@ -85,7 +85,7 @@ def test(inv: Invocation) -> int:
 
 
 def verify_repro(inv: Invocation) -> int:
-    name = inv.target_name()
+    name = inv.required_target()
     result = run(inv.pipeline, name)
     if inv.args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
@@ -101,7 +101,7 @@ def verify_repro(inv: Invocation) -> int:
 
 
 def manifest(inv: Invocation) -> int:
-    name = inv.target_name()
+    name = inv.required_target()
     inv.project.target(name)
     inv.project.writable_state()
     tp = inv.project.buildable_target(name)
@@ -118,7 +118,7 @@ def manifest(inv: Invocation) -> int:
 
 def context(inv: Invocation) -> int:
     """The folder `docker build` takes by hand: the rendered files, the probes and the fetched inputs."""
-    name = inv.target_name()
+    name = inv.required_target()
     out = Path(inv.args.out)
     inv.project.buildable_target(name)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmforge import doctor as host_doctor
 from rocmforge.assemble import engine
@@ -16,6 +18,10 @@ from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
 from rocmforge.host.container import GpuAccess, host_gpu_access
 from rocmforge.shared.errors import UserError
+
+if TYPE_CHECKING:
+    from rocmforge.host.engines import Engine
+    from rocmforge.render.plan import TargetPlan
 
 
 def doctor(inv: Invocation) -> int:
@@ -29,23 +35,24 @@ def doctor(inv: Invocation) -> int:
     return report.exit_code
 
 
-def local_images(client, plans) -> list[pick.Candidate]:
-    """The target's images this engine holds (built: content tag; pulled: readable tag), with sizes."""
+def local_images(client: Engine, plans: Iterable[TargetPlan]) -> list[tuple[pick.Candidate, str]]:
+    """The target's images this engine holds (built: content tag; pulled: readable tag), with sizes,
+    each with its image ID."""
     out = []
     for tp in plans:
-        ref = next((r for r in (tp.content_tag, tp.readable_tag) if engine.image_id(client, r)), None)
-        if ref is not None:
+        found = ((r, engine.image_id(client, r)) for r in (tp.content_tag, tp.readable_tag))
+        ref, image_id = next(((r, i) for r, i in found if i), (None, None))
+        if ref is not None and image_id is not None:
             size = client.inspect(ref).get("Size")
-            out.append(
-                pick.Candidate(
-                    tp.variant or tp.archs, ref, size if isinstance(size, int) else None, variant=bool(tp.variant)
-                )
+            candidate = pick.Candidate(
+                tp.variant or tp.archs, ref, size if isinstance(size, int) else None, variant=bool(tp.variant)
             )
+            out.append((candidate, image_id))
     return out
 
 
 def run(inv: Invocation) -> int:
-    target, cmd = inv.target_name(), inv.args.cmd
+    target, cmd = inv.required_target(), inv.args.cmd
     inv.project.target(target)
     host_gpus.check_arch(inv)
     host_root = host_gpus.host_root(inv)
@@ -54,7 +61,8 @@ def run(inv: Invocation) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     client = engine.connect()
-    candidates = local_images(client, inv.plan.images_of(target))
+    held = local_images(client, inv.plan.images_of(target))
+    candidates, image_ids = [c for c, _ in held], {c.ref: i for c, i in held}
     if not candidates:
         raise UserError(
             f"target {target!r} is neither built nor pulled; run `python build.py build --target "
@@ -79,7 +87,7 @@ def run(inv: Invocation) -> int:
             env["HIP_VISIBLE_DEVICES"] = job.chosen
     choice = host_gpus.chooser(job, inv.args.arch, target)(candidates)
     image = choice.image.ref
-    print(f"image: {choice.image.describe()}, {engine.image_id(client, image)[7:19]}: {choice.reason}", file=sys.stderr)
+    print(f"image: {choice.image.describe()}, {image_ids[image][7:19]}: {choice.reason}", file=sys.stderr)
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
     argv = dockerrun.docker_run_argv(
         image,

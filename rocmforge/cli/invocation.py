@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from rocmforge.host import aptmirror
+from rocmforge.shared.errors import UserError
 from rocmforge.workflow.pipeline import BuildOptions, Pipeline, Progress
 from rocmforge.workflow.project import Project
 
@@ -33,7 +34,15 @@ class Invocation:
         return getattr(self.args, f"build_{name}", None) or getattr(self.args, name, None)
 
     def target_name(self) -> str | None:
+        """The --target given, if any."""
         return getattr(self.args, "cmd_target", None) or self.args.target
+
+    def required_target(self) -> str:
+        """The --target of a command whose grammar requires one."""
+        name = self.target_name()
+        if name is None:  # the parser refuses it first; said here too for a caller that skips it
+            raise UserError("give --target TARGET", field="--target")
+        return name
 
     @cached_property
     def pipeline(self) -> Pipeline:

@@ -21,7 +21,7 @@ from rocmforge.workflow.project import writable_dir
 
 
 def push(inv: Invocation) -> int:
-    project, target, registry = inv.project, inv.target_name(), inv.args.registry
+    project, target, registry = inv.project, inv.required_target(), inv.args.registry
     key = Path(inv.args.sign_key) if inv.args.sign_key else None
     keyless = bool(getattr(inv.args, "keyless", False))
     if key is not None and keyless:
@@ -113,7 +113,7 @@ def verify(inv: Invocation) -> int:
     client = engine.connect()
     cosign = cosigns.find(client, inv.progress.line)
     with inv.progress.status(f"verifying {ref}"):
-        index = imageindex.read(client, ref.repository, ref.digest or ref.tag)
+        index = imageindex.read(client, ref.repository, ref.tag_or_digest)
         if index is None:
             found = trust.verify(client, cosign, ref, signer)
             print(json.dumps(found.to_json(), indent=2, sort_keys=True) if inv.args.json else trust.format_text(found))
@@ -158,14 +158,14 @@ def pull(inv: Invocation) -> int:
     signer = signer_of(args)
     host_gpus.check_arch(inv)
     root = host_gpus.host_root(inv)
-    if ref_text:
+    if not target:
         if signer is None:
             raise UserError(
                 f"pulling by reference needs {NEEDS_SIGNER}: without a publish record the signature "
                 "is the only thing to check the image against",
                 field="--key",
             )
-        return _pull_ref(inv, trust.parse_ref(ref_text), signer, root)
+        return _pull_ref(inv, trust.parse_ref(str(ref_text)), signer, root)
     record_dir = inv.project.record_dir
     publish.read_record(record_dir / f"{target}.json", target)  # a missing record needs no engine
     client = engine.connect()
@@ -205,7 +205,7 @@ def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity, r
     cosign = cosigns.find(client, inv.progress.line)
     picked = None
     with inv.progress.status(f"verifying {ref}"):
-        index = imageindex.read(client, ref.repository, ref.digest or ref.tag)
+        index = imageindex.read(client, ref.repository, ref.tag_or_digest)
         if index is None:
             found = trust.verify(client, cosign, ref, signer)
             suffix = ""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -52,8 +53,8 @@ class Matrix(Strict):
 
     def torch_of(self, name: str) -> TorchPin:
         """The torch version a target's image must carry (None: no torch) and its build (rocm or cpu)."""
-        t = self.targets[name]
-        stack = self.stacks[t.stack]
+        t: Target | None = self.targets[name]
+        stack = self.stacks[self.targets[name].stack]
         while t is not None:
             if t.pytorch:
                 return TorchPin(t.pytorch, t.pytorch_build or "rocm")
@@ -206,7 +207,12 @@ def _check_variants(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
                 where, f"{shown} is named {named!r} (images/, tags, state files), which is another target's name"
             )
         parent = m.targets.get(t.from_target) if t.from_target else None
-        if parent is not None and m.prunes(t.from_target) and set(group) not in [set(g) for g in parent.variants]:
+        if (
+            parent is not None
+            and t.from_target
+            and m.prunes(t.from_target)
+            and set(group) not in [set(g) for g in parent.variants]
+        ):
             raise src.error(
                 where,
                 f"{shown} is built on the variant of the same archs of {t.from_target!r}, which "
@@ -243,7 +249,7 @@ def _walk_from(m: Matrix, src: yamlsrc.SourceMap, start: str) -> None:
     walk(start, None)
 
 
-def _pydantic_message(err: dict) -> str:
+def _pydantic_message(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return "unknown field"
@@ -261,7 +267,7 @@ def _pydantic_message(err: dict) -> str:
     return msg.removeprefix("Value error, ")
 
 
-def _component_error(loc: tuple, err: dict) -> tuple[tuple, str]:
+def _component_error(loc: tuple, err: Mapping[str, Any]) -> tuple[tuple, str]:
     """pydantic places a component's errors under its kind (components.NAME.KIND.FIELD) and a bad or
     missing kind at the component: both are moved to the field the user wrote, and a field of
     another kind says which kind takes it."""

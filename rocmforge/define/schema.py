@@ -99,6 +99,20 @@ class Base(Strict):
             )
         return self
 
+    @property
+    def from_registry(self) -> RegistryBase:
+        """The registry base, for code that has found this is one (the validator makes it exactly one)."""
+        if self.registry is None:
+            raise ValueError("the base is bootstrapped, not a registry image")
+        return self.registry
+
+    @property
+    def from_bootstrap(self) -> BootstrapBase:
+        """The debootstrap recipe, for code that has found this base is bootstrapped."""
+        if self.bootstrap is None:
+            raise ValueError("the base is a registry image, not bootstrapped")
+        return self.bootstrap
+
 
 LIST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.list$")
 # One one-line source: deb [options] URL SUITE COMPONENT...; no quotes (it is written by printf '...').
@@ -164,6 +178,21 @@ class Stack(Strict):
     apt_sources: AptSources | None = None
     # Extra -D options for CMake builds of HIP code on this stack's layout (e.g. Debian's).
     cmake_args: dict[str, str] = Field(default_factory=dict)
+
+    def pinned(self, package: str) -> str:
+        """An apt package's pinned version (the matrix check refuses a package without one)."""
+        version = self.apt[package]
+        if version is None:
+            raise ValueError(f"apt package {package} has no version")
+        return version
+
+    @property
+    def python_version(self) -> str:
+        """The stack's CPython version, for code that needs one (a python-env's stack must state it)."""
+        if self.python is None:
+            raise ValueError("the stack states no python version")
+        return self.python
+
     runner: Runner = Field(default_factory=Runner)
     # The archs every GPU library of the stack ships code for (read off the packages' files); a
     # target declaring another is refused. Unset where the packages cannot be read here.

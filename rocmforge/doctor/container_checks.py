@@ -111,7 +111,7 @@ def rootless_access(d: Diagnosis) -> Verdict:
     if m.rootless is None:
         return Verdict(SKIPPED, f"cannot tell whether the engine runs rootless: {m.why}")
     if not m.rootless:
-        gids = sorted({n.gid for n in nodes} - {0})
+        gids = sorted({n.gid for n in nodes if n.gid is not None} - {0})
         adds = " ".join(f"--group-add {g}" for g in gids) or "no --group-add"
         return Verdict(
             OK, f"{m.describe()}: the daemon opens the nodes as root, containers get their groups with {adds}"

@@ -47,7 +47,7 @@ class Diagnosis:
         info = rocminfo.parse(facts.rocminfo_text) if facts.rocminfo_text is not None else facts.kfd_info
         agents = [a for a in info.agents if a.device_type == "GPU"] if info else []
         gpus = tuple(Gpu(i, a) for i, a in enumerate(agents))
-        discrete_only = rocminfo.discrete_only_visible_devices(info) if gpus else None
+        discrete_only = rocminfo.discrete_only_visible_devices(info) if gpus and info is not None else None
         visible = tuple(g for g in gpus if not g.agent.is_apu) if discrete_only is not None else gpus
         return cls(
             facts=facts,

@@ -216,7 +216,7 @@ def image_rocminfo_runner(client: Engine, image: str, *, dev_root: str = "/dev",
     return run_it
 
 
-def _read_engine(client: Engine, built_targets: dict[str, tuple[str, ...]] | None) -> EngineFacts:
+def _read_engine(client: Engine | None, built_targets: dict[str, tuple[str, ...]] | None) -> EngineFacts:
     """Never raises: an engine that cannot be reached is a fact. built_targets: given ones are
     kept, None reads the labels of the engine's images."""
     if client is None:
@@ -228,6 +228,9 @@ def _read_engine(client: Engine, built_targets: dict[str, tuple[str, ...]] | Non
         version = str(client.version().get("Version") or "unknown version")
     except Exception as exc:  # engine down or unreachable
         return EngineFacts(error=_error_text(exc), built_targets=built_targets)
+    data_root: str | None
+    description: str | None
+    problem: str | None
     try:
         info = client.system_info()
         data_root = info.get("DockerRootDir")
@@ -339,6 +342,7 @@ def gather(
     else:
         kfd = host.node(os.path.join(dev_root, "kfd"), who)
         renders = tuple(host.node(p, who) for p in sorted(glob.glob(os.path.join(dev_root, "dri", "renderD*"))))
+    kfd_info: rocminfo.RocmInfo | None
     if kfd_topology is not None:  # the saved topology is what the user asked to diagnose
         text, source = None, "not run: --kfd-topology given"
         kfd_info, kfd_source = kfd_reader.read_saved_topology(kfd_topology), kfd_topology

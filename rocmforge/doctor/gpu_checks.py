@@ -247,7 +247,7 @@ def target_coverage(d: Diagnosis, target: str) -> Verdict:
     words = {g: coverage(g.gfx, g.agent.isas, archs) for g in d.visible}
     native = [g.describe() for g in d.visible if words[g][0] == NATIVE]
     over = [
-        f"{g.describe()} only with HSA_OVERRIDE_GFX_VERSION={hsa_override_version(words[g][1])}"
+        f"{g.describe()} only with HSA_OVERRIDE_GFX_VERSION={hsa_override_version(str(words[g][1]))}"
         for g in d.visible
         if words[g][0] == OVERRIDE
     ]

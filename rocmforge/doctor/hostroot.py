@@ -64,7 +64,8 @@ class Identity:
     # session began, and takes a new login (or newgrp) to count.
     listed: tuple[int, ...] = ()
 
-    def member_of(self, gid: int) -> bool:
+    def member_of(self, gid: int | None) -> bool:
+        """Whether this user may open a node of group gid (None: a node whose group is not known)."""
         return self.uid == 0 or gid == self.gid or gid in self.groups
 
 

@@ -46,7 +46,8 @@ class EngineTraits:
         from `podman info --format json`, whose ``host.security.rootless`` says it directly."""
         host = info.get("host")
         if isinstance(host, dict):
-            security = host.get("security") if isinstance(host.get("security"), dict) else {}
+            security = host.get("security")
+            security = security if isinstance(security, dict) else {}
             rootless = security.get("rootless")
             return cls(
                 podman=True,

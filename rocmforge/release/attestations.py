@@ -165,7 +165,9 @@ def test_result(report: SuitesReport, *, archs: list[str], host: str, version: s
     """in-toto Test Result of the suites recorded for this image: FAILED when any suite failed,
     WARNED when one could not be GPU-verified, else PASSED. A not-applicable suite (no torch for the
     workload suite) checked nothing that could fail: it is listed with the passed, saying so."""
-    passed, warned, failed = [], [], []
+    passed: list[str] = []
+    warned: list[str] = []
+    failed: list[str] = []
     for suite, outcome in report.suites.items():
         line = suite_line(suite, outcome.status, outcome.detail)
         {SuiteStatus.FAILED: failed, SuiteStatus.NOT_GPU_VERIFIED: warned}.get(outcome.status, passed).append(line)

@@ -311,8 +311,9 @@ def find(client: Engine | None = None, log=lambda msg: None) -> Cosign:
         if not Path(choice).is_file() or not os.access(choice, os.X_OK):
             raise UserError(f"{choice!r} is not an executable cosign (or 'image' for the tools image)", field=f"${ENV}")
         return host(choice)
-    if not choice and shutil.which("cosign"):
-        return host(shutil.which("cosign"))
+    on_path = shutil.which("cosign")
+    if not choice and on_path:
+        return host(on_path)
     from rocmforge.release import toolsimage  # lzma and tarfile: only when the engine runs cosign
 
     if client is None:

@@ -138,9 +138,16 @@ def _drift(check: dict | None, matrix: Matrix, name: str) -> list[str] | None:
 
 
 def gather(
-    plan: BuildPlan, client: Engine, state: Path, lock: Lock, record_dir: Path, out_dir: Path, matrix_label: str
+    plan: BuildPlan,
+    client: Engine | None,
+    state: Path,
+    lock: Lock,
+    record_dir: Path,
+    out_dir: Path,
+    matrix_label: str,
 ) -> Report:
-    """Everything the report shows, for every target in build order."""
+    """Everything the report shows, for every target in build order (images as not built without
+    an engine)."""
     suites = suites_present()
     lock_check = _lock_check(state)
     rows = []
@@ -150,7 +157,7 @@ def gather(
         name, key, t = tp.name, tp.key, plan.matrix.targets[tp.name]
         stack = plan.matrix.stacks[t.stack]
         image = engine.image_id(client, tp.content_tag) if client is not None and not tp.unresolved else None
-        size = client.inspect(tp.content_tag).get("Size") if image else None
+        size = client.inspect(tp.content_tag).get("Size") if image and client is not None else None
         state_name = "unresolved" if tp.unresolved else ("built" if image else "not built")
         rec = recorded(state, image) if image else None
         cells = {}

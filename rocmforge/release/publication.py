@@ -113,7 +113,8 @@ def variant_of(rec: dict | None, archs) -> dict | None:
     """A variant's own entry in its target's record (a target pushed as one index): its digest,
     image ID and signature, with the target's registry and repository. None when the target was
     published without it."""
-    for v in (rec or {}).get("variants") or []:
+    rec = rec or {}
+    for v in rec.get("variants") or []:
         if isinstance(v, dict) and set(v.get("archs") or ()) == set(archs):
             return {**v, "registry": rec.get("registry"), "repository": rec.get("repository")}
     return None

@@ -394,7 +394,7 @@ def _served_index(
             f"{recorded}. Nothing was pulled or tagged",
             field="--target",
         )
-    return served[1]
+    return served[1] if served else []
 
 
 def pull_verified(
@@ -430,7 +430,7 @@ def pull_verified(
     if tag:
         wanted.append((repository, tag))
     for repo, t in wanted:
-        client.tag(shown, f"{repo}:{t}")
+        client.tag(shown or ref, f"{repo}:{t}")
         local.append(f"{repo}:{t}")
     return local
 

@@ -171,8 +171,9 @@ def layer_bytes(pin: Pin, debs: list[Path]) -> bytes:
         with tarfile.open(fileobj=io.BytesIO(deb_data(deb))) as src:
             for info in src.getmembers():
                 name = info.name.removeprefix("./").rstrip("/")
+                content = src.extractfile(info) if info.isfile() else None
                 if name:
-                    members[name] = (info, src.extractfile(info).read() if info.isfile() else None)
+                    members[name] = (info, content.read() if content else None)
     if pin.binary not in members or members[pin.binary][1] is None:
         raise BuildError(f"the {pin.tool} package {pin.version} has no file {pin.binary}")
     for link, target in MERGED_USR.items():

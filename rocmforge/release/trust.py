@@ -67,6 +67,11 @@ class Reference:
     def host(self) -> str:
         return self.repository.split("/", 1)[0]
 
+    @property
+    def tag_or_digest(self) -> str:
+        """What the registry is asked for: the digest when given, else the tag (parse_ref sets one)."""
+        return self.digest or self.tag or ""
+
     def __str__(self) -> str:
         return f"{self.repository}@{self.digest}" if self.digest else f"{self.repository}:{self.tag}"
 
@@ -115,7 +120,7 @@ def verify(client: Engine, cosign: Cosign, ref: Reference, signer: Identity) -> 
     if signer.key is not None and not signer.key.is_file():
         raise UserError("no such public key file", file=str(signer.key), field="--key")
     http = reg.insecure(client, ref.host)
-    digest = ref.digest or reg.manifest_digest(client, ref.repository, ref.tag)
+    digest = ref.digest or reg.manifest_digest(client, ref.repository, ref.tag_or_digest)
     if digest is None:
         raise Refused(f"{ref}: the registry has no such tag")
     _, raw = reg.get_document(client, ref.repository, digest)
@@ -157,9 +162,9 @@ def verify(client: Engine, cosign: Cosign, ref: Reference, signer: Identity) -> 
     problems: list[str] = []
     for uri, predicates in every.items():
         for predicate in predicates:
-            for p in agreement(replace(found, statements={**found.statements, uri: predicate}), ref):
-                if p not in problems:
-                    problems.append(p)
+            for problem in agreement(replace(found, statements={**found.statements, uri: predicate}), ref):
+                if problem not in problems:
+                    problems.append(problem)
     if problems:
         raise Refused(f"{ref} ({digest}): " + "; ".join(problems))
     return found
@@ -208,9 +213,10 @@ def _statements(
                 f"{pinned}: attestation {uri} is for {', '.join(f'sha256:{s}' for s in subjects)}, "
                 f"not for this image's digest {digest}"
             )
-    if not bound or not all(isinstance(p, dict) for p in bound):
+    predicates = [p for p in bound if isinstance(p, dict)]
+    if not bound or len(predicates) != len(bound):
         raise Refused(f"{pinned}: attestation {uri} carries no predicate object")
-    return bound
+    return predicates
 
 
 def agreement(v: Verified, ref: Reference) -> list[str]:

@@ -186,11 +186,14 @@ class Renderer:
         try:
             text = self.env.get_template("Dockerfile.j2").render(ctx)
         except jinja2.TemplateNotFound as exc:
-            raise UserError(f"template not found: {exc.name}", file=self._shown(self.templates / exc.name)) from None
+            raise UserError(
+                f"template not found: {exc.name}", file=self._shown(self.templates / (exc.name or "?"))
+            ) from None
         except (jinja2.TemplateError, TypeError) as exc:
             raise self._template_error(exc, name) from None
         # Collapse the blank lines left by empty partials so the output reads cleanly.
-        lines, blank = [], False
+        lines: list[str] = []
+        blank = False
         for line in text.splitlines():
             if not line.strip():
                 if not blank and lines:

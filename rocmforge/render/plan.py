@@ -243,7 +243,7 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock, variant: tuple[s
         return _Base(ref, ref, "", bootstrap_stack=t.stack)
     locked_digest = lock.base(t.stack).digest
     from_ref, ok = bases.registry_ref(stack, locked_digest)
-    reg = stack.base.registry
+    reg = stack.base.from_registry
     base_name, base_digest = f"{reg.image}:{reg.tag}", reg.digest or locked_digest or ""
     if not ok:
         return _Base(
@@ -261,7 +261,7 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock, variant: tuple[s
         "${" + bases.BASE_ARG + "}",
         base_name,
         base_digest,
-        registry_base=PinnedImage(reg.image, reg.digest or locked_digest),
+        registry_base=PinnedImage(reg.image, base_digest),
         base_arg=BaseArg(bases.BASE_ARG, from_ref),
     )
 

@@ -155,7 +155,7 @@ def layer_tar(rootfs: Path, out: Path) -> str:
 
 
 def image_config(diff_id: str, stack_name: str, stack: Stack) -> bytes:
-    boot = stack.base.bootstrap
+    boot = stack.base.from_bootstrap
     recipe = bases.recipe_hash(stack)
     cmd = f"debootstrap --variant={boot.variant} {boot.suite}"
     config = {
@@ -308,7 +308,7 @@ def ensure_base(client: Engine, stack_name: str, stack: Stack, workdir: Path, lo
 
 def bootstrap_archive(stack_name: str, stack: Stack, tmp: Path, log: Callable[[str], None]) -> tuple[Path, str, str]:
     """Bootstraps the stack's base into tmp: (its docker-archive, image ID, diff ID)."""
-    boot = stack.base.bootstrap
+    boot = stack.base.from_bootstrap
     ref = bases.bootstrap_ref(stack_name, stack)
     rootfs = tmp / "rootfs"
     _debootstrap(boot, rootfs, ref, log)

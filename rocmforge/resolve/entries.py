@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 class MatrixView(Protocol):
     """The part of the matrix an entry reads (define.matrix.Matrix is one)."""
 
-    targets: Mapping[str, Target]
-    stacks: Mapping[str, Stack]
-    components: Mapping[str, Any]
+    @property
+    def targets(self) -> Mapping[str, Target]: ...
+
+    @property
+    def stacks(self) -> Mapping[str, Stack]: ...
 
     def torch_of(self, name: str) -> TorchPin: ...
 
@@ -33,22 +35,47 @@ class MatrixView(Protocol):
 class LockOutcome(Protocol):
     """Where an entry reports: one line per entry resolved, failed here, or found stale."""
 
-    resolved: list[str]
-    failed: list[str]
-    problems: list[str]
+    @property
+    def resolved(self) -> list[str]: ...
+
+    @property
+    def failed(self) -> list[str]: ...
+
+    @property
+    def problems(self) -> list[str]: ...
 
 
 class LockContext(Protocol):
-    """What an entry resolves and checks with; resolve.lock.LockRun provides it."""
+    """What an entry resolves and checks with; resolve.lock.LockRun provides it. Declared here:
+    resolve.lock imports this module to run the entries."""
 
-    client: Engine
-    matrix: MatrixView
-    names: list[str]  # the targets the run covers, in build order
-    lock: Lock  # the lock being written (resolve) or read (check)
-    out: LockOutcome
-    work: Path
-    ca_bundle: Path | None
-    log: Callable[[str], None]
+    @property
+    def client(self) -> Engine: ...
+
+    @property
+    def matrix(self) -> MatrixView: ...
+
+    @property
+    def names(self) -> list[str]:
+        """The targets the run covers, in build order."""
+        ...
+
+    @property
+    def lock(self) -> Lock:
+        """The lock being written (resolve) or read (check)."""
+        ...
+
+    @property
+    def out(self) -> LockOutcome: ...
+
+    @property
+    def work(self) -> Path: ...
+
+    @property
+    def ca_bundle(self) -> Path | None: ...
+
+    @property
+    def log(self) -> Callable[[str], None]: ...
 
     def first_user(self, component: str) -> str: ...
 
@@ -137,7 +164,7 @@ def _resolve_python(entry: PythonEnvLock, run: LockContext) -> None:
     if run.matrix.torch_of(tname).version is not None:
         _resolve_python_on_image(entry, run, tname)
         return
-    python = run.matrix.stacks[run.matrix.targets[tname].stack].python
+    python = run.matrix.stacks[run.matrix.targets[tname].stack].python_version
     try:
         run.lock.python[name] = python_files(fetch.resolve_wheels(entry.requirements, python, run.work, run.ca_bundle))
     except fetch.FetchError as exc:

@@ -133,14 +133,17 @@ def base_image(client: Engine, m: Matrix, stack_name: str, lock: Lock, work: Pat
     if stack.base.bootstrap:
         return bootstrap.ensure_base(client, stack_name, stack, work, log)
 
-    reg = stack.base.registry
+    reg = stack.base.from_registry
     digest = reg.digest or lock.base(stack_name).digest
     if not digest:
         raise RuntimeError(f"the {stack_name} base {reg.image}:{reg.tag} has no digest yet")
     try:
-        return registrybase.pull(client, reg.image, digest, mirror=registrybase.mirror_from_env())
+        pulled = registrybase.pull(client, reg.image, digest, mirror=registrybase.mirror_from_env())
     except registrybase.RegistryError as exc:
         raise RuntimeError(f"cannot pull the {stack_name} base: {exc}") from None
+    if pulled is None:  # pull() answers None only when told not to fetch
+        raise RuntimeError(f"the {stack_name} base {reg.image}@{digest} is not on the engine")
+    return pulled
 
 
 def _apt_session(
@@ -221,7 +224,7 @@ def resolve(
     ca_bundle: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Outcome:
-    lock = Lock(**{s: dict(getattr(old, s)) for s in SECTIONS})
+    lock = old.model_copy(update={s: dict(getattr(old, s)) for s in SECTIONS})
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()
     stacks = sorted({m.targets[n].stack for n in names})
@@ -244,7 +247,7 @@ def resolve(
                 image_id=image_id,
                 packages=dict(sorted(session.installed().items())),
             )
-            out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {image_id[:19]}")
+            out.resolved.append(f"base {sname}: recipe {bases.recipe_hash(stack)[:12]} -> {(image_id or 'none')[:19]}")
         for step in lockfile.apt_steps(m):
             if step.key.split("/")[0] not in names:
                 continue
@@ -320,7 +323,7 @@ def check(
                 p.close()
     for sname in sorted({m.targets[n].stack for n in names}):
         stack = m.stacks[sname]
-        entry = lock.bases.get(sname)
+        base_entry = lock.bases.get(sname)
         if stack.base.registry:
             if not (stack.base.registry.digest or lock.base(sname).digest):
                 out.problems.append(
@@ -329,18 +332,18 @@ def check(
             stale = lockfile.apt_sources_stale(lock, m, sname)
             if stale:
                 out.problems.append(stale)
-        elif not entry or entry.recipe != bases.recipe_hash(stack):
+        elif not base_entry or base_entry.recipe != bases.recipe_hash(stack):
             out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")
         elif base_packages.get(sname) is not None:
-            have = base_packages[sname]
+            installed = base_packages[sname] or {}
             moved = [
-                f"{n} lock {v}, now {have.get(n, 'absent')}"
-                for n, v in sorted((entry.packages or {}).items())
-                if have.get(n) != v
+                f"{n} lock {v}, now {installed.get(n, 'absent')}"
+                for n, v in sorted((base_entry.packages or {}).items())
+                if installed.get(n) != v
             ]
             if moved:
                 out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))
     run = LockRun(client, m, names, lock, out, work, None, log)
-    for entry in _lock_entries(m, names):
-        entries.check(entry, run)
+    for lock_entry in _lock_entries(m, names):
+        entries.check(lock_entry, run)
     return out

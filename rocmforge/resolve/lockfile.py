@@ -157,7 +157,7 @@ def dump(lock: Lock) -> str:
 def apt_pins_for(lock: Lock, m: Matrix, step: AptStep) -> tuple[list[tuple[str, str]], str | None]:
     """The name=version list a step installs, and why it is stale (None when the lock agrees)."""
     stack = m.stacks[step.stack]
-    matrix_pins = [(n, stack.apt[n]) for n in step.names]
+    matrix_pins = [(n, stack.pinned(n)) for n in step.names]
     locked = lock.apt.get(step.key)
     if locked is None:
         return matrix_pins, f"apt closure of {step.key} is not locked (run `python build.py lock`)"

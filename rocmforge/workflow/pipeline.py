@@ -323,8 +323,8 @@ class Pipeline:
         inv = inventory.inventory(
             client,
             tp.content_tag,
-            base=built and built.base,
-            added_paths=built and built.added_paths,
+            base=built.base if built else None,
+            added_paths=built.added_paths if built else None,
             log=self.project.log(tp.key) if built else lambda line: None,
         )
         data = manifest.make_manifest(tp, image_id, inv, self.plan.lock, rec.statuses() if rec else None)

@@ -42,6 +42,12 @@ class PythonEnv(ComponentKind):
                 )
 
     def check_in_target(self, name: str, use: TargetUse, src: SourceMap) -> None:
+        if use.stack.python is None:  # its wheels are resolved and fetched for that CPython version
+            raise src.error(
+                ("stacks", use.target.stack),
+                f"stack {use.target.stack!r} states no 'python:' version (e.g. '3.13'), which python-env "
+                f"component {name!r} needs for its wheels (used by target {use.name!r})",
+            )
         for j, pkg in enumerate(self.builder_apt):
             if pkg not in use.stack.apt:
                 raise src.error(
@@ -52,9 +58,10 @@ class PythonEnv(ComponentKind):
 
     def plan(self, name: str, lock: ComponentLock, use: TargetUse) -> ComponentPlan:
         locked: Mapping[str, LockedWheel] = lock.wheels
-        unresolved, fetches = [], ()
+        unresolved: list[str] = []
+        fetches: tuple[FetchItem, ...] = ()
         if locked and all(k.lower() in locked and locked[k.lower()].version == v for k, v in self.requirements.items()):
-            fetches = (WheelsFetch(name, use.stack.python),)
+            fetches = (WheelsFetch(name, use.stack.python_version),)
         else:
             locked = {}
             unresolved.append(f"python {name}: requirements are not locked with hashes (run `python build.py lock`)")
@@ -95,7 +102,7 @@ class PythonEnv(ComponentKind):
 class WheelsFetch(FetchItem):
     """The locked wheels of one environment, under wheels/<component>/."""
 
-    python: str | None
+    python: str
 
 
 @dataclass(frozen=True)
