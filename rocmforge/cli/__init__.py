@@ -25,6 +25,7 @@ def os_error_exit(exc: OSError) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (build.py, `rocmforge`): the exit code; a user's error is one line and exit 2."""
     with signals.handled():
         try:
             return _main(argv)

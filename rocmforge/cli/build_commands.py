@@ -25,6 +25,7 @@ def build_and_test(inv: Invocation) -> int:
 
 
 def build(inv: Invocation) -> int:
+    """`build --target T` (and a bare `build.py --target T`): T and its chain built, then a table of what was done."""
     name = inv.required_target()
     results = inv.pipeline.build(name)
 
@@ -33,6 +34,7 @@ def build(inv: Invocation) -> int:
 
 
 def test(inv: Invocation) -> int:
+    """`test`: the suites against the target's images (main and variants) or one --image; exit 1 when any fails."""
     args, project = inv.args, inv.project
     target, image = inv.target_name(), getattr(args, "image", None)
     if not target and not image:
@@ -85,6 +87,7 @@ def test(inv: Invocation) -> int:
 
 
 def verify_repro(inv: Invocation) -> int:
+    """`verify-repro`: the target built twice without cache, a second apart; exit 1 when the image IDs differ."""
     name = inv.required_target()
     result = run(inv.pipeline, name)
     if inv.args.json:
@@ -101,6 +104,7 @@ def verify_repro(inv: Invocation) -> int:
 
 
 def manifest(inv: Invocation) -> int:
+    """`manifest`: the manifest and SBOM of the target's built images, written again."""
     name = inv.required_target()
     inv.project.target(name)
     inv.project.writable_state()
@@ -136,6 +140,7 @@ def context(inv: Invocation) -> int:
 
 
 def lock(inv: Invocation) -> int:
+    """`lock` writes matrix.lock; `lock --check` lists every stale or unavailable pin (exit 1 when any)."""
     project, args = inv.project, inv.args
     if args.check:
         out = locking.check(project, args.lock_targets, inv.progress)
@@ -159,6 +164,7 @@ def lock(inv: Invocation) -> int:
 
 
 def clean(inv: Invocation) -> int:
+    """`clean`: the images rocmforge built (one target's or all), what interrupted builds left, and the logs."""
     project, target, dry_run = inv.project, inv.target_name(), inv.args.clean_dry_run
     names = [target] if target else sorted(inv.plan.targets)
     for n in names:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 
 def doctor(inv: Invocation) -> int:
+    """`doctor`: this host (or a saved or copied one) checked for building and running the images."""
     report = host_doctor.run(
         plan=inv.plan,
         rocminfo_file=inv.args.rocminfo,
@@ -52,6 +53,7 @@ def local_images(client: Engine, plans: Iterable[TargetPlan]) -> list[tuple[pick
 
 
 def run(inv: Invocation) -> int:
+    """`run`: the target's image that covers this host's GPUs started as ROCm needs it (or its command printed)."""
     target, cmd = inv.required_target(), inv.args.cmd
     inv.project.target(target)
     host_gpus.check_arch(inv)

@@ -35,6 +35,7 @@ def host_root(inv: Invocation) -> str | None:
 
 
 def check_arch(inv: Invocation) -> None:
+    """Refuse an --arch that is not a gfx name, before anything is read."""
     if inv.args.arch is not None and not GFX_RE.match(inv.args.arch):
         raise UserError(f"{inv.args.arch!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)", field="--arch")
 
@@ -48,6 +49,7 @@ class JobGpus:
 
 
 def read(inv: Invocation, client: Engine, plan: BuildPlan | None, *, kfd_present: bool, root: str | None) -> JobGpus:
+    """The GPUs a job on this host (or the saved or copied one the options name) would get."""
     saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
     if not (kfd_present or saved or root is not None):
         return JobGpus(None)

@@ -22,22 +22,27 @@ class Command:
 
 
 def build(function: str) -> Command:
+    """A subcommand of build_commands."""
     return Command("build_commands", function)
 
 
 def project(function: str) -> Command:
+    """A subcommand of project_commands."""
     return Command("project_commands", function)
 
 
 def reader(function: str) -> Command:
+    """A subcommand of reader_commands."""
     return Command("reader_commands", function)
 
 
 def host(function: str) -> Command:
+    """A subcommand of host_commands."""
     return Command("host_commands", function)
 
 
 def release(function: str) -> Command:
+    """A subcommand of release_commands."""
     return Command("release_commands", function)
 
 
@@ -77,6 +82,7 @@ def _target(p: argparse.ArgumentParser, required: bool = True, help: str | None 
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole grammar: options, subcommands and the function each runs."""
     p = _Parser(prog="build.py", description="Build, verify and publish version-locked ROCm images from matrix.yaml.")
     p.add_argument("--matrix", default="matrix.yaml", help="the matrix file (default ./matrix.yaml)")
     p.add_argument("--state-dir", default=None, help="logs and caches (default .rocmforge/ beside the matrix)")

@@ -22,6 +22,7 @@ from rocmforge.workflow.project import writable_dir, writable_file
 
 
 def list_targets(inv: Invocation) -> int:
+    """`list`: every target with its stack, archs, torch and whether it builds here (--json: as data)."""
     plan, m = inv.plan, inv.plan.matrix
     rows = []
     for name in plan.order():
@@ -78,6 +79,7 @@ def list_targets(inv: Invocation) -> int:
 
 
 def render(inv: Invocation) -> int:
+    """`render` writes images/ from the matrix; `render --check` lists the files that differ (exit 1)."""
     plan = inv.plan
     out = Path(inv.args.out) if inv.args.out else inv.project.root / "images"
     if inv.args.check:
@@ -98,6 +100,7 @@ def render(inv: Invocation) -> int:
 
 
 def report(inv: Invocation) -> int:
+    """`report`: the matrix report (HTML and JSON, --markdown appends a summary) of every target."""
     project, args = inv.project, inv.args
     out_dir = Path(args.report_out) if args.report_out else StateDir(project.state).report
     writable_dir(out_dir, "--out" if args.report_out else "--state-dir")

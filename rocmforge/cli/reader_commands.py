@@ -13,12 +13,14 @@ from rocmforge.verify.readers import rocminfo as rocminfo_reader
 
 
 def rocminfo(inv: Invocation) -> int:
+    """`rocminfo FILE`: a saved rocminfo output read as the doctor reads it."""
     info = rocminfo_reader.parse(rocminfo_reader.read_saved(inv.args.file))
     print(json.dumps(info.to_json(), indent=2) if inv.args.json else rocminfo_reader.format_table(info))
     return 0
 
 
 def archs(inv: Invocation) -> int:
+    """`archs PATH...`: the GPU architectures each binary, library or folder carries; a damaged file is exit 2."""
     paths = inv.args.paths
     for p in paths:
         if not Path(p).exists():

@@ -21,6 +21,7 @@ from rocmforge.workflow.project import writable_dir
 
 
 def push(inv: Invocation) -> int:
+    """`push`: the target's images pushed, its publish record written (signed with --sign-key or --keyless)."""
     project, target, registry = inv.project, inv.required_target(), inv.args.registry
     key = Path(inv.args.sign_key) if inv.args.sign_key else None
     keyless = bool(getattr(inv.args, "keyless", False))

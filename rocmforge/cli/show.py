@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 
 def targets_table(out, title: str, rows: list[dict]) -> None:
+    """`list`'s table, then each target's blockers on a line of their own."""
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)  # 80 columns must stay readable
     for col in ("target", "stack"):
         table.add_column(col, no_wrap=True)
@@ -60,6 +61,7 @@ def build_table(out: Console, plan: BuildPlan, results: list[BuiltTarget]) -> No
 
 
 def suites_table(out, report) -> None:
+    """One suites report as a table: a line per suite with its status and detail."""
     colour = {
         SuiteStatus.PASSED: "green",
         SuiteStatus.FAILED: "red",

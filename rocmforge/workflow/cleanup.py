@@ -30,6 +30,7 @@ class Found:
 
 
 def find(client: Engine, project: Project, names: list[str], all_targets: bool, alone: bool, dry_run: bool) -> Found:
+    """What `clean` removes for names (every target's and stack's leftovers with all_targets), nothing removed yet."""
     plan = project.plan
     cached = {i[:12] for n in names for i in buildcache.recorded(project.state, n)}
     kept = {i[:12] for n in plan.targets for i in buildcache.recorded(project.state, n)}

@@ -366,6 +366,7 @@ class Pipeline:
 
 
 def require_built(client: Engine, tp: TargetPlan, flag: str = "--target") -> str:
+    """The image ID of tp's built image; a UserError naming the build command when it is not built."""
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
         what = f"variant {','.join(tp.variant)} of target {tp.name!r}" if tp.variant else f"target {tp.name!r}"

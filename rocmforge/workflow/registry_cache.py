@@ -47,6 +47,7 @@ class Cache:
 
 
 def from_options(text: str | None, readonly: bool = False) -> Cache | None:
+    """The cache registry from --cache-registry or ROCMFORGE_CACHE_REGISTRY, or None; a Docker Hub name is refused."""
     text = text or os.environ.get(ENV) or ""
     if not text:
         return None
