@@ -284,6 +284,8 @@ def _component_error(loc: tuple, err: Mapping[str, Any]) -> tuple[tuple, str]:
 
 
 def load_matrix(path: Path | str) -> Matrix:
+    """The checked Matrix of the matrix file at path. Raises UserError naming the file, line and field of
+    the first problem (a missing or unreadable file, a wrong type or value, a name that refers to nothing)."""
     path = Path(path)
     data, src = yamlsrc.load(path)
     if not isinstance(data, dict):

@@ -24,6 +24,7 @@ def cdi_names(d: Diagnosis) -> tuple[str, ...]:
 
 
 def engine_mode(d: Diagnosis) -> rootless.EngineMode:
+    """The engine the containers run under (Docker or Podman) and whether it is rootless, for this user."""
     who = d.facts.identity
     return rootless.mode(d.facts.environ, who.uid if who else None, d.facts.engine_traits)
 

@@ -28,6 +28,7 @@ class Gpu:
 
 
 def describe_all(gpus) -> str:
+    """The GPUs as one readable list: `gfx1100 'Radeon RX 7900 XTX' (HIP device 0, discrete), ...`."""
     return ", ".join(g.describe() for g in gpus)
 
 

@@ -31,6 +31,7 @@ class Table:
 
 @functools.lru_cache(maxsize=1)
 def table() -> Table:
+    """AMD's user/kernel-space support matrix as the package ships it (data/driver_compat.yaml), read once."""
     data = yaml.safe_load(resources.files("rocmforge.data").joinpath(TABLE).read_text(encoding="utf-8"))
     return Table(
         releases=tuple(data["releases"]),

@@ -89,6 +89,8 @@ class OverrideNeed:
 
 
 def override_needs(d: Diagnosis) -> list[OverrideNeed]:
+    """The visible GPUs that some built target runs on only through HSA_OVERRIDE_GFX_VERSION, each with the gfx
+    it must pose as and the targets that cover it natively; [] when none."""
     needs = []
     for g in d.visible:
         needed_by = tuple(t for t, archs in d.built.items() if coverage(g.gfx, g.agent.isas, archs)[0] == OVERRIDE)

@@ -61,6 +61,7 @@ def shm_size(host: HostRoot) -> tuple[int | None, str]:
 
 
 def mem_total(host: HostRoot) -> int | None:
+    """The host's memory in bytes (MemTotal of /proc/meminfo); None when it cannot be read."""
     for line in (host.read("/proc/meminfo") or "").splitlines():
         if line.startswith("MemTotal:"):
             parts = line.split()
@@ -70,6 +71,8 @@ def mem_total(host: HostRoot) -> int | None:
 
 
 def kernel_release(host: HostRoot, proc_version: str | None) -> str | None:
+    """The kernel's release as `uname -r` says it (6.8.0-49-generic), else as proc_version names it; None when
+    neither does."""
     text = (host.read("/proc/sys/kernel/osrelease") or "").strip()
     if text:
         return text
@@ -78,6 +81,7 @@ def kernel_release(host: HostRoot, proc_version: str | None) -> str | None:
 
 
 def read(host: HostRoot) -> PlatformFacts:
+    """The host's platform facts; each one that cannot be read is None (dxg: False)."""
     version = (host.read("/sys/module/amdgpu/version") or "").strip() or None
     proc_version = (host.read("/proc/version") or "").strip() or None
     shm, source = shm_size(host)

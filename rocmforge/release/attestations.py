@@ -38,6 +38,7 @@ REQUIRED_SUITES = ("contents", "linkage", "config", "versions", "archs")
 
 
 def sha256(data: bytes) -> dict:
+    """An in-toto digest set of data: {"sha256": hex}."""
     return {"sha256": hashlib.sha256(data).hexdigest()}
 
 
@@ -154,6 +155,8 @@ def provenance(
 
 
 def suite_line(suite: str, status: SuiteStatus, detail: str) -> str:
+    """One suite's line in the Test Result: `suite: detail`, with the status named when the suite is not
+    GPU-verified or not applicable."""
     if status == SuiteStatus.NOT_GPU_VERIFIED:
         return f"{suite}: {NOT_GPU_VERIFIED}: {detail}"
     if status == SuiteStatus.NOT_APPLICABLE:

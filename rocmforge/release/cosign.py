@@ -278,6 +278,8 @@ def _http(allowed: bool) -> list[str]:
 
 
 def decode_envelope(line: str) -> dict:
+    """The in-toto statement in one DSSE envelope line that `cosign verify-attestation` printed; raises
+    CosignFailed when the line is no such envelope."""
     try:
         statement = json.loads(base64.b64decode(json.loads(line)["payload"]))
     except (ValueError, KeyError, TypeError) as exc:
@@ -298,6 +300,8 @@ def last_words(text: str, lines: int = 3) -> str:
 
 
 def docker_cli() -> str:
+    """The docker command that runs the tools image (/usr/bin/docker first, else from PATH); raises BuildError
+    when there is none."""
     found = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else shutil.which("docker")
     if not found:
         raise BuildError("the docker command is not installed: it runs the cosign tools image")

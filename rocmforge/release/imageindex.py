@@ -29,6 +29,8 @@ class Entry:
 
 
 def archs_of(text: str) -> tuple[str, ...]:
+    """'gfx1100,gfx1030' -> ('gfx1100', 'gfx1030'): the archs an io.rocmforge.archs value names; () for an
+    empty one."""
     return tuple(a for a in (text or "").split(",") if a)
 
 

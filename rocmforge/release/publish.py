@@ -285,6 +285,8 @@ def temporary_tag(client: Engine, source: str, repository: str, tag: str):
 
 
 def push_one(client: Engine, repository: str, tag: str) -> str:
+    """Push repository:tag; returns the manifest digest the registry serves it under. Raises BuildError when
+    the push fails or gives no usable digest."""
     digest = None
     try:
         for chunk in client.push(repository, tag):
@@ -525,6 +527,7 @@ def _check_image(image: dict, path: Path, where: str) -> None:
 
 
 def pull_one(client: Engine, repository: str, digest: str) -> None:
+    """Pull repository@digest into the engine; raises BuildError when the engine or the registry refuses."""
     try:
         for chunk in client.pull(repository, digest):
             if "error" in chunk:

@@ -181,6 +181,7 @@ def _signed_td(row: TargetRow) -> str:
 
 
 def to_html(rep: Report) -> str:
+    """The report as one self-contained HTML page."""
     suite_share = (100 - sum(WIDTHS.values())) / max(len(rep.suites), 1)
     cols = "".join(
         f'<col style="width:{w:.2f}%">'
@@ -213,6 +214,8 @@ def to_html(rep: Report) -> str:
 
 
 def to_markdown(rep: Report) -> str:
+    """The Markdown summary for CI: one table row per target with its image, each suite's status and its
+    signature."""
     lines = [
         "### rocmforge matrix",
         "",

@@ -196,6 +196,8 @@ def layer_bytes(pin: Pin, debs: list[Path]) -> bytes:
 
 
 def image_config(pin: Pin, diff_id: str) -> bytes:
+    """The tools image's config (canonical JSON): the tool as entrypoint, the pin in its labels and history
+    and a fixed creation time, so the image ID depends on the pin alone."""
     config = {
         "architecture": "amd64",
         "os": "linux",

@@ -77,6 +77,8 @@ class Reference:
 
 
 def parse_ref(text: str, field_name: str = "REF") -> Reference:
+    """REF as REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:<64 hex>. Raises UserError (at
+    field_name) for anything else, and for a registry host that --registry would refuse."""
     m = _REF_RE.match(text.strip())
     if not m:
         raise UserError(
@@ -279,6 +281,8 @@ def agreement(v: Verified, ref: Reference) -> list[str]:
 
 
 def sbom_summary(sbom: dict) -> dict:
+    """What `verify` shows of the CycloneDX SBOM: its format, how many components (by purl type) and its
+    serial number."""
     components = [c for c in sbom.get("components") or [] if isinstance(c, dict)]
     kinds: dict[str, int] = {}
     for c in components:
@@ -294,6 +298,8 @@ def sbom_summary(sbom: dict) -> dict:
 
 
 def provenance_summary(prov: dict) -> dict:
+    """What `verify` shows of the SLSA provenance: target, source commit, rocmforge version, the sha256 of
+    matrix, lock and Dockerfile, and how many resolved dependencies; None for a field it lacks."""
     build = prov.get("buildDefinition") or {}
     ext = build.get("externalParameters") or {}
     builder = (prov.get("runDetails") or {}).get("builder") or {}
@@ -309,6 +315,8 @@ def provenance_summary(prov: dict) -> dict:
 
 
 def format_text(v: Verified) -> str:
+    """What `verify` prints for a verified image: its digests and target, each suite's result, the SBOM and
+    the provenance in short."""
     result = v.statements[att.TEST_RESULT]
     sb, pv = sbom_summary(v.statements[att.SBOM]), provenance_summary(v.statements[att.PROVENANCE])
     suites = next(

@@ -16,6 +16,7 @@ READ_RECORDS = f'for f in {PRUNE_DIR}/*.json; do [ -f "$f" ] && cat "$f" && echo
 
 
 def record_path(target: str) -> str:
+    """Where in the image the prune step writes target's record."""
     return f"{PRUNE_DIR}/{target}.json"
 
 
@@ -44,6 +45,7 @@ def command(target: str, archs, python_bin: str) -> str:
 
 
 def parse_records(text: str) -> list[dict]:
+    """The prune records READ_RECORDS printed, one JSON document per line (other lines skipped)."""
     return [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
 
 

@@ -107,6 +107,8 @@ BUILD_FORMAT = 4
 
 
 def content_hash(files: dict[str, bytes]) -> str:
+    """The sha256 of a build context (path -> bytes) and BUILD_FORMAT, that the content tag is made of:
+    the same files give the same hash."""
     h = hashlib.sha256(f"rocmforge-build-format-{BUILD_FORMAT}\0".encode())
     for path in sorted(files):
         data = files[path]

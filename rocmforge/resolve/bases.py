@@ -14,10 +14,14 @@ NORMALISATION_VERSION = 3
 
 
 def canonical_json(obj) -> bytes:
+    """obj as compact JSON with sorted keys: the same value always gives the same bytes (so the same
+    image ID)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def recipe_hash(stack: Stack) -> str:
+    """The sha256 of a bootstrapped stack's recipe (suite, variant, include, snapshot, normalisation): a new
+    recipe makes a new base image. Only for a stack whose base is bootstrapped."""
     boot = stack.base.bootstrap
     assert boot is not None
     recipe = {
@@ -32,6 +36,8 @@ def recipe_hash(stack: Stack) -> str:
 
 
 def bootstrap_ref(stack_name: str, stack: Stack) -> str:
+    """The local reference of a bootstrapped stack's base: `rocmforge/base-<stack>:recipe-<12 hex of its
+    recipe hash>`."""
     return f"{IMAGE_NAMESPACE}/base-{stack_name}:recipe-{recipe_hash(stack)[:12]}"
 
 

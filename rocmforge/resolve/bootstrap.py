@@ -67,6 +67,7 @@ SHADOW = ["etc/shadow", "etc/shadow-"]
 
 
 def canonical_sources(suite: str) -> str:
+    """The sources.list a bootstrapped base ships: Debian's own archive, whatever mirror built it."""
     return f"deb {aptmirror.CANONICAL} {suite} main\n"
 
 
@@ -155,6 +156,8 @@ def layer_tar(rootfs: Path, out: Path) -> str:
 
 
 def image_config(diff_id: str, stack_name: str, stack: Stack) -> bytes:
+    """The base image's config (canonical JSON, no wall-clock time): the same recipe and layer give the same
+    image ID. Raises ValueError for a stack whose base is not bootstrapped."""
     boot = stack.base.from_bootstrap
     recipe = bases.recipe_hash(stack)
     cmd = f"debootstrap --variant={boot.variant} {boot.suite}"
@@ -179,6 +182,8 @@ def _fixed_member(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def write_archive(layer: Path, diff_id: str, config: bytes, ref: str, out: Path) -> str:
+    """Writes to out the docker-archive of the one-layer image (layer, config) tagged ref; returns its image
+    ID."""
     config_id = hashlib.sha256(config).hexdigest()
     layer_dir = diff_id.split(":")[1]
     manifest = json.dumps(

@@ -31,6 +31,8 @@ class ExpectedPackages:
 
 
 def expected_packages(lock: Lock, m: Matrix, target: str) -> ExpectedPackages:
+    """The packages (name -> version) target's image must hold: its base's locked set plus the locked apt
+    closures of it and every target it is built on (later steps win), and the steps the lock has no closure for."""
     chain = []
     name: str | None = target
     while name:

@@ -224,6 +224,8 @@ def resolve(
     ca_bundle: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Outcome:
+    """Resolves the bases, apt closures and component pins of targets (every target when None) into a copy
+    of old. What cannot be resolved is listed in the Outcome's failed and keeps its old entry: it is not raised."""
     lock = old.model_copy(update={s: dict(getattr(old, s)) for s in SECTIONS})
     out = Outcome(lock)
     names = m.order(targets) if targets else m.order()

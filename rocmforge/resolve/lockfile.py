@@ -36,6 +36,9 @@ class AptStep:
 
 
 def apt_steps(m: Matrix) -> list[AptStep]:
+    """Every `apt-get install` of the rendered Dockerfiles, targets in build order: each target's own step,
+    then its components' builder steps."""
+
     def chain(name: str) -> list[str]:
         t = m.targets[name]
         return (chain(t.from_target) if t.from_target else []) + list(t.apt)
@@ -59,6 +62,7 @@ def apt_steps(m: Matrix) -> list[AptStep]:
 
 
 def empty() -> Lock:
+    """A lock with every section empty (what `load` gives when there is no file)."""
     return Lock()
 
 
@@ -145,6 +149,8 @@ def apt_sources_stale(lock: Lock, m: Matrix, stack_name: str) -> str | None:
 
 
 def dump(lock: Lock) -> str:
+    """matrix.lock's text for lock: the header, then each section with sorted keys (held only once it has
+    entries)."""
     ordered: dict = {"schema": 1}
     for section in SECTIONS:
         entries = lock.plain(section)

@@ -58,6 +58,7 @@ class Resolved:
 
 
 def canonical(name: str) -> str:
+    """The PEP 503 form of a distribution name: `Foo_Bar.baz` -> `foo-bar-baz`."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -114,6 +115,9 @@ def resolve(
     log: Callable[[str], None],
     stack_name: str | None = None,
 ) -> Resolved:
+    """The wheels pip adds to image's Python for requirements, with the torch family held at the image's
+    versions (returned as held). Raises PythonLockError when python_bin or its torch does not work there,
+    or pip cannot resolve without replacing them."""
     with TrackedContainer(client, image) as tc:
         if apt_pins:
             log(f"python lock in {image}: installing the {len(apt_pins)} packages the environment builds on")

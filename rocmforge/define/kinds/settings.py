@@ -19,6 +19,8 @@ SETTINGS_EXTS = (".json", ".yaml", ".yml")  # the formats settings_bytes can wri
 
 
 def settings_bytes(name: str, data: Any, where: str) -> bytes:
+    """The file's bytes as its name's extension says: indented JSON, or YAML in the matrix's key order.
+    Raises UserError at where for any other extension."""
     if name.endswith(".json"):
         return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
     if name.endswith((".yaml", ".yml")):
