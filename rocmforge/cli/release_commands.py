@@ -15,7 +15,7 @@ from rocmforge.define.matrix import variant_suffix
 from rocmforge.doctor import pick
 from rocmforge.host.container import host_gpu_access
 from rocmforge.release import cosign as cosigns
-from rocmforge.release import imageindex, publish, trust
+from rocmforge.release import imageindex, publish, pulling, trust
 from rocmforge.shared.errors import UserError
 from rocmforge.workflow.project import writable_dir
 
@@ -168,7 +168,7 @@ def pull(inv: Invocation) -> int:
             )
         return _pull_ref(inv, trust.parse_ref(str(ref_text)), signer, root)
     record_dir = inv.project.record_dir
-    publish.read_record(record_dir / f"{target}.json", target)  # a missing record needs no engine
+    pulling.read_record(record_dir / f"{target}.json", target)  # a missing record needs no engine
     client = engine.connect()
     check = None
     if signer is not None:
@@ -176,12 +176,12 @@ def pull(inv: Invocation) -> int:
         check = lambda pinned: _check_target(client, cosign, pinned, signer, target)  # noqa: E731
     picker = _picker(inv, client, root, target, lambda e: f"{target}@{e.digest[:19]}")
     with inv.progress.status(f"pulling {target}"):
-        rec = publish.pull(client, target, record_dir=record_dir, check=check, pick=picker)
+        rec = pulling.pull(client, target, record_dir=record_dir, check=check, pick=picker)
     print(json.dumps(rec, indent=2, sort_keys=True))
     return 0
 
 
-def _picker(inv: Invocation, client, root: str | None, label: str, name_of) -> publish.Pick:
+def _picker(inv: Invocation, client, root: str | None, label: str, name_of) -> pulling.Pick:
     """Which entry of an index this host takes: the host's GPUs are read only when there is a choice."""
 
     def pick_entry(entries: list[imageindex.Entry]) -> tuple[int, str]:
@@ -224,7 +224,7 @@ def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity, r
             }
     stack = found.labels.get("io.rocmforge.stack", "")
     with inv.progress.status(f"pulling {ref.repository}@{found.digest}"):
-        local = publish.pull_verified(
+        local = pulling.pull_verified(
             client,
             ref.repository,
             found.digest,

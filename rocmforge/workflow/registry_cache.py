@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from rocmforge.assemble import engine
 from rocmforge.host import registry as reg
 from rocmforge.host.enginebase import EngineError
-from rocmforge.release import publish
+from rocmforge.release import publish, pulling
 from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
@@ -76,14 +76,14 @@ def fetch(
     ref = f"{repository}@{digest}"
     existed = engine.image_id(client, ref) is not None
     try:
-        publish.pull_one(client, repository, digest)
+        pulling.pull_one(client, repository, digest)
     except BuildError as exc:
         warn(f"cache entry {repository}:{tag} could not be pulled ({exc}); building {tp.name} here")
         return None
     pulled = client.inspect(ref)
     why = _refusal(client, pulled, tp, base_ref, epoch_iso)
     if why:
-        note = publish.undo_pull(client, ref, existed=existed)
+        note = pulling.undo_pull(client, ref, existed=existed)
         warn(f"cache entry {repository}:{tag} ({digest}) refused: {why}{note}; building {tp.name} here")
         return None
     for full in (tp.content_tag, tp.readable_tag):

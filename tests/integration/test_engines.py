@@ -130,7 +130,7 @@ def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine
 def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, other_engine, project, tmp_path):
     """The containerd store pushes the manifest rocmforge wrote: one digest however often it is
     pushed, and pulled back by that digest it is the same image (config digest)."""
-    from rocmforge.release import publish
+    from rocmforge.release import publish, pulling
     from tests import local_registry
 
     _build(project, tmp_path / "state", env=other_engine.env())
@@ -146,7 +146,7 @@ def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, o
         assert digests[0] == digests[1] == client.manifest_digest(tag)
         for ref in client.api.inspect_image(tag)["RepoTags"]:  # the image itself goes with its last tag
             client.api.remove_image(ref)
-        publish.pull_one(client, repository, digests[0])
+        pulling.pull_one(client, repository, digests[0])
         assert client.identity(f"{repository}@{digests[0]}") == want == host_identity[0][0]
 
 

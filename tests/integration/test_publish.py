@@ -16,7 +16,7 @@ import pytest
 
 from rocmforge.assemble import engine
 from rocmforge.host import registry as reg
-from rocmforge.release import imageindex, publish
+from rocmforge.release import imageindex, publish, pulling
 from rocmforge.render.plan import BuildPlan, TargetPlan, content_hash
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.verify import suites as suite_runs
@@ -190,10 +190,10 @@ def test_push_then_pull_by_digest(docker_client, forge, local_registry, dirs):
         assert engine.image_id(docker_client, f"{repository}:{tag}") is None
 
     # On the machine that pushed, the image is already here: the pull only confirms and tags it.
-    assert publish.pull(docker_client, tp.name, record_dir=published)["image_id"] == image_id
+    assert pulling.pull(docker_client, tp.name, record_dir=published)["image_id"] == image_id
 
     forget_locally(docker_client, image_id)
-    got = publish.pull(docker_client, tp.name, record_dir=published)
+    got = pulling.pull(docker_client, tp.name, record_dir=published)
 
     assert got["local_tags"] == [tp.content_tag, tp.readable_tag]
     pulled = docker_client.images.get(f"{repository}@{rec['digest']}")
@@ -243,7 +243,7 @@ def test_variants_are_pushed_as_one_index_and_pull_takes_the_picked_entry(docker
         seen.extend((e.archs, e.size) for e in entries)
         return 2, "a W7900"
 
-    got = publish.pull(docker_client, main.name, record_dir=published, pick=take_gfx1100)
+    got = pulling.pull(docker_client, main.name, record_dir=published, pick=take_gfx1100)
     assert [a for a, _ in seen] == [("gfx90a", "gfx1100"), ("gfx90a",), ("gfx1100",)]
     assert all(size and size > 0 for _, size in seen)
     assert got["picked"]["image_id"] == ids[variants[1].key] and got["picked"]["variant"]
@@ -251,7 +251,7 @@ def test_variants_are_pushed_as_one_index_and_pull_takes_the_picked_entry(docker
     assert engine.image_id(docker_client, variants[1].readable_tag) == ids[variants[1].key]
     assert engine.image_id(docker_client, main.readable_tag) is None  # nothing else was tagged
     # Without a picker (no GPU facts) the main image, under the main image's tags.
-    assert publish.pull(docker_client, main.name, record_dir=published)["local_tags"] == [
+    assert pulling.pull(docker_client, main.name, record_dir=published)["local_tags"] == [
         main.content_tag,
         main.readable_tag,
     ]
@@ -265,7 +265,7 @@ def test_variants_are_pushed_as_one_index_and_pull_takes_the_picked_entry(docker
         [(rec["digest"], ("gfx90a", "gfx1100")), (rec["variants"][0]["digest"], ("gfx1100",))],
     )
     with pytest.raises(UserError, match=f"now points to {moved}"):
-        publish.pull(docker_client, main.name, record_dir=published, pick=take_gfx1100)
+        pulling.pull(docker_client, main.name, record_dir=published, pick=take_gfx1100)
 
 
 def test_pull_refused_when_tag_overwritten_behind_our_back(docker_client, forge, local_registry, dirs):
@@ -291,7 +291,7 @@ def test_pull_refused_when_tag_overwritten_behind_our_back(docker_client, forge,
 
     forget_locally(docker_client, image_id)
     with pytest.raises(UserError) as err:
-        publish.pull(docker_client, tp.name, record_dir=published)
+        pulling.pull(docker_client, tp.name, record_dir=published)
     message = str(err.value)
     assert f"{repository}:{STACK}" in message and rec["digest"] in message and intruder_digest in message
     assert "overwritten" in message
@@ -312,7 +312,7 @@ def test_pull_refused_and_undone_when_labels_differ_from_record(docker_client, f
 
     forget_locally(docker_client, image_id)
     with pytest.raises(UserError) as err:
-        publish.pull(docker_client, tp.name, record_dir=published)
+        pulling.pull(docker_client, tp.name, record_dir=published)
     assert "io.rocmforge.content-hash" in str(err.value) and tp.content_hash in str(err.value)
     assert_untagged(docker_client, tp)
     # The pull downloaded it; the refusal removed it again.
@@ -442,7 +442,7 @@ def test_push_to_unreachable_registry_is_a_build_error(docker_client, forge, dir
 
 def test_pull_without_record_names_the_file(docker_client, tmp_path):
     with pytest.raises(UserError) as err:
-        publish.pull(docker_client, "hip-runtime", record_dir=tmp_path)
+        pulling.pull(docker_client, "hip-runtime", record_dir=tmp_path)
     assert err.value.file == str(tmp_path / "hip-runtime.json")
 
 
