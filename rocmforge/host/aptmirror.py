@@ -89,6 +89,7 @@ def unreachable_hint(output: str) -> bool:
 
 
 def unreachable_message(mirror: str | None) -> str:
+    """What to tell the user when apt could not reach the Debian archive, or the mirror set in its place."""
     where = f"the Debian mirror {mirror} (${ENV})" if mirror else f"the Debian archive {CANONICAL}"
     return (
         f"{where} did not answer after {RETRIES} retries per file; check the URL and the network, "

@@ -60,6 +60,7 @@ def checked_update_lines(policy) -> list[str]:
 
 
 def checked_update(policy) -> str:
+    """checked_update_lines as one shell command line."""
     return " && ".join(checked_update_lines(policy))
 
 
@@ -122,6 +123,7 @@ def failed_sources(output: str) -> list[FailedSource]:
 
 
 def update_failed(output: str) -> bool:
+    """Whether apt-get update's output shows a failed source, though apt exits 0 for most."""
     return bool(_FAILURE_RE.search(output))
 
 

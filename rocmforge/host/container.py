@@ -10,9 +10,11 @@ import os
 import tarfile
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from docker.models.containers import Container
+
     from rocmforge.host.engines import Engine
 
 TEST_LABEL = "io.rocmforge.test-session"
@@ -39,6 +41,7 @@ class GpuAccess:
 
 
 def host_gpu_access(dev_root: str = "/dev") -> GpuAccess:
+    """The GPU device nodes under dev_root (KFD and DRI, else WSL2's dxg) and the groups owning them."""
     kfd = os.path.join(dev_root, "kfd")
     if not os.path.exists(kfd):
         dxg = os.path.join(dev_root, "dxg")
@@ -80,7 +83,7 @@ class TrackedContainer:
     image: str
     gpu: GpuAccess = field(default_factory=GpuAccess)
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    container: object = None
+    container: Container | None = None  # docker-py's, from start() until remove()
 
     def start(self) -> TrackedContainer:
         self.container = self.client.docker.containers.run(
@@ -93,15 +96,21 @@ class TrackedContainer:
         )
         return self
 
+    def _started(self) -> Container:
+        # AttributeError, as reaching through the None gave before this check: callers see no change
+        if self.container is None:
+            raise AttributeError("the container is not started, or was removed")
+        return self.container
+
     @property
     def id(self) -> str:
-        return self.container.id
+        return cast(str, self._started().id)  # the engine gives every container it created an ID
 
     def exec(self, cmd: list[str] | str, timeout: int = 300, env: dict | None = None) -> ExecResult:
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         argv = ["timeout", "--kill-after=5", str(timeout)] + argv
         api = self.client.docker.api
-        exec_id = api.exec_create(self.container.id, argv, environment=env, stdout=True, stderr=True)["Id"]
+        exec_id = api.exec_create(self.id, argv, environment=env, stdout=True, stderr=True)["Id"]
         out, err = api.exec_start(exec_id, demux=True)
         rc = api.exec_inspect(exec_id)["ExitCode"]
         return ExecResult(
@@ -119,7 +128,7 @@ class TrackedContainer:
                 info.size, info.mode = len(data), mode
                 tar.addfile(info, io.BytesIO(data))
         self.exec(["mkdir", "-p", dest_dir])
-        self.container.put_archive(dest_dir, buf.getvalue())
+        self._started().put_archive(dest_dir, buf.getvalue())
 
     def read_file(self, path: str) -> bytes | None:
         """The bytes of a regular file in the container, None when there is nothing at path; read
@@ -128,7 +137,7 @@ class TrackedContainer:
         import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
 
         try:
-            stream, _ = self.container.get_archive(path)
+            stream, _ = self._started().get_archive(path)
         except docker.errors.NotFound:
             return None
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
@@ -146,7 +155,7 @@ class TrackedContainer:
                     )
                 )
                 raise ValueError(f"{what} where a file was expected")
-            return tar.extractfile(member).read()
+            return cast(IO[bytes], tar.extractfile(member)).read()  # a regular file's member has a reader
 
     def remove(self) -> None:
         if self.container is not None:
@@ -160,11 +169,11 @@ class TrackedContainer:
             remove_session_leftovers(self.client, self.session)
             raise
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.remove()
 
 
-def _kill(container) -> None:
+def _kill(container: Container) -> None:
     """SIGKILL first: a forced removal on podman stops the container the polite way, and `sleep`
     as PID 1 ignores SIGTERM, so each removal would wait out the 10 s stop timeout."""
     try:
@@ -173,7 +182,7 @@ def _kill(container) -> None:
         pass
 
 
-def _kill_and_remove(container) -> None:
+def _kill_and_remove(container: Container) -> None:
     _kill(container)
     try:
         container.remove(force=True)

@@ -57,6 +57,7 @@ def docker_run_argv(
 
 
 def shell_line(argv: list[str]) -> str:
+    """The command as one line a POSIX shell runs as is, each argument quoted where it needs it."""
     return shlex.join(argv)
 
 

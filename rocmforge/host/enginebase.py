@@ -17,7 +17,7 @@ import json
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from rocmforge.host import engineinfo
 from rocmforge.shared.errors import BuildError
@@ -132,7 +132,7 @@ class Engine:
         """The ID the engine itself shows and accepts for the image (the manifest digest on a store
         that knows images by manifest); None when ref names no image."""
         found = self.find(ref)
-        return found and found["Id"]
+        return found["Id"] if found else None
 
     def manifest_digest(self, ref: str) -> str | None:
         """The manifest digest the engine knows the image by; None where the store does not."""
@@ -211,7 +211,7 @@ class Engine:
 
     def build(
         self,
-        context: Iterable[bytes] | object,
+        context: IO[bytes],
         *,
         tag: str,
         labels: dict[str, str],

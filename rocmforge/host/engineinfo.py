@@ -52,6 +52,7 @@ def _api_tuple(text: str) -> tuple[int, ...]:
 
 
 def read(client: DockerClient) -> EngineInfo:
+    """What the engine says of itself: Docker or podman, its versions, and which image store it runs."""
     version = client.version() or {}
     info = client.info() or {}
     names = [c.get("Name", "") for c in version.get("Components") or []]

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol, cast
 
 # Wheels that run on the stack's glibc: trixie has 2.41, jammy 2.35.
 PLATFORMS = ["manylinux2014_x86_64"] + [f"manylinux_2_{n}_x86_64" for n in range(17, 36)] + ["linux_x86_64"]
@@ -94,6 +94,8 @@ def resolve_wheels(requirements: dict[str, str], python: str, work: Path, ca_bun
         out = {}
         for wheel in sorted(Path(tmp).glob("*.whl")):
             m = WHEEL_RE.match(wheel.name)
+            if m is None:  # pip names every wheel it writes name-version-tags.whl
+                raise FetchError(f"pip download left {wheel.name}, which is not a wheel's file name")
             out[_canonical(m.group("name"))] = {
                 "version": m.group("version"),
                 "file": wheel.name,
@@ -109,6 +111,7 @@ def _mk(p: Path) -> Path:
 
 
 def cache_dir(work: Path) -> Path:
+    """The content-addressed cache under work (each file named by its sha256), created when missing."""
     return _mk(work / "cache" / "sha256")
 
 
@@ -239,7 +242,7 @@ def ls_remote(url: str, ref: str, timeout: int = 60) -> str:
     if proc.returncode != 0:
         why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "git ls-remote failed"
         raise FetchError(f"{_where(url)} is not reachable: {why}")
-    refs = dict(reversed(line.split("\t")) for line in proc.stdout.splitlines() if "\t" in line)
+    refs = {name: sha for sha, name in (line.split("\t") for line in proc.stdout.splitlines() if "\t" in line)}
     for candidate in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
         if candidate in refs:
             return refs[candidate]
@@ -252,7 +255,7 @@ def source_tree(url: str, commit: str, work: Path) -> dict[str, bytes]:
     repo = work / "cache" / "git" / key
     env = git_env()
 
-    def git(*args, check=True):
+    def git(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=check)
 
     if not repo.exists():
@@ -278,10 +281,11 @@ def _unpack(repo: Path, commit: str, dest: Path) -> None:
     """`git archive | tar -x`, both processes our own: through a shell, a SIGTERM or Ctrl-C kills
     only the shell, and git and tar would go on writing into a folder being removed."""
     git = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", commit], stdout=subprocess.PIPE)
+    archive = cast(IO[bytes], git.stdout)  # stdout=PIPE: Popen always opens it
     try:
-        subprocess.run(["tar", "-x", "-C", str(dest)], stdin=git.stdout, check=True)
+        subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive, check=True)
     finally:
-        git.stdout.close()  # tar is done or gone: git must not wait on a full pipe
+        archive.close()  # tar is done or gone: git must not wait on a full pipe
         if git.poll() is None and sys.exc_info()[0] is not None:
             git.kill()
         git.wait()

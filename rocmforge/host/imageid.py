@@ -13,6 +13,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, cast
 
 from rocmforge.host.ocilayout import blob_name, config_digest
 from rocmforge.shared.files import user_cache
@@ -20,11 +21,24 @@ from rocmforge.shared.streams import ChunkStream
 
 
 def cache_dir() -> Path:
+    """The folder of the manifests rocmforge wrote, each under its sha256 hex digest."""
     return user_cache("manifests")
 
 
 def digest_of(data: bytes) -> str:
+    """The bytes' digest as OCI writes it: "sha256:<hex>"."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _export_tar(chunks: Iterator[bytes]) -> tarfile.TarFile:
+    """The export as a tar read once, front to back."""
+    # a stream ("r|") only ever calls read(); the stubs want seek, tell and write of every fileobj
+    return tarfile.open(fileobj=ChunkStream(chunks), mode="r|")  # type: ignore[call-overload]
+
+
+def _member_bytes(stream: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """The bytes of a regular file's member (tarfile gives None only for the other kinds)."""
+    return cast(IO[bytes], stream.extractfile(member)).read()
 
 
 def remember(blob: bytes) -> str:
@@ -57,11 +71,11 @@ def from_export(chunks: Iterator[bytes], digest: str) -> str | None:
     that manifest (the blobs come in digest order, so on average half of the export is read)."""
     small: dict[str, bytes] = {}
     try:
-        stream = tarfile.open(fileobj=ChunkStream(chunks), mode="r|")
+        stream = _export_tar(chunks)
         for member in stream:
             name = member.name.removeprefix("./")
             if member.isfile() and name.startswith("blobs/sha256/") and member.size < (4 << 20):
-                small[name] = stream.extractfile(member).read()
+                small[name] = _member_bytes(stream, member)
                 found = config_digest(small, digest)
                 if found:
                     return found
@@ -79,11 +93,11 @@ def config_from_export(chunks: Iterator[bytes], config_id: str) -> dict | None:
     inspect leaves out (podman's Docker-compatible API drops Shell), this is the stored truth."""
     hexdigest = config_id.removeprefix("sha256:")
     try:
-        stream = tarfile.open(fileobj=ChunkStream(chunks), mode="r|")
+        stream = _export_tar(chunks)
         for member in stream:
             name = member.name.removeprefix("./")
             if member.isfile() and name in (f"blobs/sha256/{hexdigest}", f"{hexdigest}.json"):
-                blob = stream.extractfile(member).read()
+                blob = _member_bytes(stream, member)
                 return json.loads(blob) if digest_of(blob) == "sha256:" + hexdigest else None
         return None
     finally:

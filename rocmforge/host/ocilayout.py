@@ -14,15 +14,16 @@ PLATFORM = ("linux", "amd64")  # what rocmforge builds
 NESTED_INDEXES = 1  # Docker's: index.json -> the image's index -> manifests
 
 
-def blob_name(digest: str) -> str:
-    """The member holding the blob with this digest."""
+def blob_name(digest: object) -> str:
+    """The member holding the blob with this digest; ImageArchiveError when it is not a digest (it
+    comes from a JSON document of the archive, so it may be anything)."""
     if not isinstance(digest, str) or not re.fullmatch(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+", digest):
         raise ImageArchiveError(f"the OCI index names a malformed digest {digest!r}")
     algorithm, _, encoded = digest.partition(":")
     return f"blobs/{algorithm}/{encoded}"
 
 
-def _blob_json(small: dict[str, bytes], digest: str, what: str) -> dict:
+def _blob_json(small: dict[str, bytes], digest: object, what: str) -> dict:
     name = blob_name(digest)
     if name not in small:
         raise ImageArchiveError(f"the image archive lacks its {what} {name}")

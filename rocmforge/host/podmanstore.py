@@ -68,7 +68,7 @@ class PodmanStore:
             if isinstance(entry, dict)
         }
         top = next((i.get("layer") for i in images if isinstance(i, dict) and i.get("id") == hexpart), None)
-        chain = []
+        chain: list[dict] = []
         while top:
             if top not in layers or len(chain) > 1000:
                 return None

@@ -50,6 +50,7 @@ class Registry:
 
 
 def parse(text: str) -> Registry:
+    """The registry a --registry value names (HOST[:PORT][/NAMESPACE]); UserError when it names none."""
     m = REGISTRY_RE.match(text.strip())
     if not m:
         raise UserError(
@@ -121,6 +122,7 @@ MAX_DOCUMENT = 4 << 20  # a manifest or an image config; anything bigger is not 
 
 
 def scheme(client: Engine, host: str) -> str:
+    """The URL scheme the engine itself uses for host: http for an insecure registry, else https."""
     return "http" if insecure(client, host) else "https"
 
 

@@ -19,6 +19,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.message import Message
 from typing import TYPE_CHECKING
 
 from rocmforge.host.enginebase import EngineError
@@ -172,8 +173,9 @@ def _why(exc: BaseException, timeout: float) -> str:
     return str(reason) or type(reason).__name__
 
 
-def _request(url: str, host: str, *, headers: dict, timeout: float) -> tuple[int, dict, bytes]:
-    """GET url; returns (status, headers, body) for any HTTP answer, RegistryError when there is none."""
+def _request(url: str, host: str, *, headers: dict, timeout: float) -> tuple[int, Message[str, str], bytes]:
+    """GET url; returns (status, headers, body) for any HTTP answer, RegistryError when there is none.
+    The headers are looked up by name in any case, as HTTP's are."""
     req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:

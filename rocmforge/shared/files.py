@@ -47,6 +47,7 @@ def append_line(path: Path, text: str) -> None:
 
 
 def iso_utc(epoch: float) -> str:
+    """The time as ISO 8601 in UTC to the second, e.g. 2024-05-01T12:00:00Z."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 

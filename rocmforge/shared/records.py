@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 class BadRecord(ValueError):
@@ -51,6 +53,7 @@ def read_json(path: Path):
 
 
 def where(path: Path, line: int | None) -> str:
+    """path:line for a message, or the path alone when no line is known."""
     return f"{path}:{line}" if line else str(path)
 
 
@@ -66,7 +69,7 @@ def warn_ignored(path: Path, problem: str, line: int | None = None, fix: str = "
     print(f"warning: {where(path, line)}: {problem}; ignored{'; ' + fix if fix else ''}", file=sys.stderr)
 
 
-def load_internal(path: Path, check, fix: str):
+def load_internal(path: Path, check: Callable[[Any], str | None], fix: str):
     """A record rocmforge keeps for itself, or None when it is absent or not usable (then warned
     about). ``check(data)`` returns what is wrong with its shape, or None."""
     try:

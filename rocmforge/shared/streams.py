@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from rocmforge.shared.errors import ImageArchiveError
 
 CHUNK_SIZE = 1 << 20
+
+
+class Stream(Protocol):
+    """Any stream here, or one that wraps one: read(n) and pieces(n) as described above."""
+
+    def read(self, n: int) -> bytes: ...
+
+    def pieces(self, n: int) -> Iterator[memoryview]: ...
 
 
 class ChunkStream:
@@ -60,11 +68,11 @@ class HashingWindow:
     layer's diff ID, checked against what the image config claims. size None: the rest of the
     stream, for a layer decompressed from its blob, whose length is known only at its end."""
 
-    def __init__(self, src, size: int | None):
+    def __init__(self, src: Stream, size: int | None):
         self.src, self.size, self.remaining, self.hash = src, size, size, hashlib.sha256()
         self.passed = 0
 
-    def _count(self, data) -> None:
+    def _count(self, data: bytes | memoryview) -> None:
         self.passed += len(data)
         if self.remaining is not None:
             self.remaining -= len(data)
@@ -97,7 +105,7 @@ class HashingWindow:
 class PrefixedStream:
     """A stream that first gives back bytes already read from it (a peeked header block)."""
 
-    def __init__(self, head: bytes, src):
+    def __init__(self, head: bytes, src: Stream):
         self.head, self.src = head, src
 
     def read(self, n: int) -> bytes:

@@ -16,7 +16,12 @@ from rocmforge.shared.errors import UserError
 Loc = tuple[Any, ...]
 
 
-class _Checked:
+class _Checked(yaml.constructor.SafeConstructor):
+    """What both loaders add to PyYAML's safe constructor (each loader's MRO holds that constructor
+    already, so the base adds nothing to it)."""
+
+    src_name: str  # the file that errors name, set by load() before the first node is constructed
+
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         # A bad explicit tag (`!!int soon`) fails in Python, not in YAML: give it the node's line.
         try:
@@ -28,7 +33,7 @@ class _Checked:
             ) from None
 
 
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _Loader | _LibyamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     loader.flatten_mapping(node)
     result: dict = {}
     for key_node, value_node in node.value:
@@ -52,12 +57,17 @@ class _Loader(_Checked, yaml.SafeLoader):
 # matrix and lock are read by every command). A document it refuses is read again by _Loader.
 # It is not given a text with a tab, a "!" or a character PyYAML refuses: there the two parsers
 # differ (libyaml takes a tab PyYAML refuses, and reads a bare `!` tag as '' where PyYAML reads None).
-_FastLoader = (
-    type("_FastLoader", (_Checked, yaml.CSafeLoader), {}) if getattr(yaml, "__with_libyaml__", False) else None
-)
+_FastLoader: type[_LibyamlLoader] | None = None
+if getattr(yaml, "__with_libyaml__", False):
 
-for _cls in filter(None, (_Loader, _FastLoader)):
-    _cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    class _LibyamlLoader(_Checked, yaml.CSafeLoader):
+        """libyaml's parser, with _Loader's checks."""
+
+    _FastLoader = _LibyamlLoader
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+if _FastLoader is not None:
+    _FastLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def _walk(node: yaml.Node, path: Loc, lines: dict[Loc, int], name: str, active: tuple = ()) -> None:
@@ -112,6 +122,8 @@ class SourceMap:
 
 
 def load(path: Path, display_name: str | None = None) -> tuple[Any, SourceMap]:
+    """The YAML document at path and where each of its keys is; UserError, naming the file (as
+    display_name when given) and line, when it cannot be read or parsed or repeats a key."""
     name = display_name or str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -171,9 +183,9 @@ def _load_checked(text: str, name: str) -> tuple[Any, SourceMap]:
                 mark = ctx
             else:
                 problem += f" ({exc.context} that starts on line {ctx.line + 1})"
-        line = mark.line + 1 if mark else None
+        where = mark.line + 1 if mark else None
         kind = "YAML error" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
-        raise UserError(f"{kind}: {problem}", file=name, line=line) from None
+        raise UserError(f"{kind}: {problem}", file=name, line=where) from None
     except yaml.YAMLError as exc:
         raise UserError(f"YAML error: {exc}", file=name) from None
     finally:
