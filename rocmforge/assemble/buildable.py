@@ -19,10 +19,11 @@ def _local_images() -> set[str] | None:
 
 
 # The engine's images, asked once per process (`list` asks for every target).
-_LOCAL_IMAGES: dict[str, object] = {}
+_LOCAL_IMAGES: dict[str, set[str] | None] = {}
 
 
 def buildability(plan: BuildPlan, name: str) -> tuple[bool, list[str]]:
+    """(whether the target can be built here, what stops it or one of its prerequisites, sorted)."""
     if "images" not in _LOCAL_IMAGES:
         _LOCAL_IMAGES["images"] = _local_images()
     images = _LOCAL_IMAGES["images"]

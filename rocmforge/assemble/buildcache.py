@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ DEFAULT_MAX = 2 * 10**9
 
 
 def budget() -> int:
+    """The most bytes a target's kept cache may cost (ROCMFORGE_BUILD_CACHE_MAX); UserError when it is no size."""
     raw = os.environ.get("ROCMFORGE_BUILD_CACHE_MAX", "")
     if not raw:
         return DEFAULT_MAX
@@ -66,7 +68,7 @@ def recorded(state: Path, target: str) -> list[str]:
     return list(data["images"]) if data else []
 
 
-def _record_problem(data) -> str | None:
+def _record_problem(data: object) -> str | None:
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, list) or not all(isinstance(i, str) and _IMAGE_ID.match(i) for i in images):
         return 'not a build-cache record (expected {"images": [image IDs]})'
@@ -98,7 +100,7 @@ def settle(client: Engine, state: Path, target: str, raw_tag: str, made: list[st
 
 
 @contextlib.contextmanager
-def _settling(state: Path, target: str):
+def _settling(state: Path, target: str) -> Iterator[None]:
     """Two builds of one target finishing together settle one after the other: the second must
     read the record the first wrote, or the first one's kept cache is never discarded."""
     lock = _record(state, target).with_suffix(".lock")

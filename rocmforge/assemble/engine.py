@@ -21,7 +21,7 @@ from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Set
 
     from rocmforge.host.engines import Engine
 
@@ -192,7 +192,9 @@ def _build(
         buildargs[aptmirror.ARG] = mirror
     if tp.registry_base:  # present on the engine by digest, pulled through the mirror when one is set
         image, digest = tp.registry_base
-        buildargs[bases.BASE_ARG] = registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env())
+        base = registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env())
+        assert base is not None, "pull with fetch=True returns a reference or raises"
+        buildargs[bases.BASE_ARG] = base
     files, labels = {**tp.files, **(extra_files or {})}, build_labels(tp)
     given = given_as_labels(tp)
     if given:  # the classic builder makes a step of each label it is given: one LABEL line instead
@@ -304,6 +306,7 @@ def discard(client: Engine, made: list[str]) -> None:
 
 
 def remove_untagged(client: Engine, images: list[str]) -> None:
+    """Removes each of images that no tag names, newest (last) first; one still in use is left."""
     for short in reversed(images):
         try:
             if client.inspect(short).get("RepoTags"):
@@ -327,7 +330,11 @@ CACHE_REPO = "rocmforge-cache"
 
 
 def leftovers(
-    client: Engine, targets: list[str], stacks: list[str], cached: set[str] = frozenset(), kept: set[str] = frozenset()
+    client: Engine,
+    targets: list[str],
+    stacks: list[str],
+    cached: Set[str] = frozenset(),
+    kept: Set[str] = frozenset(),
 ) -> list[tuple[str, str, int]]:
     """(kind, reference, bytes) of what `clean` removes: the tags of the targets' images and of the
     stacks' bases, the targets' kept build cache (tags, and the step images in `cached`), tags and

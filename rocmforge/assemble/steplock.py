@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # One descriptor for the life of the process: closing any descriptor of the file would drop every
@@ -44,7 +45,7 @@ def _lock_fd() -> int:
 
 
 @contextlib.contextmanager
-def building():
+def building() -> Iterator[None]:
     """Marks this process as building on the engine for the length of the block (waits while
     `clean` runs)."""
     global _shared
@@ -63,7 +64,7 @@ def building():
 
 
 @contextlib.contextmanager
-def exclusive():
+def exclusive() -> Iterator[bool]:
     """Yields True while no other process builds on the engine (and holds that off), else False."""
     global _exclusive
     if _exclusive:
@@ -84,7 +85,7 @@ def exclusive():
 
 
 @contextlib.contextmanager
-def _pending_file():
+def _pending_file() -> Iterator[list[str]]:
     path = Path(str(_base()) + ".pending")
     fd = os.open(str(path) + ".mutex", os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -103,6 +104,7 @@ def _pending_file():
 
 
 def defer(images: list[str]) -> None:
+    """Adds images to the pending list, for the last build out (or `clean`) to remove."""
     with _pending_file() as box:
         box.extend(i for i in images if i not in box)
 

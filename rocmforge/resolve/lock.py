@@ -20,6 +20,8 @@ from rocmforge.resolve.lockmodel import SECTIONS, BaseEntry, Lock
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
+    from rocmforge.define.schema import Stack
+    from rocmforge.host.container import ExecResult
     from rocmforge.host.engines import Engine
 
 INST_RE = re.compile(r"^Inst (\S+) (?:\[\S+\] )?\((\S+) ")
@@ -82,7 +84,7 @@ class AptSession:
                 raise BuildError(f"lock: {why}")
             raise RuntimeError(f"apt-get update failed in {image}: {r.output[-500:]}")
 
-    def _update(self, stack):
+    def _update(self, stack: Stack) -> ExecResult:
         self.lists: list[str] = []
         if stack.base.bootstrap:
             setup_env, self.env = aptmirror.container_env()

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.host.container import TrackedContainer
@@ -88,7 +89,8 @@ COMMANDS = hashlib.sha256(json.dumps([PY_INVENTORY, DPKG_QUERY, PYTHONS, archpru
 ]
 
 
-def cache_dir():
+def cache_dir() -> Path:
+    """The folder of the inventories kept between builds, in the user's cache."""
     return user_cache("inventory")
 
 
@@ -149,7 +151,7 @@ def first_read(paths: Iterable[bytes]) -> bytes | None:
     return next((p for p in found if not p.endswith(b"/")), found[0] if found else None)
 
 
-def _entry(identity: str):
+def _entry(identity: str) -> Path:
     return cache_dir() / f"{identity.removeprefix('sha256:')}-{COMMANDS}.json"
 
 
@@ -226,19 +228,22 @@ def inventory(
     (normalise's NormalisedImage); without them only the image's own cache entry saves a
     container. log says which it was, and why."""
     identity = client.identity(image)
+    if identity is None:  # gone since the caller found it: the TypeError that slicing None raised
+        raise TypeError(f"inventory of {image}: the engine holds no such image")
     said = f"inventory of {identity[7:19]}"
     inv = _load(identity)
     if inv is not None:
         log(f"{said}: kept in {cache_dir()} from an earlier build")
         return inv
     why = _why_not_the_bases(client, image, base, added_paths) if base and added_paths is not None else "no base"
-    if why is None:
-        inv = _load(base.identity)
+    same_as = base if why is None else None  # the base whose inventory is the image's
+    if same_as is not None:
+        inv = _load(same_as.identity)
         if inv is not None:
             _keep(identity, inv)
-            log(f"{said}: its base's ({base.identity[7:19]}): the added layers change nothing it reads")
+            log(f"{said}: its base's ({same_as.identity[7:19]}): the added layers change nothing it reads")
             return inv
-        log(f"{said}: taken in a container (kept for its base {base.identity[7:19]} too)")
+        log(f"{said}: taken in a container (kept for its base {same_as.identity[7:19]} too)")
     else:
         log(f"{said}: taken in a container ({why})")
     started = time.monotonic()
@@ -249,6 +254,6 @@ def inventory(
     )
     if complete:
         _keep(identity, inv)
-        if why is None:
-            _keep(base.identity, inv)
+        if same_as is not None:
+            _keep(same_as.identity, inv)
     return inv

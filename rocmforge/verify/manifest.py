@@ -66,6 +66,7 @@ SBOM_LIBRARIES = ("cyclonedx.model.bom", "cyclonedx.model.component", "cyclonedx
 
 
 def make_sbom(manifest: dict) -> str:
+    """The CycloneDX 1.5 JSON SBOM of a manifest: its dpkg, Python and git components."""
     from cyclonedx.model.bom import Bom  # SBOM_LIBRARIES: only for the SBOM
     from cyclonedx.model.component import Component, ComponentType  # SBOM_LIBRARIES: only for the SBOM
     from cyclonedx.output.json import JsonV1Dot5  # SBOM_LIBRARIES: only for the SBOM
@@ -102,6 +103,8 @@ def make_sbom(manifest: dict) -> str:
 
 
 def write(state: Path, manifest: dict) -> Path:
+    """Writes the manifest and its SBOM (with the SBOM's sha256) into the target's artifacts folder;
+    returns that folder."""
     folder = StateDir(state).artifacts(manifest["target"] + variant_suffix(manifest.get("variant", ())))
     folder.mkdir(parents=True, exist_ok=True)
     sbom = make_sbom(manifest)
@@ -145,7 +148,7 @@ def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | Non
     return folder / "manifest.json", sbom
 
 
-def _manifest_problem(data, target: str) -> str | None:
+def _manifest_problem(data: object, target: str) -> str | None:
     if (
         not isinstance(data, dict)
         or not isinstance(data.get("variant", []), list)

@@ -38,16 +38,18 @@ def groups(suites: list[str]) -> list[list[str]]:
 def run_groups(base_cmd: list[str], root: Path, suites: list[str], tmp: Path, junit: Path | None = None) -> GroupRun:
     """Run pytest once per group of suites (test files `root/test_<suite>.py`), all at once. A
     Ctrl-C or a signal ends every process before it is passed on."""
-    procs: list[tuple[subprocess.Popen, Path, Path]] = []
+    procs: list[tuple[subprocess.Popen[str], Path, Path]] = []
     try:
         for i, group in enumerate(groups(suites)):
-            results, junit_part = tmp / f"results-{i}.json", tmp / f"junit-{i}.xml"
-            cmd = [*base_cmd, *(str(root / f"test_{s}.py") for s in group), "--results-json", str(results)]
+            results_json, junit_part = tmp / f"results-{i}.json", tmp / f"junit-{i}.xml"
+            cmd = [*base_cmd, *(str(root / f"test_{s}.py") for s in group), "--results-json", str(results_json)]
             if junit:
                 cmd += ["--junitxml", str(junit_part)]
             log = tmp / f"log-{i}.txt"
             with open(log, "w") as out:
-                procs.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True), results, log))
+                procs.append(
+                    (subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True), results_json, log)
+                )
         codes = [p.wait() for p, _, _ in procs]
     finally:
         for p, _, _ in procs:

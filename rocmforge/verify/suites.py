@@ -111,6 +111,7 @@ class SuitesReport:
     @classmethod
     def from_json(cls, data: dict) -> SuitesReport:
         judged = Judged.from_json(data)
+        host = data.get("host")
         return cls(
             image=data.get("image", data["image_id"]),
             image_id=data["image_id"],
@@ -120,7 +121,7 @@ class SuitesReport:
             ok=data["ok"],
             suites={n: SuiteOutcome.from_json(s) for n, s in data["suites"].items()},
             judged=judged,
-            host=data.get("host") if isinstance(data.get("host"), str) else "",
+            host=host if isinstance(host, str) else "",
         )
 
 
@@ -163,6 +164,7 @@ def judged_against(matrix: Path, target: str | None, content_hash: str | None) -
 
 
 def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
+    """Each suite's outcome from the per-test results; a suite the package ships that gave none failed."""
     out: dict[str, SuiteOutcome] = {}
     for suite in suites_present() + sorted({r["suite"] for r in results} - set(SUITE_NAMES)):
         rows = [r for r in results if r["suite"] == suite]
@@ -305,10 +307,11 @@ def recorded(state: Path, image_id: str) -> SuitesReport | None:
 
 
 def results_path(state: Path, image_id: str) -> Path:
+    """Where the suite outcome of image_id is recorded in the state dir."""
     return StateDir(state).result(image_id)
 
 
-def _results_problem(data, image_id: str) -> str | None:
+def _results_problem(data: object, image_id: str) -> str | None:
     if not isinstance(data, dict):
         return "not a suite results record (not a JSON object)"
     if str(data.get("image_id", "")).split(":")[-1] != image_id.split(":")[-1]:

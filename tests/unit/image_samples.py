@@ -158,7 +158,7 @@ def save_archive(layers: list[bytes], stamp: str, *, tag="x:1") -> bytes:
 def image_ids_read_in_chunks(archive: bytes, tmp_path) -> set[str]:
     """The image IDs rewrite_archive gives for archive read in chunks of several sizes (one, when
     the reader keeps its place across chunk bounds)."""
-    from rocmforge.assemble.image.normalise import rewrite_archive
+    from rocmforge.assemble.image.rewrite import rewrite_archive
 
     ids = set()
     for size in (1, 7, 512, 1 << 20):

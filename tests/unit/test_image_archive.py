@@ -1,4 +1,4 @@
-"""Docker-archives normalised without an engine (rocmforge.assemble.image.normalise.rewrite_archive):
+"""Docker-archives normalised without an engine (rocmforge.assemble.image.rewrite.rewrite_archive):
 two builds' archives give one image, read from chunks of any size; corrupt ones are refused."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from rocmforge.assemble.image import ImageArchiveError
 from rocmforge.assemble.image.archive import archive_chunks
-from rocmforge.assemble.image.normalise import rewrite_archive
+from rocmforge.assemble.image.rewrite import rewrite_archive
 from tests.unit.image_samples import (
     EMPTY_LAYER,
     EPOCH,

@@ -157,3 +157,16 @@ def test_the_walk_sees_each_kind_of_import():
 
 def test_no_stage_imports_the_shipped_data():
     assert [i for i in project_imports() if i.target.startswith("rocmforge.data")] == []
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines():
+    """A module over 400 lines holds more than one concern: split it where the concerns part."""
+    long = [
+        f"{path.relative_to(PACKAGE.parent)}: {n} lines"
+        for path in MODULES.values()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert long == []

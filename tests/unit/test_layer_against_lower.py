@@ -20,7 +20,7 @@ from rocmforge.assemble.image.archive import archive_chunks
 from rocmforge.assemble.image.layers import normalise_layer
 from rocmforge.assemble.image.lowerindex import LowerIndex, open_lower
 from rocmforge.assemble.image.lowerrules import canonicalise
-from rocmforge.assemble.image.normalise import rewrite_archive
+from rocmforge.assemble.image.rewrite import rewrite_archive
 from rocmforge.host.layerstore import chain_ids
 from tests.unit.image_samples import EPOCH, LATER, OLD, save_archive, tar_bytes, ti
 
@@ -577,7 +577,7 @@ class FakeStore:
 def test_store_and_archive_give_one_image_and_the_base_is_read_once(tmp_path):
     import json
 
-    from rocmforge.assemble.image.normalise import rewrite_from_store
+    from rocmforge.assemble.image.rewrite import rewrite_from_store
     from tests.unit.image_samples import docker_config
 
     base = gnu(

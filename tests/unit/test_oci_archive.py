@@ -18,7 +18,7 @@ import pytest
 from rocmforge.assemble.image import ImageArchiveError
 from rocmforge.assemble.image.archive import archive_chunks, read_manifest, walk_archive
 from rocmforge.assemble.image.blobs import GZIP, ZSTD_MAGIC, Codec, decoded_chunks, feed_buffering, zstd_codec
-from rocmforge.assemble.image.normalise import rewrite_archive
+from rocmforge.assemble.image.rewrite import rewrite_archive
 from rocmforge.shared.streams import CHUNK_SIZE
 from tests.unit.image_samples import (
     EPOCH,

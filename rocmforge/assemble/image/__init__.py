@@ -26,6 +26,7 @@ The modules, lowest first:
   lowerrules  a layer's canonical form against what lies below it: one form whichever engine's
               differ wrote it (opaque markers, unchanged copy-ups, whiteout metadata)
   ociload     what the containerd image store loads: an OCI layout with rocmforge's own manifest
+  rewrite     one image rewritten: its layers and config, from `docker save` or the store
   normalise   the whole image: from the engine, rewritten, loaded back
   diff        the first difference between two images, in one line
 """
@@ -33,6 +34,7 @@ The modules, lowest first:
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from rocmforge.shared.errors import ImageArchiveError
 
@@ -47,8 +49,14 @@ _WHERE = {
 
 __all__ = ["ImageArchiveError", *_WHERE]
 
+if TYPE_CHECKING:  # the names __getattr__ loads, as the type checker sees them (nothing is loaded here)
+    from rocmforge.assemble.image.diff import describe_difference as describe_difference
+    from rocmforge.assemble.image.diff import diff_images as diff_images
+    from rocmforge.assemble.image.normalise import NormalisedImage as NormalisedImage
+    from rocmforge.assemble.image.normalise import normalise_image as normalise_image
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> object:
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -7,9 +7,10 @@ here too; what is written for `docker load` is always a docker-archive."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 from rocmforge.assemble.image.blobs import layer_window
 from rocmforge.assemble.image.layers import LayerResult
@@ -20,6 +21,8 @@ from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
 
 # Members that are never layers, whatever their first block looks like.
 META_SUFFIXES = (".json", "/json", "VERSION", "repositories", "oci-layout")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -63,7 +66,9 @@ def _resolve_link(name: str, links: dict[str, str]) -> str:
     return name
 
 
-def walk_archive(source, on_layer: Callable[[str, HashingWindow], object], small_limit: int = 64 << 20):
+def walk_archive(
+    source: Iterable[bytes] | BinaryIO, on_layer: Callable[[str, HashingWindow], T], small_limit: int = 64 << 20
+) -> tuple[dict[str, bytes], dict[str, str], dict[str, T]]:
     """Reads an image archive (chunks or a file) front to back: a docker-archive or an OCI image
     layout. on_layer(member name, window) consumes each layer tar (decompressed, when its blob
     is) and returns what to remember of it. Returns (small members' bytes, symlinks, what
@@ -73,7 +78,7 @@ def walk_archive(source, on_layer: Callable[[str, HashingWindow], object], small
     outer = TarReader(ChunkStream(source))
     small: dict[str, bytes] = {}
     links: dict[str, str] = {}
-    layers: dict[str, object] = {}
+    layers: dict[str, T] = {}
     for m in outer:
         name = _member_name(m.name.decode())
         if m.type == SYM:
@@ -117,6 +122,7 @@ def tar_member(name: str, size: int) -> bytes:
 
 
 def small_member(name: str, data: bytes) -> bytes:
+    """A whole regular file member (header, data, padding) of an archive rocmforge writes."""
     return tar_member(name, len(data)) + data + bytes(padding(len(data)))
 
 

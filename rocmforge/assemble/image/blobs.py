@@ -6,13 +6,15 @@ chunks of bounded size, so that no layer is ever held whole in memory or written
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from rocmforge.assemble.image.tarcodec import BLOCK, looks_like_tar_header
 from rocmforge.shared.errors import ImageArchiveError
-from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, PrefixedStream, Stream
 
 GZIP_MAGIC = b"\x1f\x8b\x08"  # the magic, then deflate, gzip's only method
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -28,17 +30,50 @@ ZSTD_MISSING = (
 )
 
 
+class Decoder(Protocol):
+    """One compressed stream being decompressed; eof once its end has been read."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
+
+
+class LimitedDecoder(Decoder, Protocol):
+    """A decoder that takes an output limit (zlib's, the standard library's zstd, lzma, bz2)."""
+
+    def decompress(self, data: bytes, max_length: int, /) -> bytes: ...
+
+
+class ZlibDecoder(LimitedDecoder, Protocol):
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+
+
+class BufferingDecoder(LimitedDecoder, Protocol):
+    @property
+    def needs_input(self) -> bool: ...
+
+
+class ZstandardDecoder(Decoder, Protocol):
+    def decompress(self, data: memoryview, /) -> bytes: ...
+
+
+D = TypeVar("D", bound=Decoder)
+
+
 @dataclass(frozen=True)
-class Codec:
+class Codec(Generic[D]):
     name: str
-    new_decoder: Callable[[], object]
+    new_decoder: Callable[[], D]
     # Decompresses data with decoder, yielding output in bounded chunks; returns the input left
     # after the end of the decoder's stream (the next gzip member or zstd frame), else b"".
-    feed: Callable[[object, bytes], Generator[bytes, None, bytes]]
+    feed: Callable[[D, bytes], Generator[bytes, None, bytes]]
     errors: tuple[type[BaseException], ...]
 
 
-def feed_zlib(decoder, data: bytes) -> Generator[bytes, None, bytes]:
+def feed_zlib(decoder: ZlibDecoder, data: bytes) -> Generator[bytes, None, bytes]:
     """zlib keeps input beyond max_length in unconsumed_tail, and output beyond it (a long match)
     inside, so a full chunk means asking again even when no input is left."""
     while True:
@@ -52,7 +87,7 @@ def feed_zlib(decoder, data: bytes) -> Generator[bytes, None, bytes]:
             return b""
 
 
-def feed_buffering(decoder, data: bytes) -> Generator[bytes, None, bytes]:
+def feed_buffering(decoder: BufferingDecoder, data: bytes) -> Generator[bytes, None, bytes]:
     """compression.zstd (like lzma and bz2) keeps input beyond max_length inside and says by
     needs_input when it has given all it can."""
     while True:
@@ -66,7 +101,9 @@ def feed_buffering(decoder, data: bytes) -> Generator[bytes, None, bytes]:
             return b""
 
 
-def feed_zstandard(decoder, data: bytes) -> Generator[bytes, None, bytes]:
+def feed_zstandard(decoder: ZstandardDecoder, data: bytes) -> Generator[bytes, None, bytes]:
+    """zstandard's decompressobj takes no output limit, so the input goes in ZSTANDARD_FEED bytes at
+    a time."""
     view = memoryview(data)
     for start in range(0, len(view), ZSTANDARD_FEED):
         out = decoder.decompress(view[start : start + ZSTANDARD_FEED])
@@ -80,14 +117,15 @@ def feed_zstandard(decoder, data: bytes) -> Generator[bytes, None, bytes]:
 GZIP = Codec("gzip", lambda: zlib.decompressobj(wbits=31), feed_zlib, (zlib.error,))
 
 
-def zstd_codec() -> Codec | None:
+def zstd_codec() -> Codec[Any] | None:
     """The zstd decoder this Python has: the standard library's from 3.14, else zstandard's."""
-    try:
-        from compression import zstd  # optional: the standard library's zstd exists from Python 3.14
+    if sys.version_info >= (3, 14):  # the standard library's zstd exists from Python 3.14
+        try:
+            from compression import zstd  # optional: a Python may be built without it
 
-        return Codec("zstd", zstd.ZstdDecompressor, feed_buffering, (zstd.ZstdError,))
-    except ImportError:
-        pass
+            return Codec("zstd", zstd.ZstdDecompressor, feed_buffering, (zstd.ZstdError,))
+        except ImportError:
+            pass
     try:
         import zstandard  # optional: only a zstd layer needs it
     except ImportError:
@@ -95,10 +133,10 @@ def zstd_codec() -> Codec | None:
     return Codec("zstd", lambda: zstandard.ZstdDecompressor().decompressobj(), feed_zstandard, (zstandard.ZstdError,))
 
 
-def decoded_chunks(compressed: Iterator[bytes], codec: Codec, blob: str) -> Iterator[bytes]:
+def decoded_chunks(compressed: Iterator[bytes], codec: Codec[D], blob: str) -> Iterator[bytes]:
     """The decompressed bytes of a blob. Concatenated gzip members or zstd frames are one stream,
     as Go's readers (Docker's) take them."""
-    decoder = None
+    decoder: D | None = None
     try:
         for data in compressed:
             while data:
@@ -111,7 +149,7 @@ def decoded_chunks(compressed: Iterator[bytes], codec: Codec, blob: str) -> Iter
         raise ImageArchiveError(f"layer {blob}: its {codec.name} stream ends early (a truncated blob)")
 
 
-def codec_of(head: bytes, blob: str) -> Codec | None:
+def codec_of(head: bytes, blob: str) -> Codec[Any] | None:
     """The compression a member's first bytes show, or None for none."""
     if head.startswith(GZIP_MAGIC):
         return GZIP
@@ -123,7 +161,7 @@ def codec_of(head: bytes, blob: str) -> Codec | None:
     return None
 
 
-def layer_window(name: str, member, size: int) -> tuple[bytes, HashingWindow | None]:
+def layer_window(name: str, member: Stream, size: int) -> tuple[bytes, HashingWindow | None]:
     """(the bytes read of the member, the layer tar in it), or (its first bytes, None) when the
     member is not a layer. The window hashes the uncompressed tar, whose digest is the diff ID."""
     head = member.read(min(HEAD_SIZE, size))

@@ -4,6 +4,7 @@ the sha256 of these bytes."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rocmforge.host import aptmirror
@@ -32,7 +33,7 @@ CONFIG_KEYS = (
 HISTORY_KEYS = ("created_by", "author", "comment", "empty_layer")
 # Labels an engine adds by itself (buildah's version stamp): they name the builder, not the image.
 ENGINE_LABELS = ("io.buildah.version",)
-EMPTY = (None, "", [], {})  # an empty Entrypoint, OnBuild or Volumes means what an absent one does
+EMPTY: tuple[object, ...] = (None, "", [], {})  # an empty Entrypoint, OnBuild or Volumes means what an absent one does
 
 
 def normalise_config(
@@ -85,7 +86,11 @@ def _name_copy_sources_by_content(history: list[dict], diff_ids: list[str]) -> N
     for h, diff_id in zip(steps, diff_ids):
         if "created_by" in h:
             digest = diff_id.split(":")[-1]
-            h["created_by"] = _SOURCE_SUM_RE.sub(lambda m, d=digest: f"{m.group(1)}:{d}", h["created_by"])
+            h["created_by"] = _SOURCE_SUM_RE.sub(functools.partial(_by_content, digest), h["created_by"])
+
+
+def _by_content(digest: str, m: re.Match[str]) -> str:
+    return f"{m.group(1)}:{digest}"
 
 
 # The classic builder prefixes a RUN's history with the build arguments in scope ("|2 A=1 B=2 cmd").

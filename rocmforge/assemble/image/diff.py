@@ -7,14 +7,14 @@ import hashlib
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rocmforge.assemble.image.archive import read_manifest, walk_archive
 from rocmforge.assemble.image.layers import layer_path
 from rocmforge.assemble.image.tarcodec import BLK, CHR, REG, TYPE_NAMES, TarReader
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc
-from rocmforge.shared.streams import HashingWindow
+from rocmforge.shared.streams import HashingWindow, Stream
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
@@ -27,24 +27,25 @@ def _display(name: bytes) -> str:
     return "/" + layer_path(name).decode(errors="replace")
 
 
-def summarise_layer(src) -> list[tuple[str, dict]]:
+def summarise_layer(src: Stream) -> list[tuple[str, dict]]:
     """Every entry of a layer tar (a stream or window) as (path, attributes), in archive order."""
     out = []
     reader = TarReader(src)
     for e in reader:
+        owner = f"{e.uid}:{e.gid}"
+        if e.uname or e.gname:
+            owner += f" ({e.uname.decode(errors='replace')}:{e.gname.decode(errors='replace')})"
         attrs = {
             "type": TYPE_NAMES[e.type],
             "linkname": e.linkname.decode(errors="replace"),
             "size": e.size,
             "mode": f"{e.mode & 0o7777:04o}",
-            "owner": f"{e.uid}:{e.gid}",
+            "owner": owner,
             "device": f"{e.devmajor},{e.devminor}" if e.type in (CHR, BLK) else "",
             "xattrs": sorted((k.decode(errors="replace"), v.hex()) for k, v in e.xattrs.items()),
             "mtime": e.mtime,
             "content": "",
         }
-        if e.uname or e.gname:
-            attrs["owner"] += f" ({e.uname.decode(errors='replace')}:{e.gname.decode(errors='replace')})"
         if e.type == REG:
             h = hashlib.sha256()
             for piece in reader.data():
@@ -69,7 +70,7 @@ def compare_layers(a: list[tuple[str, dict]], b: list[tuple[str, dict]]) -> dict
     return None
 
 
-def _json_path(path: str, key) -> str:
+def _json_path(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
@@ -77,7 +78,7 @@ def _json_path(path: str, key) -> str:
     return f"{path}[{json.dumps(key)}]"
 
 
-def compare_configs(a, b, path: str = "") -> dict | None:
+def compare_configs(a: object, b: object, path: str = "") -> dict | None:
     """The first differing field of two image configs (keys in sorted order)."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(a.keys() | b.keys()):
@@ -114,7 +115,7 @@ def _layer_step(config: dict, index: int) -> str | None:
 def _scan(client: Engine, ref: str, want: str | None) -> tuple[dict, list | None]:
     """Streams ref once: its config, and the summary of its layer whose diff ID is want."""
 
-    def on_layer(name: str, win: HashingWindow):
+    def on_layer(name: str, win: HashingWindow) -> list[tuple[str, dict]] | None:
         if want is None:
             win.drain()
             return None
@@ -182,7 +183,7 @@ def step_text(created_by: str | None) -> str:
     return s if len(s) <= 80 else s[:79] + "…"
 
 
-def _value(v) -> str:
+def _value(v: object) -> str:
     text = v if isinstance(v, str) else json.dumps(v)
     return text if len(text) <= 60 else text[:59] + "…"
 
@@ -191,7 +192,10 @@ def describe_difference(diff: dict | None) -> str:
     """One line for a diff_images result."""
     if diff is None:
         return "the images are identical"
-    a, b, f = diff.get("a"), diff.get("b"), diff["field"]
+    # the differing values, as compare_layers and compare_configs found them: their type goes with the field
+    a: Any = diff.get("a")
+    b: Any = diff.get("b")
+    f = diff["field"]
     if diff["where"] == "config":
         return f"config {f} differs ({_value(a)} vs {_value(b)})"
     where = f"layer {diff['index']}"

@@ -7,10 +7,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, Protocol
 
 from rocmforge.assemble.image.tarcodec import DIR, LNK, REG, TarEntry, TarReader, TarWriter
-from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow
+from rocmforge.shared.streams import CHUNK_SIZE, ChunkStream, HashingWindow, Stream
 
 # What normalisation drops or blanks, and why (paths relative to the layer root). Whiteouts
 # (`.wh.*`) are never dropped: they delete files of lower layers.
@@ -99,7 +99,7 @@ class _Spooled(NamedTuple):
     offset: int  # of its data in the spool
 
 
-def _clamp_pyc(pieces: Iterable, epoch: int, res: LayerResult) -> Iterator[bytes]:
+def _clamp_pyc(pieces: Iterable[bytes | memoryview], epoch: int, res: LayerResult) -> Iterator[bytes | memoryview]:
     """A pyc's data with the source mtime in its header clamped like the source file's (PEP 552:
     magic, flags 0 = timestamp-checked, mtime, size). Hash-checked pycs are left alone."""
     it = iter(pieces)
@@ -124,7 +124,16 @@ def _decide(e: TarEntry, rel: bytes, dropped_names: set[bytes], log: Callable[[s
     return action
 
 
-def rewrite_layer(src: HashingWindow, dst: Path, epoch: int, log: Callable[[str], None]) -> LayerResult:
+class LayerWindow(Stream, Protocol):
+    """What a layer tar is rewritten from: a HashingWindow, or a wrapper that also keeps the bytes
+    it passes on (rewrite._Tee)."""
+
+    def drain(self) -> None: ...
+
+    def digest(self) -> str: ...
+
+
+def rewrite_layer(src: LayerWindow, dst: Path, epoch: int, log: Callable[[str], None]) -> LayerResult:
     """Writes the canonical form of the layer tar in src to dst. Entries are written as they come;
     when they did not come in name order, the spooled output is written again sorted."""
     spool = dst.with_suffix(".spool")
@@ -148,7 +157,7 @@ def rewrite_layer(src: HashingWindow, dst: Path, epoch: int, log: Callable[[str]
             )
             if e.mtime > epoch:
                 res.clamped += 1
-            data = reader.data() if e.type == REG else None
+            data: Iterable[bytes | memoryview] | None = reader.data() if e.type == REG else None
             if data is not None and e.size >= 16 and rel.endswith(b".pyc") and b"__pycache__/" in rel:
                 data = _clamp_pyc(data, epoch, res)
             if action == BLANK:

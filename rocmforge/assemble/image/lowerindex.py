@@ -21,7 +21,7 @@ import shutil
 import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from rocmforge.assemble.image.layers import layer_path
 from rocmforge.assemble.image.tarcodec import BLK, CHR, DIR, LNK, REG, TarEntry, TarReader
@@ -49,7 +49,7 @@ class Node(NamedTuple):
     xattrs: bytes  # xattr_blob of the entry's xattrs
 
 
-def xattr_blob(xattrs: dict) -> bytes:
+def xattr_blob(xattrs: dict[bytes, bytes]) -> bytes:
     """xattrs in one comparable value: sorted, each key and value length-prefixed."""
     out = bytearray()
     for k in sorted(xattrs):
@@ -59,11 +59,13 @@ def xattr_blob(xattrs: dict) -> bytes:
 
 
 def split(rel: bytes) -> tuple[bytes, bytes]:
+    """(parent folder, name) of a path relative to the layer root; the parent of a top-level name is b""."""
     parent, _, name = rel.rpartition(b"/")
     return parent, name
 
 
 def join(parent: bytes, name: bytes) -> bytes:
+    """The path of name in the folder parent (split's inverse)."""
     return parent + b"/" + name if parent else name
 
 
@@ -112,7 +114,7 @@ class LowerIndex:
 
     # --- reading ---
 
-    def meta(self, key: str):
+    def meta(self, key: str) -> Any:  # the value as stored: sqlite columns of meta have no type
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
@@ -134,7 +136,7 @@ class LowerIndex:
 
     # --- writing ---
 
-    def _set_meta(self, **values) -> None:
+    def _set_meta(self, **values: object) -> None:
         self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", values.items())
 
     def _remove_below(self, parent: bytes, gen: int) -> None:
@@ -228,6 +230,7 @@ def _cached(cache: Path | None, chain: str, log: Callable[[str], None]) -> Path 
 
 
 def is_cached(cache: Path | None, diff_ids: list[str]) -> bool:
+    """Whether cache holds a whole index of the layers diff_ids (trivially so for no layers)."""
     return not diff_ids or (cache is not None and _cached(cache, chain_ids(diff_ids)[-1], lambda m: None) is not None)
 
 

@@ -131,7 +131,7 @@ def _plan(path: Path, lower: LowerIndex, res: CanonicalResult) -> _Plan:
             below = lower.get(rel)
             if e.type == DIR and below is not None and not _equal(e, below):
                 replaced.add(rel)
-            if _equal(e, below):
+            if below is not None and _equal(e, below):
                 if e.type == REG:
                     h = hashlib.sha256()
                     for piece in reader.data():
@@ -164,8 +164,8 @@ def _whiteouts_for(
                 continue
             if rel not in made:
                 out.append(spelled + WHITEOUT + child)
-            elif made[rel] is not None and getattr(lower.get(rel), "type", None) == DIR:
-                todo.append((rel, made[rel] + b"/"))
+            elif (remade := made[rel]) is not None and getattr(lower.get(rel), "type", None) == DIR:
+                todo.append((rel, remade + b"/"))
     return out
 
 

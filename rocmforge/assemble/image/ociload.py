@@ -23,7 +23,7 @@ LAYER_TYPE = "application/vnd.docker.image.rootfs.diff.tar"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 
 
-def _compact(obj) -> bytes:
+def _compact(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 

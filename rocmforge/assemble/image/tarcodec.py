@@ -33,6 +33,7 @@ from fractions import Fraction
 from typing import BinaryIO
 
 from rocmforge.shared.errors import ImageArchiveError
+from rocmforge.shared.streams import Stream
 
 BLOCK = 512
 RECORD = 20 * BLOCK  # GNU tar pads an archive to whole 10 KiB records
@@ -67,7 +68,7 @@ class TarEntry:
     devminor: int = 0
     uname: bytes = b""
     gname: bytes = b""
-    xattrs: dict = field(default_factory=dict)  # bytes -> bytes
+    xattrs: dict[bytes, bytes] = field(default_factory=dict)
 
 
 def padding(n: int) -> int:
@@ -164,7 +165,7 @@ class TarReader:
     """The entries of a tar stream (see streams), in archive order. After each entry, data()
     gives a regular file's bytes; what is not consumed is skipped before the next entry."""
 
-    def __init__(self, src):
+    def __init__(self, src: Stream) -> None:
         self.src = src
         self._left = 0  # data bytes of the current entry not yet consumed
         self._padding = 0
@@ -344,12 +345,12 @@ class TarWriter:
     def __init__(self, out: BinaryIO):
         self.out, self.hash, self.size, self.count = out, hashlib.sha256(), 0, 0
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self.out.write(data)
         self.hash.update(data)
         self.size += len(data)
 
-    def add(self, e: TarEntry, data: Iterable | None = None) -> int:
+    def add(self, e: TarEntry, data: Iterable[bytes | memoryview] | None = None) -> int:
         """Writes e; returns the offset of its data in the output."""
         self.write(encode_header(e))
         offset = self.size

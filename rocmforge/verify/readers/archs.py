@@ -18,7 +18,9 @@ import dataclasses
 import mmap
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 from rocmforge.shared import packagedata
 
@@ -60,8 +62,18 @@ __all__ = [
 TRUNCATED = "truncated"  # how the errors scan_checked adds begin
 AR_MAGIC = b"!<arch>\n"
 
+# A file named on the command line or found by the probe.
+_FilePath = str | os.PathLike[str]
 
-def elf_truncation(path) -> str | None:
+
+class _Scanned(Protocol):
+    """What damaged() reads of a FileArchs (the probe's class, which the type checker cannot see)."""
+
+    @property
+    def error(self) -> str | None: ...
+
+
+def elf_truncation(path: _FilePath) -> str | None:
     """Why the ELF file at ``path`` is cut short (what it declares lies past its end); None when
     it is whole or is no ELF file. Reads only the headers (the probe's wholefile.elf_layout)."""
     with open(path, "rb") as f:
@@ -74,7 +86,7 @@ def elf_truncation(path) -> str | None:
             return _wholefile.elf_layout(mm)[0]
 
 
-def _bundle_truncation(path) -> str | None:
+def _bundle_truncation(path: _FilePath) -> str | None:
     """Why a standalone offload bundle (``hipcc --genco``, plain or compressed) does not parse:
     cut short or corrupt. None when it parses or is no bundle."""
     with open(path, "rb") as f:
@@ -88,12 +100,13 @@ def _bundle_truncation(path) -> str | None:
     return f"{TRUNCATED} or corrupt {kind}: no whole entry in its {len(data)} bytes"
 
 
-def damaged(result) -> bool:
+def damaged(result: _Scanned) -> bool:
     """A result whose file could not be read whole: cut short, corrupt, or unreadable."""
-    return bool(result.error) and result.error.startswith((TRUNCATED, "corrupt", "cannot read"))
+    error = result.error
+    return error is not None and error.startswith((TRUNCATED, "corrupt", "cannot read"))
 
 
-def scan_checked(paths) -> list:
+def scan_checked(paths: Iterable[_FilePath]) -> list:
     """scan_paths, with every file that is cut short marked: its error says "truncated ...", and
     whatever the probe found in the bytes that are there is kept."""
     out = []
@@ -112,7 +125,7 @@ def scan_checked(paths) -> list:
     return out
 
 
-def not_scannable(path) -> str | None:
+def not_scannable(path: _FilePath) -> str | None:
     """Why a file named on the command line cannot hold GPU code: empty, or not an ELF file, offload
     bundle, ar archive or Tensile file. None when archs can read it (folders are walked instead)."""
     p = Path(path)

@@ -19,6 +19,7 @@ DEFAULT_TOPOLOGY = "/sys/class/kfd/kfd/topology"
 
 
 def gfx_name(version: int) -> str:
+    """The gfx name a gfx_target_version stands for (90010 -> gfx90a)."""
     major, minor, step = version // 10000, (version // 100) % 100, version % 100
     return f"gfx{major}{minor:x}{step:x}"
 
@@ -41,7 +42,7 @@ def read_topology(root: str = DEFAULT_TOPOLOGY) -> RocmInfo | None:
         names = sorted((n for n in os.listdir(nodes_dir) if n.isdigit()), key=int)
     except OSError:
         return None
-    agents = []
+    agents: list[Agent] = []
     for n in names:
         try:
             props = _properties(os.path.join(nodes_dir, n, "properties"))
@@ -69,6 +70,7 @@ def read_topology(root: str = DEFAULT_TOPOLOGY) -> RocmInfo | None:
 
 
 def read_saved_topology(root: str) -> RocmInfo:
+    """The agents of a topology folder the user saved (--kfd-topology); UserError when it holds none."""
     info = read_topology(root)
     if info is None:
         raise UserError(

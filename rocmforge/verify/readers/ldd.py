@@ -71,6 +71,7 @@ class LddResult:
 
 
 def parse(text: str) -> LddResult:
+    """What `ldd` or `ldd -r` printed: the kind of file, its dependencies and what stops it loading."""
     lines = [ln.strip() for ln in text.replace("\r\n", "\n").splitlines() if ln.strip()]
     if any("not a dynamic executable" in ln for ln in lines):
         return LddResult("not dynamic", ())
@@ -105,9 +106,10 @@ def parse(text: str) -> LddResult:
             deps.append(Dependency(name, None if vdso else name, "vdso" if vdso else "found"))
             continue
         errors.append(ln)
-    extra = dict(undefined=tuple(undefined), version_errors=tuple(versions))
     if static:
-        return LddResult("static", (), "; ".join(errors), **extra)
+        return LddResult("static", (), "; ".join(errors), undefined=tuple(undefined), version_errors=tuple(versions))
     if not deps and errors and not undefined and not versions:
         return LddResult("error", (), "; ".join(errors))
-    return LddResult("dynamic", tuple(deps), "; ".join(errors), **extra)
+    return LddResult(
+        "dynamic", tuple(deps), "; ".join(errors), undefined=tuple(undefined), version_errors=tuple(versions)
+    )

@@ -27,6 +27,7 @@ MAX_LINE = 2000  # rocminfo lines are far shorter; bounds the work done on junk 
 
 
 def clean(line: str) -> str:
+    """A line without colour codes, quoting, odd white space and end-of-line markers (right-stripped)."""
     line = _ANSI.sub("", line[:MAX_LINE]).translate(_JUNK_SPACE)
     line = _QUOTE.sub("", line)  # e-mail/GitHub quoting
     line = line.rstrip()
@@ -63,6 +64,7 @@ def _count(what: str, n: int) -> str:
 
 
 def read_paste(text: str) -> Paste:
+    """The text's lines cleaned, markdown and shell residue blanked, with a count of what was removed."""
     raw = text.splitlines()
     crlf = text.count("\r\n")
     ansi = fences = prompts = ticks = 0
@@ -104,6 +106,7 @@ def cleaned_lines(text: str) -> list[str]:
 
 
 def norm(label: str) -> str:
+    """A label lower-cased, its runs of white space made single spaces (how labels are compared)."""
     return " ".join(label.split()).lower()
 
 

@@ -146,16 +146,15 @@ class _Parser:
             self.runtime = value or self.runtime
         elif label == "name":
             self.name_line(value)
-        elif self.agent_for(label) is not None:
-            self.agent_key(label, value)
+        elif (cur := self.agent_for(label)) is not None:
+            self.agent_key(cur, label, value)
 
     def other_line(self, line: str) -> None:
         """A line that is no rocminfo key: a problem report, a sub-section header, or noise."""
         if ln.PROBLEM.search(line):
             self.note(line)
             return
-        m = ln.SUB_HEADER.match(line) if self.cur is not None else None
-        if m:
+        if self.cur is not None and (m := ln.SUB_HEADER.match(line)):
             self.cur.section = {"pool": "pool", "isa": "isa"}.get(m.group(1).lower(), "cachedump")
 
     def name_line(self, value: str) -> None:
@@ -186,8 +185,7 @@ class _Parser:
             self.pending_index = None
         return self.cur
 
-    def agent_key(self, label: str, value: str) -> None:
-        cur = self.cur
+    def agent_key(self, cur: _AgentBuf, label: str, value: str) -> None:
         if label in _SUB_SECTIONS:
             section = _SUB_SECTIONS[label]
             cur.section = "cachedump" if section == "cache" and cur.section in ("pool", "isa") else section

@@ -9,7 +9,7 @@ _TITLES = ("agent", "type", "hip", "name", "CUs", "kind", "marketing name")
 
 def _rows(agents: tuple[Agent, ...]) -> list[tuple[str, ...]]:
     """One row per agent; GPUs get their HIP device number (CPU agents are not numbered)."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     gpu_no = 0
     for a in agents:
         hip = kind = ""
@@ -34,7 +34,7 @@ def format_table(info: RocmInfo) -> str:
         # the last column (marketing name) is not padded: it is free text and ends the line
         widths = [max(len(r[i]) for r in (*rows, _TITLES)) for i in range(len(_TITLES) - 1)]
 
-        def fmt(r):
+        def fmt(r: tuple[str, ...]) -> str:
             return "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]
 
         lines.append(fmt(_TITLES).rstrip())
