@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _describing_commands(sub) -> None:
+def _describing_commands(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser("list", help="targets with stack, archs, dependencies and buildability here")
     ls.add_argument("--json", action="store_true")
     ls.add_argument(
@@ -143,7 +143,7 @@ def _describing_commands(sub) -> None:
     ar.set_defaults(run=reader("archs"))
 
 
-def _building_commands(sub) -> None:
+def _building_commands(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("build", help="build a target (and its prerequisites) on the Docker engine")
     _target(b)
     b.add_argument("--ca-bundle", default=None, dest="build_ca_bundle", help="as the global --ca-bundle")
@@ -222,7 +222,7 @@ def _signer_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _host_gpu_options(p, host_root_help: str) -> None:
+def _host_gpu_options(p: argparse.ArgumentParser, host_root_help: str) -> None:
     """How `run` and `pull` learn the GPUs an image must cover: this host's, or saved ones."""
     p.add_argument("--rocminfo", help="judge the images against a saved rocminfo output instead of this host's GPUs")
     p.add_argument(
@@ -237,7 +237,7 @@ def _host_gpu_options(p, host_root_help: str) -> None:
     p.add_argument("--host-root", metavar="DIR", help=host_root_help)
 
 
-def _host_commands(sub) -> None:
+def _host_commands(sub: argparse._SubParsersAction) -> None:
     """Publishing, pulling and running on a GPU host."""
     pu = sub.add_parser("push", help="push a target's image (only if that exact image passed its suites)")
     _target(pu)

@@ -3,9 +3,11 @@ keyless), verify, pull."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rocmforge.assemble import engine
@@ -14,6 +16,7 @@ from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
 from rocmforge.doctor import pick
 from rocmforge.host.container import host_gpu_access
+from rocmforge.host.engines import Engine
 from rocmforge.release import cosign as cosigns
 from rocmforge.release import imageindex, publish, pulling, trust
 from rocmforge.shared.errors import UserError
@@ -68,7 +71,7 @@ def push(inv: Invocation) -> int:
     return 0
 
 
-def signer_of(args) -> cosigns.Identity | None:
+def signer_of(args: argparse.Namespace) -> cosigns.Identity | None:
     """--key PUB, or keyless --certificate-identity with --certificate-oidc-issuer: one or the other,
     each checked before the engine or cosign runs. None when neither is given."""
     key = getattr(args, "key", None)
@@ -181,7 +184,9 @@ def pull(inv: Invocation) -> int:
     return 0
 
 
-def _picker(inv: Invocation, client, root: str | None, label: str, name_of) -> pulling.Pick:
+def _picker(
+    inv: Invocation, client: Engine, root: str | None, label: str, name_of: Callable[[imageindex.Entry], str]
+) -> pulling.Pick:
     """Which entry of an index this host takes: the host's GPUs are read only when there is a choice."""
 
     def pick_entry(entries: list[imageindex.Entry]) -> tuple[int, str]:
@@ -195,7 +200,7 @@ def _picker(inv: Invocation, client, root: str | None, label: str, name_of) -> p
     return pick_entry
 
 
-def _check_target(client, cosign, pinned: str, signer: cosigns.Identity, target: str) -> None:
+def _check_target(client: Engine, cosign: cosigns.Cosign, pinned: str, signer: cosigns.Identity, target: str) -> None:
     found = trust.verify(client, cosign, trust.parse_ref(pinned), signer)
     if found.target != target:
         raise trust.Refused(f"{pinned} is attested as target {found.target!r}, not {target!r}")

@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from rocmforge.render.plan import BuildPlan
+    from rocmforge.verify.suites import SuitesReport
     from rocmforge.workflow.pipeline import BuiltTarget
 
 
-def targets_table(out, title: str, rows: list[dict]) -> None:
+def targets_table(out: Console, title: str, rows: list[dict]) -> None:
     """`list`'s table, then each target's blockers on a line of their own."""
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)  # 80 columns must stay readable
     for col in ("target", "stack"):
@@ -60,7 +61,7 @@ def build_table(out: Console, plan: BuildPlan, results: list[BuiltTarget]) -> No
         out.print(f"{tp.content_tag}  {tp.readable_tag}", highlight=False, soft_wrap=True)
 
 
-def suites_table(out, report) -> None:
+def suites_table(out: Console, report: SuitesReport) -> None:
     """One suites report as a table: a line per suite with its status and detail."""
     colour = {
         SuiteStatus.PASSED: "green",

@@ -10,6 +10,7 @@ import contextlib
 import signal
 import subprocess
 import threading
+from types import FrameType
 
 STOPPING = (signal.SIGTERM, signal.SIGHUP)
 
@@ -39,12 +40,12 @@ class _Handlers:
     def __init__(self) -> None:
         self.first: int | None = None
 
-    def interrupt(self, signum, frame) -> None:
+    def interrupt(self, signum: int, frame: FrameType | None) -> None:
         # A second Ctrl-C still stops the clean-up at once: the person at the terminal asks for it.
         self.first = self.first or signum
         raise Stopped(signum)
 
-    def stop(self, signum, frame) -> None:
+    def stop(self, signum: int, frame: FrameType | None) -> None:
         if self.first is not None:
             # A supervisor's repeated TERM, or GitHub's runner's TERM 7.5 s after its INT, would
             # otherwise cut short the clean-up the first signal started; SIGKILL still ends us.

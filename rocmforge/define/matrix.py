@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -178,7 +178,7 @@ def _check_target(m: Matrix, tname: str, src: yamlsrc.SourceMap) -> None:
         raise src.error(("targets", tname, "components"), "components repeat")
 
 
-def variant_suffix(archs) -> str:
+def variant_suffix(archs: Iterable[str]) -> str:
     """What a variant adds to its target's name and readable tag: `-gfx1100`."""
     return "".join(f"-{a}" for a in archs)
 

@@ -3,6 +3,7 @@ output, its GPUs in HIP order, which of them stay visible)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rocmforge.doctor.facts import HostFacts, NodeFacts
@@ -27,7 +28,7 @@ class Gpu:
         return f"{a.name}{name} (HIP device {self.hip_index}, {kind})"
 
 
-def describe_all(gpus) -> str:
+def describe_all(gpus: Iterable[Gpu]) -> str:
     """The GPUs as one readable list: `gfx1100 'Radeon RX 7900 XTX' (HIP device 0, discrete), ...`."""
     return ", ".join(g.describe() for g in gpus)
 

@@ -14,7 +14,7 @@ import glob
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -125,7 +125,7 @@ def image_details_from_labels(client: Engine) -> ImageDetails:
     )
 
 
-def image_details_from_plan(client: Engine, plan: BuildPlan, built) -> ImageDetails:
+def image_details_from_plan(client: Engine, plan: BuildPlan, built: Iterable[str]) -> ImageDetails:
     """The plan's built targets: ROCm from their labels, Env from their content-tagged images."""
     env = {}
     for name in built:
@@ -306,7 +306,7 @@ def gather(
     rocminfo_file: str | None = None,
     host_rocminfo: bool = True,
     kfd_topology: str | None = None,
-    pruned_targets=frozenset(),
+    pruned_targets: frozenset[str] = frozenset(),
     images: ImageDetails | None = None,
 ) -> HostFacts:
     """Read this host. Never raises for what it finds (an unreachable engine, missing nodes, a

@@ -10,6 +10,7 @@ host's GPUs come from :class:`~rocmforge.doctor.diagnosis.Diagnosis`, sizes from
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from rocmforge.doctor.diagnosis import Diagnosis, Gpu
@@ -55,7 +56,7 @@ def job_gpus(d: Diagnosis, hip_visible_devices: str | None) -> tuple[tuple[Gpu, 
     return d.gpus, "every GPU of the host"
 
 
-def _coverage(gpu: Gpu, archs) -> str:
+def _coverage(gpu: Gpu, archs: Collection[str]) -> str:
     return coverage(gpu.gfx, gpu.agent.isas, archs)[0]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from dataclasses import dataclass
+from typing import Protocol
 
 from rocmforge.host import aptmirror
 
@@ -34,7 +35,20 @@ _REASON_RE = re.compile(
 _FAILURE_RE = re.compile(r"^(Err:\d|E: |W: Failed to fetch|W: Some index files failed)", re.M)
 
 
-def policy_script(policy) -> str:
+class SourcesPolicy(Protocol):
+    """A stack's apt_sources as these functions read it (define.schema.AptSources is one)."""
+
+    @property
+    def keep(self) -> bool: ...
+
+    @property
+    def drop(self) -> list[str]: ...
+
+    @property
+    def replace(self) -> dict[str, str]: ...
+
+
+def policy_script(policy: SourcesPolicy | None) -> str:
     """The shell commands that apply a stack's apt_sources (empty for none or keep)."""
     if policy is None or policy.keep:
         return ""
@@ -44,7 +58,7 @@ def policy_script(policy) -> str:
     return " && ".join(parts)
 
 
-def checked_update_lines(policy) -> list[str]:
+def checked_update_lines(policy: SourcesPolicy | None) -> list[str]:
     """The shell commands (to be joined by &&): the apt_sources policy, then apt-get update failing
     on any failed source, with each source line and its file printed (marked) when one failed."""
     script = policy_script(policy)
@@ -59,12 +73,12 @@ def checked_update_lines(policy) -> list[str]:
     ]
 
 
-def checked_update(policy) -> str:
+def checked_update(policy: SourcesPolicy | None) -> str:
     """checked_update_lines as one shell command line."""
     return " && ".join(checked_update_lines(policy))
 
 
-def describe(policy) -> str:
+def describe(policy: SourcesPolicy | None) -> str:
     """The setting in words, for the lock's output and the manifest."""
     if policy is None:
         return "not stated"
@@ -75,7 +89,7 @@ def describe(policy) -> str:
     return "; ".join(said)
 
 
-def record(policy) -> dict:
+def record(policy: SourcesPolicy | None) -> dict:
     """What the lock and the manifest record of a policy."""
     if policy is None:
         return {}

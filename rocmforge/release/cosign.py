@@ -23,6 +23,7 @@ import subprocess
 import threading
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -308,7 +309,7 @@ def docker_cli() -> str:
     return found
 
 
-def find(client: Engine | None = None, log=lambda msg: None) -> Cosign:
+def find(client: Engine | None = None, log: Callable[[str], None] = lambda msg: None) -> Cosign:
     """cosign as ROCMFORGE_COSIGN says, else from PATH, else the tools image (made when missing)."""
     choice = os.environ.get(ENV, "").strip()
     if choice and choice != "image":

@@ -81,7 +81,7 @@ def save_check(state: Path, name: str, data: dict) -> None:
     atomic_write(StateDir(state).check(name), json.dumps(record, indent=2).encode())
 
 
-def _lock_check_problem(data) -> str | None:
+def _lock_check_problem(data: object) -> str | None:
     if not isinstance(data, dict) or not all(
         isinstance(data.get(k), list) and all(isinstance(x, str) for x in data[k]) for k in ("targets", "problems")
     ):
@@ -89,7 +89,7 @@ def _lock_check_problem(data) -> str | None:
     return None if isinstance(data.get("checked"), str) else "not a `lock --check` record: no 'checked' time"
 
 
-def _repro_problem(data, name: str) -> str | None:
+def _repro_problem(data: object, name: str) -> str | None:
     if not isinstance(data, dict) or data.get("target") != name:
         return f"not a `verify-repro` record of {name}"
     if (

@@ -7,6 +7,7 @@ Only the record is read: nothing here asks the registry (that is `verify` and `p
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from rocmforge.release import attestations as att
@@ -20,7 +21,7 @@ _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", boo
 SIGNED, UNSIGNED, NOT_PUBLISHED, UNREADABLE = "signed", "unsigned", "not published", "unreadable"
 
 
-def _record_problem(data, name: str) -> str | None:
+def _record_problem(data: object, name: str) -> str | None:
     """What the report shows of a publish record must be sound (`pull` checks the whole record)."""
     if not isinstance(data, dict) or data.get("target") != name:
         return f"not a publish record of {name}"
@@ -54,7 +55,7 @@ def record(record_dir: Path, name: str) -> tuple[dict | None, str | None]:
     return data, None
 
 
-def _signed_problem(signed) -> str | None:
+def _signed_problem(signed: object) -> str | None:
     """The shape signing.Signer.attach writes; anything else is not taken as a signature."""
     if not isinstance(signed, dict):
         return f"a JSON {_JSON_TYPES.get(type(signed), type(signed).__name__)}, not an object"
@@ -109,7 +110,7 @@ def signed(rec: dict | None, unusable: str | None = None) -> dict:
     }
 
 
-def variant_of(rec: dict | None, archs) -> dict | None:
+def variant_of(rec: dict | None, archs: Iterable[str]) -> dict | None:
     """A variant's own entry in its target's record (a target pushed as one index): its digest,
     image ID and signature, with the target's registry and repository. None when the target was
     published without it."""

@@ -58,7 +58,7 @@ td::before{content:attr(data-label);display:block;font-size:.75rem;color:#57606a
 """
 
 
-def _esc(text) -> str:
+def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 

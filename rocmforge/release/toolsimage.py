@@ -19,6 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,7 +99,7 @@ def load_pin(path: Path = PIN_FILE) -> Pin:
     return pin
 
 
-def ensure(client: Engine, pin: Pin | None = None, log=lambda msg: None) -> str:
+def ensure(client: Engine, pin: Pin | None = None, log: Callable[[str], None] = lambda msg: None) -> str:
     """The tools image's reference, made from the pinned .deb when the engine has no image under it."""
     pin = pin or load_pin()
     if client.find(pin.ref) is not None:
@@ -113,7 +114,7 @@ def ensure(client: Engine, pin: Pin | None = None, log=lambda msg: None) -> str:
     return pin.ref
 
 
-def fetch_deb(pin: Deb, out: Path, log=lambda msg: None, pause: float = 2.0) -> Path:
+def fetch_deb(pin: Deb, out: Path, log: Callable[[str], None] = lambda msg: None, pause: float = 2.0) -> Path:
     """The pinned .deb from the Debian archive (ROCMFORGE_DEBIAN_MIRROR applies). Plain HTTP is
     fine: nothing is used unless its size and sha256 are the pinned ones."""
     url = f"{aptmirror.effective()}/{pin.filename}"

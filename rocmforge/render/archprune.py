@@ -6,6 +6,7 @@ those records back."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 PRUNE_DIR = "/opt/rocmforge/prune"
 LABEL = "io.rocmforge.archs.pruned"
@@ -32,7 +33,7 @@ DATA_DIR_PATTERNS = (
 )
 
 
-def command(target: str, archs, python_bin: str) -> str:
+def command(target: str, archs: Iterable[str], python_bin: str) -> str:
     """The shell fragment the install RUN ends with (before apt's clean-up)."""
     keep = ",".join(archs)
     folders = " -o ".join(f"-path '{p}'" for p in DATA_DIR_PATTERNS)

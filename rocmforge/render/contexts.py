@@ -12,6 +12,7 @@ import jinja2
 
 from rocmforge.define.kinds import ComponentPlan
 from rocmforge.define.matrix import Matrix
+from rocmforge.define.schema import AptSources
 from rocmforge.host import aptmirror, aptsources
 from rocmforge.render import archprune
 from rocmforge.render.templatecache import TemplateCache
@@ -45,7 +46,7 @@ class TargetInputs:
     components: dict[str, ComponentPlan]  # in the target's order
 
 
-def apt_values(sources: object) -> dict:
+def apt_values(sources: AptSources | None) -> dict:
     """What the templates say about apt, as context: the Debian mirror's ARG and the lines that set
     it up, update and clear it (host.aptmirror), and what the stack's apt_sources does to a
     registry base's own lists (host.aptsources)."""
@@ -103,7 +104,7 @@ class Renderer:
             field=(undefined.group(1) or undefined.group(2)) if undefined else None,
         )
 
-    def _shown(self, path) -> str:
+    def _shown(self, path: Path) -> str:
         return packagedata.shown(Path(path), self.root)
 
     def partial_for(self, name: str, kind: str) -> str:

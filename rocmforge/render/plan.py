@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -69,11 +70,11 @@ class BuildPlan:
     def order(self, names: list[str] | None = None) -> list[str]:
         return self.matrix.order(names)
 
-    def variant(self, name: str, archs) -> TargetPlan:
+    def variant(self, name: str, archs: Iterable[str]) -> TargetPlan:
         """The variant of name whose archs are exactly archs (in any order)."""
         return next(v for v in self.variants.get(name, ()) if set(v.variant) == set(archs))
 
-    def image_for(self, name: str, variant=()) -> TargetPlan:
+    def image_for(self, name: str, variant: tuple[str, ...] = ()) -> TargetPlan:
         """What an image of name's variant (archs; () for the main image) is made from: that
         variant where name declares it, else name's main image (a target that prunes nothing
         has no variants; its variants' children are built on its main image)."""
@@ -133,7 +134,13 @@ def make_plan(m: Matrix, root: Path, lock: Lock | None = None) -> BuildPlan:
 
 
 def _target_plan(
-    plan: BuildPlan, m: Matrix, name: str, lock: Lock, renderer: Renderer, steps, variant: tuple[str, ...] = ()
+    plan: BuildPlan,
+    m: Matrix,
+    name: str,
+    lock: Lock,
+    renderer: Renderer,
+    steps: list[lockfile.AptStep],
+    variant: tuple[str, ...] = (),
 ) -> TargetPlan:
     if variant:
         # The same target rendered for fewer archs: its lock entries, settings and labels stay the

@@ -13,7 +13,7 @@ BASE_ARG = "ROCMFORGE_BASE"  # the build argument through which a registry base 
 NORMALISATION_VERSION = 3
 
 
-def canonical_json(obj) -> bytes:
+def canonical_json(obj: object) -> bytes:
     """obj as compact JSON with sorted keys: the same value always gives the same bytes (so the same
     image ID)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -26,6 +26,7 @@ from rocmforge.shared.errors import BuildError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from rocmforge.define.schema import BootstrapBase
     from rocmforge.host.engines import Engine
 
 # Paths that differ between two debootstraps of the same packages (logs, caches, host identity).
@@ -199,7 +200,7 @@ def write_archive(layer: Path, diff_id: str, config: bytes, ref: str, out: Path)
     return "sha256:" + config_id
 
 
-def _debootstrap(boot, rootfs: Path, ref: str, log: Callable[[str], None], pause: float = 2.0) -> None:
+def _debootstrap(boot: BootstrapBase, rootfs: Path, ref: str, log: Callable[[str], None], pause: float = 2.0) -> None:
     """debootstrap through the mirror setting, tried RETRIES times when the archive does not answer."""
     mirror = aptmirror.from_env()
     cmd = ["debootstrap", f"--variant={boot.variant}"]

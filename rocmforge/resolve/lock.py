@@ -63,7 +63,7 @@ class AptSession:
     """One container of a stack's base with fresh apt lists, reused for every query. A registry
     base first gets the stack's apt_sources applied, as every apt step of its build does."""
 
-    def __init__(self, client: Engine, image: str, stack_name: str, stack) -> None:
+    def __init__(self, client: Engine, image: str, stack_name: str, stack: Stack) -> None:
         tc = TrackedContainer(client, image)
         try:
             self.tc = tc.start()
@@ -162,9 +162,9 @@ def _apt_session(
     return sessions[stack_name]
 
 
-def _resolve_digest(stack_name: str, stack, lock: Lock, out: Outcome) -> bool:
+def _resolve_digest(stack_name: str, stack: Stack, lock: Lock, out: Outcome) -> bool:
     """The base's digest into the lock; False when it could not be resolved (reported)."""
-    reg = stack.base.registry
+    reg = stack.base.from_registry
     entry = BaseEntry(
         kind="registry",
         image=f"{reg.image}:{reg.tag}",
@@ -212,7 +212,7 @@ def _record_base_packages(
     out.resolved.append(f"base {stack_name}: {len(entry.packages)} dpkg packages")
 
 
-def _session_failed(session) -> str | None:
+def _session_failed(session: AptSession | str) -> str | None:
     return session if isinstance(session, str) else None
 
 

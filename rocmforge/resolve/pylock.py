@@ -96,7 +96,7 @@ PEP440_RE = re.compile(
 )
 
 
-def torch_version_problem(version, dist_version) -> str | None:
+def torch_version_problem(version: object, dist_version: object) -> str | None:
     """Why the torch an image reports cannot be held by a pip constraint (None when it can)."""
     for what, v in (("torch.__version__", version), ("the torch distribution's version", dist_version)):
         if v is not None and not PEP440_RE.match(str(v)):

@@ -6,6 +6,7 @@ The CLI, `verify-repro`, the bench and the tests drive builds through this one m
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,6 +28,8 @@ from rocmforge.workflow import registry_cache
 from rocmforge.workflow.project import Project, ca_bundle
 
 if TYPE_CHECKING:
+    from rich.status import Status
+
     from rocmforge.render.plan import BuildPlan, TargetPlan
 
 
@@ -64,7 +67,7 @@ class BuiltImage:
 class Progress:
     """Where a build reports: a status line that is rewritten, and lines that stay (stderr)."""
 
-    def __init__(self, console=None) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         if console is None:
             console = Console(stderr=True, quiet=True)
         self.console = console
@@ -227,7 +230,7 @@ class Pipeline:
         tp: TargetPlan,
         *,
         tags: list[str],
-        status,
+        status: Status,
         raw_tag: str | None = None,
         log_name: str | None = None,
         nocache: bool = False,
@@ -283,7 +286,7 @@ class Pipeline:
         tags: list[str],
         log_name: str,
         base: str | None,
-        progress=None,
+        progress: Callable[[str], None] | None = None,
     ) -> image.NormalisedImage:
         """Rewrite a classic-builder image so the same inputs give the same image ID."""
         return image.normalise_image(

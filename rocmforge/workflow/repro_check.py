@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from rocmforge.assemble import engine, image
 from rocmforge.host.enginebase import EngineError
+from rocmforge.host.engines import Engine
 from rocmforge.release import matrix_report as reports
+from rocmforge.render.plan import TargetPlan
 from rocmforge.workflow.pipeline import Pipeline
 
 RUNS = ("a", "b")
@@ -56,7 +58,7 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
     return result
 
 
-def _twice(pipe: Pipeline, client, tp) -> ReproReport:
+def _twice(pipe: Pipeline, client: Engine, tp: TargetPlan) -> ReproReport:
     name = tp.key
     result = ReproReport(name)
     try:
