@@ -116,14 +116,19 @@ class Pipeline:
         cache = registry_cache.from_options(self.options.cache_registry, self.options.cache_readonly)
         client = connecting.result()
         order = self.plan.order([name])
-        if cache and not engine.image_id(client, tp.content_tag):  # a hit needs none of its prerequisites
-            order = [name] if self.from_cache(client, cache, tp) else order
+        known: dict[str, str | None] = {}  # image IDs already asked of the engine (or the cache)
+        if cache:
+            known[tp.key] = engine.image_id(client, tp.content_tag)
+            if not known[tp.key]:
+                known[tp.key] = self.from_cache(client, cache, tp)
+                if known[tp.key]:  # a hit needs none of its prerequisites
+                    order = [name]
         # The variants come after the whole chain: each is built on its parent's variant, or on
         # what the main image is built on.
         chain = [self.plan.targets[dep] for dep in order] + self.plan.variants_needed(name)
         results = []
         for dp in chain:
-            existing = engine.image_id(client, dp.content_tag)
+            existing = known[dp.key] if dp.key in known else engine.image_id(client, dp.content_tag)
             if not existing and cache and dp is not tp:
                 existing = self.from_cache(client, cache, dp)
             if existing:
