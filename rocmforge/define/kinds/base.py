@@ -7,7 +7,7 @@ and never test a kind's name, so a component of an existing kind is added in mat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -114,3 +114,14 @@ class WithoutBuilderApt(ComponentKind):
     """A kind whose stage installs no apt packages of its own (lockfile.apt_steps asks every component)."""
 
     builder_apt: ClassVar[tuple[str, ...]] = ()
+
+
+def check_builder_apt(name: str, packages: Sequence[str], use: TargetUse, src: SourceMap) -> None:
+    """Each apt package a component's builder stage installs must be pinned in the target's stack."""
+    for j, pkg in enumerate(packages):
+        if pkg not in use.stack.apt:
+            raise src.error(
+                ("components", name, "builder_apt", j),
+                f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
+                f"(used by target {use.name!r})",
+            )

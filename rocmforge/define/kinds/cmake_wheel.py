@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
-from rocmforge.define.kinds.base import ComponentKind, ComponentLock, ComponentPlan, LockEntry, TargetUse
+from rocmforge.define.kinds.base import (
+    ComponentKind,
+    ComponentLock,
+    ComponentPlan,
+    LockEntry,
+    TargetUse,
+    check_builder_apt,
+)
 from rocmforge.define.kinds.git_source import GitSource, GitSourceFetch, GitSourceLock
 
 if TYPE_CHECKING:
@@ -44,13 +51,7 @@ class CmakeWheel(ComponentKind):
     builds_wheel: ClassVar[bool] = True
 
     def check_in_target(self, name: str, use: TargetUse, src: SourceMap) -> None:
-        for j, pkg in enumerate(self.builder_apt):
-            if pkg not in use.stack.apt:
-                raise src.error(
-                    ("components", name, "builder_apt", j),
-                    f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
-                    f"(used by target {use.name!r})",
-                )
+        check_builder_apt(name, self.builder_apt, use, src)
         if self.built_library and hip_short(use.stack.rocm) not in self.built_library:
             raise src.error(
                 ("components", name, "built_library"),

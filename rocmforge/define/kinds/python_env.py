@@ -19,6 +19,7 @@ from rocmforge.define.kinds.base import (
     LockedWheel,
     LockEntry,
     TargetUse,
+    check_builder_apt,
 )
 from rocmforge.shared import packagedata
 
@@ -48,13 +49,7 @@ class PythonEnv(ComponentKind):
                 f"stack {use.target.stack!r} states no 'python:' version (e.g. '3.13'), which python-env "
                 f"component {name!r} needs for its wheels (used by target {use.name!r})",
             )
-        for j, pkg in enumerate(self.builder_apt):
-            if pkg not in use.stack.apt:
-                raise src.error(
-                    ("components", name, "builder_apt", j),
-                    f"apt package {pkg!r} has no pinned version in stack {use.target.stack!r} "
-                    f"(used by target {use.name!r})",
-                )
+        check_builder_apt(name, self.builder_apt, use, src)
 
     def plan(self, name: str, lock: ComponentLock, use: TargetUse) -> ComponentPlan:
         locked: Mapping[str, LockedWheel] = lock.wheels
