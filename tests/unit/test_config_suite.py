@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 
 with warnings.catch_warnings():  # their markers are registered by the suites' conftest, not here
     warnings.simplefilter("ignore")
-    from rocmforge.data.suites import test_config as cfg
+    from rocmforge.data.suites import predicted_config as cfg
     from rocmforge.data.suites import test_linkage, test_versions
 
 FIX = ROOT / "tests" / "fixtures" / "load"

@@ -323,13 +323,6 @@ def missing_expected(gpu_inventory, key: str = "files") -> list[str]:
     return [f"{p} ({f['source']})" for p, f in gpu_inventory[key].items() if not f["exists"]]
 
 
-def bnb_rocm_library_name(hip_version: str) -> str:
-    """The one file name ROCm's bitsandbytes fork (cextension.get_cuda_bnb_library_path at 4aad810)
-    loads for a HIP version M.m: libbitsandbytes_rocmMm.so, with _nohipblaslt below HIP 6.1."""
-    major, minor = (int(x) for x in hip_version.split(".")[:2])
-    return f"libbitsandbytes_rocm{major}{minor}{'_nohipblaslt' if major * 100 + minor < 601 else ''}.so"
-
-
 # -- results for build.py test ------------------------------------------------------------------
 _RESULTS: list[dict] = []
 

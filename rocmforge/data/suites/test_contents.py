@@ -25,6 +25,14 @@ from rocmforge.data.suites.conftest import (
 from rocmforge.host import aptsources
 from rocmforge.resolve import bootstrap
 
+# The contents probe, given what the image must hold in EXPECTED_IN_CONTAINER/contents.json.
+CONTENTS_CHECK = [
+    "python3",
+    f"{PROBES_IN_CONTAINER}/contents.py",
+    "check",
+    "--expected",
+    f"{EXPECTED_IN_CONTAINER}/contents.json",
+]
 SHOWN = 25  # problems per test in a failure message; the count says how many more
 OUTPUT_KINDS = ("hip-program", "cmake-wheel")
 
@@ -66,16 +74,7 @@ def _registry_base_as_shipped(request, client, gpu, plan, target_name: str) -> d
         {"contents.json": json.dumps({"packages": "*", "build_changes": {"record-differing": True}}).encode()},
         mode=0o644,
     )
-    r = base.exec(
-        [
-            "python3",
-            f"{PROBES_IN_CONTAINER}/contents.py",
-            "check",
-            "--expected",
-            f"{EXPECTED_IN_CONTAINER}/contents.json",
-        ],
-        timeout=600,
-    )
+    r = base.exec(CONTENTS_CHECK, timeout=600)
     if r.rc != 0:
         pytest.fail(
             f"contents probe failed in the registry base {found[:19]} (exit {r.rc}): {r.output[-2000:]}", pytrace=False
@@ -124,16 +123,7 @@ def contents(container, has_python, expected):
     if not has_python:
         pytest.fail("python3 is not in the image: the contents probe cannot run", pytrace=False)
     container.put_files(EXPECTED_IN_CONTAINER, {"contents.json": json.dumps(expected).encode()}, mode=0o644)
-    r = container.exec(
-        [
-            "python3",
-            f"{PROBES_IN_CONTAINER}/contents.py",
-            "check",
-            "--expected",
-            f"{EXPECTED_IN_CONTAINER}/contents.json",
-        ],
-        timeout=600,
-    )
+    r = container.exec(CONTENTS_CHECK, timeout=600)
     if r.rc != 0:
         pytest.fail(f"contents probe failed (exit {r.rc}): {r.output[-2000:]}", pytrace=False)
     return json.loads(r.stdout)

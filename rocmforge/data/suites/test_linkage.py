@@ -14,9 +14,8 @@ These checks need no GPU: a library that cannot load is a failure, never "not GP
 
 import json
 
-import pytest
-
-from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, missing_expected
+from rocmforge.data.suites.bitsandbytes_files import bitsandbytes_components, bnb_rocm_library_name, package_dirs
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, missing_expected
 from rocmforge.verify.readers import ldd
 
 # A few of the entry points bitsandbytes' Python code calls in its ROCm library (csrc/pythonInterface.cpp
@@ -114,20 +113,8 @@ def test_gpu_libraries_and_programs_load(container, gpu_inventory, gpu_library_p
 def test_bitsandbytes_rocm_library_loads(
     container, matrix, declared_components, stack, torch_expected, request, record_property
 ):
-    comps = [c for c in declared_components if c.startswith("bitsandbytes")]
-    if not comps:
-        pytest.skip("not applicable: the target declares no bitsandbytes component")
-    r = container.exec(
-        [
-            "python3",
-            "-c",
-            "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
-            "print(json.dumps(list(s.submodule_search_locations) if s else None))",
-        ],
-        timeout=120,
-    )
-    dirs = json.loads(r.stdout.strip().splitlines()[-1]) if r.rc == 0 and r.stdout.strip() else None
-    assert dirs, f"component {comps[0]} is declared but bitsandbytes is not installed: {r.output[-500:]}"
+    comps = bitsandbytes_components(declared_components)
+    dirs = package_dirs(container, comps[0])
     # On a GPU host bnb takes the HIP version from torch.version.hip; a ROCm torch of this image
     # reports the stack's ROCm, and so does the image's own (CPU) torch's target.
     hip = stack.rocm

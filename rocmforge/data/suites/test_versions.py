@@ -24,7 +24,8 @@ import re
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, bnb_rocm_library_name, target_chain
+from rocmforge.data.suites.bitsandbytes_files import bitsandbytes_components, bnb_rocm_library_name, package_dirs
+from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, target_chain
 from rocmforge.resolve.image_packages import DPKG_STATUS, compare, parse_dpkg_status
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"
@@ -218,22 +219,10 @@ def test_torch_matches_stack(torch_expected, torch_info, stack, target_name, rec
 def test_bitsandbytes_library_matches_torch(
     container, matrix, declared_components, torch_expected, request, stack, record_property
 ):
-    comps = [c for c in declared_components if c.startswith("bitsandbytes")]
-    if not comps:
-        pytest.skip("not applicable: the target declares no bitsandbytes component")
+    comps = bitsandbytes_components(declared_components)
     torch_info = request.getfixturevalue("torch_info")
     want_version = matrix.components[comps[0]].version
-    r = container.exec(
-        [
-            "python3",
-            "-c",
-            "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
-            "print(json.dumps(list(s.submodule_search_locations) if s else None))",
-        ],
-        timeout=120,
-    )
-    dirs = json.loads(r.stdout.strip().splitlines()[-1]) if r.rc == 0 and r.stdout.strip() else None
-    assert dirs, f"component {comps[0]} is declared but bitsandbytes is not installed: {r.output[-500:]}"
+    dirs = package_dirs(container, comps[0])
     r = container.exec(
         [
             "bash",
