@@ -87,6 +87,15 @@ def raw_tag(tp: TargetPlan) -> str:
     return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}-{_RUN}"
 
 
+@dataclass(frozen=True)
+class RawBuild:
+    """A build before normalisation: its image ID, and the image its last stage starts FROM as the
+    engine knows it (a registry base by the reference it was pulled as)."""
+
+    image_id: str
+    final_base: str
+
+
 def build(
     client: Engine,
     tp: TargetPlan,
@@ -98,8 +107,8 @@ def build(
     tag: str | None = None,
     nocache: bool = False,
     made: list[str] | None = None,
-) -> str:
-    """Build tp; returns the (raw, not yet normalised) image ID, tagged `tag` (default: a
+) -> RawBuild:
+    """Build tp; returns the (raw, not yet normalised) image, tagged `tag` (default: a
     temporary tag). The caller moves the real tags after normalising, then discards `made`: the
     image of every step (every stage's, not only the last stage's), which this function discards
     itself when the build fails or is interrupted."""
@@ -182,10 +191,13 @@ def _build(
     tag: str | None,
     nocache: bool,
     made: list[str],
-) -> str:
+) -> RawBuild:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
     # the same inputs from any commit or checkout give the same image ID. The manifest records the commit.
+    if not tp.final_from:
+        raise BuildError(f"the Dockerfile of {tp.name} has no FROM")
+    final_base = tp.final_from
     buildargs = {}
     mirror = aptmirror.from_env()
     if mirror:  # dropped from the normalised history: the mirror is not part of the image
@@ -195,6 +207,8 @@ def _build(
         base = registrybase.pull(client, image, digest, mirror=registrybase.mirror_from_env())
         assert base is not None, "pull with fetch=True returns a reference or raises"
         buildargs[bases.BASE_ARG] = base
+        if tp.final_from.startswith("${"):
+            final_base = base
     files, labels = {**tp.files, **(extra_files or {})}, build_labels(tp)
     given = given_as_labels(tp)
     if given:  # the classic builder makes a step of each label it is given: one LABEL line instead
@@ -222,7 +236,7 @@ def _build(
         elif aptmirror.unreachable_hint(tail):
             why = aptmirror.unreachable_message(mirror)
         raise BuildError(f"build of {tp.name} failed at {trace.step}\n  {why}\n  full log: {log_path}")
-    return trace.image_id
+    return RawBuild(trace.image_id, final_base)
 
 
 def _tail(path: Path, size: int = 8192) -> str:

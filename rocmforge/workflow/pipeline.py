@@ -264,11 +264,17 @@ class Pipeline:
             made=made,
         )
         built = time.monotonic()
+        base = raw.final_base  # pulled (a registry base) or built before this build started
         try:
             status.update(f"{tp.name}: normalising layers and config for a reproducible image ID")
-            base = engine.final_base(client, tp)
             done = self.normalise(
-                client, tp, raw, tags, log_name, base, progress=lambda msg: status.update(f"{tp.name}: {msg}")
+                client,
+                tp,
+                raw.image_id,
+                tags,
+                log_name,
+                base,
+                progress=lambda msg: status.update(f"{tp.name}: {msg}"),
             )
         except BaseException:
             kept = set(buildcache.recorded(self.project.state, tp.name))
