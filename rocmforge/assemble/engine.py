@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.assemble import steplock
-from rocmforge.assemble.image.history import TrailingLabels, stage_steps, trailing_labels
 from rocmforge.host import aptmirror, aptsources, engines, registrybase
 from rocmforge.host.enginebase import EngineError
 from rocmforge.render.contexts import CA_PLACEHOLDER
+from rocmforge.render.dockerfile import TrailingLabels, stage_steps, trailing_labels
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError
@@ -144,7 +144,7 @@ def merged_steps(tp: TargetPlan) -> int:
 
 
 def history_steps(tp: TargetPlan) -> list[str]:
-    """The image's own history entries, as rocmforge words them on every engine (image.history)."""
+    """The image's own history entries, as rocmforge words them on every engine (render.dockerfile)."""
     labels = " ".join(f"{k}={v}" for k, v in build_labels(tp).items())
     return stage_steps(tp.files["Dockerfile"].decode()) + [f"LABEL {labels}"]
 

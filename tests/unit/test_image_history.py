@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from rocmforge.assemble.image.config import normalise_config
-from rocmforge.assemble.image.history import stage_steps
+from rocmforge.render.dockerfile import stage_steps
 
 DOCKERFILE = """# a comment
 FROM base:1 AS builder
@@ -75,7 +75,7 @@ def test_without_steps_the_builder_s_wording_stays():
 
 
 def test_trailing_labels_become_one_line_and_the_history_reads_as_before():
-    from rocmforge.assemble.image.history import trailing_labels
+    from rocmforge.render.dockerfile import trailing_labels
 
     dockerfile = 'FROM base:1\nRUN true\nLABEL a="1" \\\n      b="two words"\n# between\nLABEL c=3\n'
     given = trailing_labels(dockerfile)
@@ -106,7 +106,7 @@ def test_trailing_labels_become_one_line_and_the_history_reads_as_before():
 
 
 def test_labels_a_builder_might_read_otherwise_are_left_in_the_dockerfile():
-    from rocmforge.assemble.image.history import trailing_labels
+    from rocmforge.render.dockerfile import trailing_labels
 
     for tail in (
         'LABEL a="$HOME"',
@@ -129,7 +129,7 @@ def test_labels_a_builder_might_read_otherwise_are_left_in_the_dockerfile():
 def test_a_label_value_a_line_cannot_hold_is_refused():
     import pytest
 
-    from rocmforge.assemble.image.history import trailing_labels
+    from rocmforge.render.dockerfile import trailing_labels
 
     with pytest.raises(ValueError):
         trailing_labels('FROM base\nRUN true\nLABEL a="b"\n').with_labels({"h": 'x"y'})

@@ -19,7 +19,7 @@ of `docker save` with the containerd image store: index.json), which host.imagei
 The modules, lowest first:
   tarcodec    the tar reader and the GNU tar writer (why not the stdlib's: its docstring)
   layers      which layer entries are dropped or blanked, and the canonical rewrite of one layer
-  config      the canonical image config
+  config      the canonical image config (its history spelled as render.dockerfile reads the steps)
   blobs       layer members known by their first bytes: tars, gzip- or zstd-compressed tars
   archive     the docker-archive format: reading `docker save`, writing what `docker load` takes
   lowerindex  the merged filesystem below a layer (per chain ID, cached on disk)

@@ -41,9 +41,9 @@ def normalise_config(
 ) -> bytes:
     """The canonical config bytes for an image whose (normalised) layers are diff_ids. steps: the
     instructions the image's own (last) history entries record, as the Dockerfile words them
-    (history.stage_steps), which replace the builder's own wording. merged: how many of steps'
+    (render.dockerfile.stage_steps), which replace the builder's own wording. merged: how many of steps'
     trailing LABEL steps the builder's last entry holds besides its own (they were sent as one
-    LABEL line: history.trailing_labels); that entry is spelled as the steps it stands for."""
+    LABEL line: render.dockerfile.trailing_labels); that entry is spelled as the steps it stands for."""
     created = iso_utc(epoch)
     out = {k: cfg[k] for k in TOP_KEYS if cfg.get(k) is not None}
     if isinstance(cfg.get("config"), dict):

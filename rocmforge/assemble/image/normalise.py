@@ -130,7 +130,7 @@ def normalise_image(
     rewritten layers, removed before returning; index_dir (default: the user's cache, shared by
     every checkout and state folder: it is keyed by the base's chain ID) the index of each base's
     filesystem, kept (the base is read once for it, on the first build on that base anywhere).
-    steps: the image's own instructions as its Dockerfile words them (history.stage_steps), so
+    steps: the image's own instructions as its Dockerfile words them (render.dockerfile.stage_steps), so
     that its history reads the same whichever builder ran them; merged: how many trailing LABEL
     steps were sent as one LABEL line with the last (config.normalise_config).
     image_ref itself is left as it is (its tags move when tags name them)."""

@@ -10,7 +10,7 @@ import json
 import posixpath
 import re
 
-from rocmforge.assemble.image.history import stage_steps
+from rocmforge.render.dockerfile import stage_steps
 
 FIELDS = (
     "Env",
@@ -166,7 +166,7 @@ def _command(rest: str, shell: list[str]) -> list[str]:
 
 
 def apply_stage(base: dict, steps: list[str]) -> dict:
-    """The config after a final stage's instructions (history.stage_steps) on top of base's
+    """The config after a final stage's instructions (render.dockerfile.stage_steps) on top of base's
     config. Raises ValueError for an instruction this cannot model."""
     cfg = {k: v for k, v in base.items() if k in FIELDS}
     env = dict(e.split("=", 1) if "=" in e else (e, "") for e in cfg.get("Env") or [])

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from rocmforge.assemble.engine import build_labels
-from rocmforge.assemble.image.history import stage_steps
 from rocmforge.data.suites.conftest import plan_for, registry_base_image
 from rocmforge.data.suites.predicted_config import (
     EMPTY,
@@ -31,6 +30,7 @@ from rocmforge.data.suites.predicted_config import (
     undeclared_steering,
 )
 from rocmforge.host import imageid
+from rocmforge.render.dockerfile import stage_steps
 from rocmforge.resolve import bootstrap
 
 
