@@ -15,7 +15,7 @@ from rocmforge.assemble import steplock
 from rocmforge.host import aptmirror, aptsources, engines, registrybase
 from rocmforge.host.enginebase import EngineError
 from rocmforge.render.contexts import CA_PLACEHOLDER
-from rocmforge.render.dockerfile import TrailingLabels, stage_steps, trailing_labels
+from rocmforge.render.dockerfile import TrailingLabels
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
 from rocmforge.shared.errors import BuildError
@@ -134,7 +134,7 @@ def build_labels(tp: TargetPlan) -> dict[str, str]:
 def given_as_labels(tp: TargetPlan) -> TrailingLabels | None:
     """The Dockerfile's trailing LABEL steps, which the builder is given with build_labels as one
     LABEL line: one step for all of them instead of a container and a commit each."""
-    return trailing_labels(tp.files["Dockerfile"].decode())
+    return tp.trailing_labels
 
 
 def merged_steps(tp: TargetPlan) -> int:
@@ -146,7 +146,7 @@ def merged_steps(tp: TargetPlan) -> int:
 def history_steps(tp: TargetPlan) -> list[str]:
     """The image's own history entries, as rocmforge words them on every engine (render.dockerfile)."""
     labels = " ".join(f"{k}={v}" for k, v in build_labels(tp).items())
-    return stage_steps(tp.files["Dockerfile"].decode()) + [f"LABEL {labels}"]
+    return [*tp.steps, f"LABEL {labels}"]
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,13 @@ def stage_steps(dockerfile: str) -> list[str]:
     return chain
 
 
+def final_from(dockerfile: str) -> str:
+    """The image the last stage starts FROM, as the Dockerfile names it ("" when it has no FROM)."""
+    froms = [_FROM_RE.match(line) for line in _logical_lines(dockerfile) if line.partition(" ")[0].upper() == "FROM"]
+    last = froms[-1] if froms else None
+    return last.group(1) if last else ""
+
+
 # A label the Dockerfile parser reads the same way every engine does: a plain key, and a value that
 # is bare or double-quoted with nothing in it to escape or expand.
 _LABEL_PAIR_RE = re.compile(r'([A-Za-z0-9][A-Za-z0-9._/-]*)=(?:"([^"\\$`]*)"|([^\s"\'\\$`]*))(?:\s+|$)')

@@ -10,8 +10,9 @@ from typing import NamedTuple
 
 from rocmforge.define.kinds import ComponentPlan, FetchItem, TargetUse
 from rocmforge.define.matrix import Matrix, load_matrix, variant_suffix
-from rocmforge.render import archprune
+from rocmforge.render import archprune, dockerfile
 from rocmforge.render.contexts import BaseArg, Renderer, TargetInputs
+from rocmforge.render.dockerfile import TrailingLabels
 from rocmforge.resolve import bases, lockfile
 from rocmforge.resolve.lockmodel import Lock
 from rocmforge.shared.errors import UserError
@@ -41,9 +42,13 @@ class TargetPlan:
     fetches: tuple[FetchItem, ...] = ()  # host-side inputs added to the context at build time
     registry_base: PinnedImage | None = None  # pulled before the build; FROM names it through BASE_ARG
     variant: tuple[str, ...] = ()  # a variant's archs; () for the target's main (all-archs) image
-    # What the last stage's FROM names, read from the rendered Dockerfile when the plan is made (a
-    # project's own template may start it elsewhere than the plan's base); "" when there is none.
+    # Read from the rendered Dockerfile once, when the plan is made (a project's own template may
+    # start its last stage elsewhere than the plan's base): what the last stage's FROM names ("" for
+    # none), the instructions the image's own history records, and its trailing LABELs, which a build
+    # sends as one LABEL line (None: the Dockerfile is built as it is).
     final_from: str = ""
+    steps: tuple[str, ...] = ()
+    trailing_labels: TrailingLabels | None = None
 
     @property
     def content_tag(self) -> str:
@@ -180,6 +185,7 @@ def _target_plan(
             components=components,
         ),
     )
+    text = files["Dockerfile"].decode()
     return TargetPlan(
         name=name,
         stack=t.stack,
@@ -193,18 +199,10 @@ def _target_plan(
         fetches=tuple(f for cp in components.values() for f in cp.fetches),
         registry_base=base.registry_base,
         variant=variant,
-        final_from=final_from(files["Dockerfile"]),
+        final_from=dockerfile.final_from(text),
+        steps=tuple(dockerfile.stage_steps(text)),
+        trailing_labels=dockerfile.trailing_labels(text),
     )
-
-
-def final_from(dockerfile: bytes) -> str:
-    """The image the Dockerfile's last FROM names ("" when it has none)."""
-    froms = [
-        line.split()[1]
-        for line in dockerfile.decode().splitlines()
-        if line.upper().startswith("FROM ") and len(line.split()) > 1
-    ]
-    return froms[-1] if froms else ""
 
 
 def _component_plans(m: Matrix, name: str, lock: Lock) -> dict[str, ComponentPlan]:

@@ -133,3 +133,15 @@ def test_a_label_value_a_line_cannot_hold_is_refused():
 
     with pytest.raises(ValueError):
         trailing_labels('FROM base\nRUN true\nLABEL a="b"\n').with_labels({"h": 'x"y'})
+
+
+def test_final_from_is_the_last_stages_image():
+    from rocmforge.render.dockerfile import final_from
+
+    text = (
+        "# comment\nFROM rocmforge/hip-devel:content-1 AS hip-devel\nRUN make\n\n"
+        "FROM --platform=linux/amd64 ${BASE}\nCOPY --from=hip-devel /x /x\n"
+    )
+    assert final_from(text) == "${BASE}"
+    assert final_from("FROM scratch\nLABEL a=b\n") == "scratch"
+    assert final_from("# no stage at all\n") == ""
