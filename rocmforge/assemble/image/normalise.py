@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge.assemble.image import ociload
 from rocmforge.assemble.image.archive import RewrittenImage, archive_chunks
-from rocmforge.assemble.image.rewrite import ReadMeter, finish_image, rewrite_archive, rewrite_from_store
+from rocmforge.assemble.image.rewrite import ReadMeter, rewrite_archive, rewrite_from_store
 from rocmforge.host.engines import EngineError
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import iso_utc, user_cache
@@ -44,6 +44,8 @@ def _rewrite(
     log: Callable[[str], None],
     meter: ReadMeter,
     index_dir: Path,
+    steps: list[str] | None,
+    merged: int,
 ) -> tuple[RewrittenImage, str]:
     """The rewritten image and where its layers were read from: the engine's store when this
     process can read it, else `docker save`. An engine that loads only archives holding every
@@ -53,7 +55,16 @@ def _rewrite(
         log(f"  {client.unreadable()}: reading the whole image with docker save")
     else:
         from_store = rewrite_from_store(
-            store, info["Id"], tmp, epoch=epoch, inherited=inherited, log=log, meter=meter, index_dir=index_dir
+            store,
+            info["Id"],
+            tmp,
+            epoch=epoch,
+            inherited=inherited,
+            log=log,
+            meter=meter,
+            index_dir=index_dir,
+            steps=steps,
+            merged=merged,
         )
         if from_store:
             return from_store, store.describe()
@@ -67,6 +78,8 @@ def _rewrite(
         keep_inherited=not client.loads_added_layers_only,
         index_dir=index_dir,
         diff_ids=(info.get("RootFS") or {}).get("Layers"),
+        steps=steps,
+        merged=merged,
     )
     return rw, "docker save"
 
@@ -155,9 +168,9 @@ def normalise_image(
             log=log,
             meter=meter,
             index_dir=index_dir or user_cache("lower-index"),
+            steps=steps,
+            merged=merged,
         )
-        if steps:
-            rw = finish_image(rw.source_config, rw.results, rw.layers, epoch, steps, rw.source_layers, merged)
         rewritten = time.monotonic()
         how = _load(client, rw, image_ref, tags, progress)
         own = [r for r in rw.results if not r.inherited]

@@ -119,7 +119,7 @@ def _against_lower(
     return seconds
 
 
-def finish_image(
+def _finish_image(
     config: dict,
     results: list[LayerResult],
     files: list[tuple[str, Path | None, int]],
@@ -178,6 +178,8 @@ def rewrite_archive(
     keep_inherited: bool = False,
     index_dir: Path | None = None,
     diff_ids: list[str] | None = None,
+    steps: list[str] | None = None,
+    merged: int = 0,
 ) -> RewrittenImage:
     """Reads an image archive (`docker save` output, as chunks or a file: a docker-archive or an
     OCI image layout) once, front to back, and writes its normalised layers into workdir. The
@@ -186,7 +188,7 @@ def rewrite_archive(
     member they are before reading it. The lower index of the base is cached in index_dir;
     diff_ids (the image's, when the caller knows them) tell whether it is there already. When it
     is not, every layer whose rewrite changed it is also kept as read, until the walk shows which
-    are the base's."""
+    are the base's. steps and merged: the history as the Dockerfile states it (_finish_image)."""
     counter = iter(range(1 << 30))
     need_raw = inherited > 0 and not (diff_ids and lowerindex.is_cached(index_dir, diff_ids[:inherited]))
     raw: dict[str, Path] = {}  # source diff ID -> the layer as read
@@ -248,9 +250,7 @@ def rewrite_archive(
     for i, name in enumerate(layer_names):
         first, _, passed, took = layers[name]
         log(_layer_note(results[i] if i >= inherited else first, passed, took + seconds.get(i, 0.0)))
-    rw = finish_image(config, results, files, epoch)
-    rw.source_layers = manifest_layers(small)
-    return rw
+    return _finish_image(config, results, files, epoch, steps, manifest_layers(small), merged)
 
 
 def rewrite_from_store(
@@ -263,6 +263,8 @@ def rewrite_from_store(
     log: Callable[[str], None],
     meter: ReadMeter | None = None,
     index_dir: Path | None = None,
+    steps: list[str] | None = None,
+    merged: int = 0,
 ) -> RewrittenImage | None:
     """The same result as rewrite_archive, reading only the layers the image adds from the engine's
     store (and the base's, once, when index_dir holds no lower index of it). None when the store
@@ -308,4 +310,5 @@ def rewrite_from_store(
     for i, layer in enumerate(layers):
         log(_layer_note(results[inherited + i], layer.size, took[i] + seconds.get(inherited + i, 0.0)))
     # An OCI layout names the base's layers as the store describes them (containerd: its blobs).
-    return finish_image(config, results, files, epoch, source_layers=getattr(store, "manifest", {}).get("layers"))
+    source_layers = getattr(store, "manifest", {}).get("layers")
+    return _finish_image(config, results, files, epoch, steps, source_layers, merged)
