@@ -46,6 +46,13 @@ class TargetInputs:
     components: dict[str, ComponentPlan]  # in the target's order
 
 
+# Names templates once read as Jinja globals, and where their values are now.
+RETIRED_GLOBALS = {
+    "apt_mirror": "apt's mirror lines are ctx.apt.mirror_arg, mirror_setup, mirror_update and mirror_scratch",
+    "apt_sources": "the stack's apt sources are ctx.apt.checked_update_lines, sources_described and policy_script",
+}
+
+
 def apt_values(sources: AptSources | None) -> dict:
     """What the templates say about apt, as context: the Debian mirror's ARG and the lines that set
     it up, update and clear it (host.aptmirror), and what the stack's apt_sources does to a
@@ -97,6 +104,8 @@ class Renderer:
             name = self._shown(name if os.path.isabs(name) else self.templates / name)
         message = getattr(exc, "message", None) or str(exc)
         undefined = re.search(r"^'([^']+)' is undefined|has no attribute '([^']+)'", message)
+        if undefined and undefined.group(1) in RETIRED_GLOBALS:  # a project template written for them
+            message += f" ({RETIRED_GLOBALS[undefined.group(1)]})"
         return UserError(
             f"template error while rendering target {target!r}: {message}",
             file=name or self._shown(self.templates),

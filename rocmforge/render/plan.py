@@ -68,7 +68,9 @@ class TargetPlan:
 @dataclass
 class BuildPlan:
     matrix: Matrix
-    lock: Lock  # matrix.lock as read once for the command; every later stage takes it from here
+    # matrix.lock as read once for the command; every later stage takes it from here (a plan made
+    # without one: the empty lock, every pin unresolved)
+    lock: Lock = field(default_factory=lockfile.empty)
     targets: dict[str, TargetPlan] = field(default_factory=dict)
     variants: dict[str, tuple[TargetPlan, ...]] = field(default_factory=dict)  # by target, in matrix order
 

@@ -1,5 +1,6 @@
-"""matrix.lock: what `build.py lock` resolved (its model: define/lockmodel.py). Pure read/write and the
-matrix ↔ lock comparison."""
+"""matrix.lock: what `build.py lock` resolved (its model: resolve/lockmodel.py). Pure read/write, the
+matrix ↔ lock comparison, and the queries the render stage makes of it (component_lock, the apt pins
+of a step)."""
 
 from __future__ import annotations
 

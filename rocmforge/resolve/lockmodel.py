@@ -1,7 +1,7 @@
 """matrix.lock's typed model: what `build.py lock` resolved (bases, apt closures, Python wheels, held torch
-families, git commits), and the message each refused field gets. In the define stage, beside the matrix's
-models, so component kinds read and write their entries without reaching the resolve stage
-(resolve/lockfile.py reads and writes the file)."""
+families, git commits), and the message each refused field gets. The resolve stage owns the lock:
+resolve/lockfile.py reads and writes the file, resolve/lock.py and resolve/entries.py fill it in; the
+kinds' plans read only what it holds for their component (define.kinds.ComponentLock)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ class GitEntry(Entry):
 
 
 class Lock(BaseModel):
-    """The whole lock; writers (resolve/lock.py and the kinds' lock entries) update its sections in place."""
+    """The whole lock; its writers (resolve/lock.py and resolve/entries.py) update its sections in place."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     schema_version: Literal[1] = Field(default=1, alias="schema")

@@ -1,4 +1,4 @@
-"""matrix.lock as a typed model (rocmforge/define/lockmodel.py, read and written by rocmforge/resolve/lockfile.py):
+"""matrix.lock as a typed model (rocmforge/resolve/lockmodel.py, read and written by rocmforge/resolve/lockfile.py):
 every lock dumps to the bytes the dict-based lock wrote (keys as they were read or written, nulls kept,
 `held` left out while empty), and every field the old hand-written checks refused is refused with the
 same message, line and field. The expectations below were produced by those checks."""

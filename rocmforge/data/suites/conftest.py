@@ -273,7 +273,8 @@ def locked_packages(loaded_plan, matrix, target_name, target):
     image that is not from a matrix target."""
     if target is None:
         return None
-    lock = plan_for(loaded_plan, "cannot read the lock the image's packages are checked against").lock
+    why = "cannot render the matrix and its lock, which the image's packages are checked against"
+    lock = plan_for(loaded_plan, why).lock
     return expected_packages(lock, matrix, target_name)
 
 

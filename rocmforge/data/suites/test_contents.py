@@ -93,7 +93,8 @@ def expected(
             "there is no lock to check its contents against",
             pytrace=False,
         )
-    plan = plan_for(loaded_plan, "cannot read the lock the image's contents are checked against")
+    why = "cannot render the matrix and its lock, which the image's contents are checked against"
+    plan = plan_for(loaded_plan, why)
     lock = plan.lock
     python = {}
     for t in reversed(target_chain(matrix, target_name)):  # a child's lock entries win
