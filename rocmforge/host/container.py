@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
 
 TEST_LABEL = "io.rocmforge.test-session"
+# In a command: the image's own Python, by the absolute path its PATH gives (TrackedContainer.image_python).
+IMAGE_PYTHON = "image:python3"
+# The environment a judged probe runs in: nothing of the image's configuration or the caller's shell.
+CLEAN_ENV = ("PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8")
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,13 @@ class TrackedContainer:
     gpu: GpuAccess = field(default_factory=GpuAccess)
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     container: Container | None = None  # docker-py's, from start() until remove()
+    # The suites' judge: what a command's "python3" runs as (an interpreter copied in from outside,
+    # by absolute path, its environment cleared), what IMAGE_PYTHON runs as (the image's own, by
+    # the absolute path its PATH gives), and the tar put into /tmp before anything runs. Unset: as
+    # the image's PATH finds them.
+    probe_python: tuple[str, ...] = ()
+    image_python: str = ""
+    setup_tar: bytes = b""
 
     def start(self) -> TrackedContainer:
         self.container = self.client.docker.containers.run(
@@ -94,6 +105,8 @@ class TrackedContainer:
             labels={TEST_LABEL: self.session},
             **_device_options(self.gpu),
         )
+        if self.setup_tar:
+            self._started().put_archive("/tmp", self.setup_tar)
         return self
 
     def _started(self) -> Container:
@@ -108,7 +121,14 @@ class TrackedContainer:
 
     def exec(self, cmd: list[str] | str, timeout: int = 300, env: dict | None = None) -> ExecResult:
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        argv = ["timeout", "--kill-after=5", str(timeout)] + argv
+        if argv and argv[0] == IMAGE_PYTHON:
+            argv = [self.image_python or "python3", *argv[1:]]
+        if self.probe_python and argv and argv[0] == "python3":
+            extra = [f"{k}={v}" for k, v in (env or {}).items()]
+            argv = ["/usr/bin/env", "-i", *CLEAN_ENV, *extra, *self.probe_python, *argv[1:]]
+            env = None
+        timeout_cmd = "/usr/bin/timeout" if self.probe_python else "timeout"
+        argv = [timeout_cmd, "--kill-after=5", str(timeout)] + argv
         api = self.client.docker.api
         exec_id = api.exec_create(self.id, argv, environment=env, stdout=True, stderr=True)["Id"]
         out, err = api.exec_start(exec_id, demux=True)
@@ -120,6 +140,11 @@ class TrackedContainer:
             timed_out=rc in (124, 137),
         )
 
+    def put_tree(self, folder: str, files: dict[str, bytes], mode: int = 0o755) -> None:
+        """files as a new folder /tmp/<folder>, through the engine's archive API: no program in the
+        image (mkdir) takes part."""
+        self._started().put_archive("/tmp", tree_tar(folder, files, mode))
+
     def put_files(self, dest_dir: str, files: dict[str, bytes], mode: int = 0o755) -> None:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -129,6 +154,18 @@ class TrackedContainer:
                 tar.addfile(info, io.BytesIO(data))
         self.exec(["mkdir", "-p", dest_dir])
         self._started().put_archive(dest_dir, buf.getvalue())
+
+    def exists(self, path: str) -> bool:
+        """Whether the container has anything at path, asked through the engine's archive API."""
+        import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
+
+        try:
+            stream, _ = self._started().get_archive(path)
+        except docker.errors.NotFound:
+            return False
+        for _chunk in stream:  # the engine sends the archive whether read or not
+            pass
+        return True
 
     def read_file(self, path: str) -> bytes | None:
         """The bytes of a regular file in the container, None when there is nothing at path; read
@@ -171,6 +208,20 @@ class TrackedContainer:
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
+
+
+def tree_tar(folder: str, files: dict[str, bytes], mode: int = 0o755) -> bytes:
+    """A tar of files under folder/ (the folder itself 0755, root's)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(folder)
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def _kill(container: Container) -> None:

@@ -24,6 +24,7 @@ from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
 from rocmforge.shared.statedir import StateDir
 from rocmforge.verify import inventory, manifest, suites
+from rocmforge.verify.outside import check as outside
 from rocmforge.workflow import registry_cache
 from rocmforge.workflow.project import Project, ca_bundle
 
@@ -133,6 +134,7 @@ class Pipeline:
                 existing = self.from_cache(client, cache, dp)
             if existing:
                 client.tag(dp.content_tag, dp.readable_tag)  # by tag: the containerd store knows no config digest
+                outside.record_stage_outputs(client, dp, dp.content_tag, replace=False)
                 self.progress.line(f"[green]up to date[/green] {dp.key}: {dp.content_tag} ({existing[7:19]})")
                 if dp.name == name and not manifest.describes(self.project.state, dp.key, existing):
                     # Built under another state dir (or before it was cleared): `build` leaves the
@@ -160,6 +162,8 @@ class Pipeline:
         self.progress.line(f"[bold]building[/bold] {name} -> {tp.content_tag} (log: {log_path})")
         with self.progress.status(f"{name}: starting") as status:
             built = self.build_image(client, tp, tags=[tp.content_tag, tp.readable_tag], status=status)
+            # what the builder stages handed over, kept outside the image for the suites to check against
+            outside.record_stage_outputs(client, tp, tp.content_tag, replace=True)
             # Settling the cache (removing the previous one) and taking the inventory are independent.
             with ThreadPoolExecutor(max_workers=1) as pool:
                 settled = pool.submit(

@@ -255,11 +255,12 @@ def open_lower(
     *,
     cache: Path | None,
     log: Callable[[str], None] = print,
+    store: bool = True,
 ) -> LowerIndex:
     """An index of the layers diff_ids, open for changes at work (a copy: applying more layers
     leaves the cache alone). Starts from the longest cached prefix of the chain; layer(i) gives
     the tar of layer i for the rest (None: not available, an ImageArchiveError). The result is
-    cached under its chain ID."""
+    cached under its chain ID (store=False: only read from the cache, for an index no build reuses)."""
     chains = chain_ids(diff_ids)
     start, found = 0, None
     for k in range(len(chains), 0, -1):
@@ -285,7 +286,7 @@ def open_lower(
                 raise ImageArchiveError(f"layer {i} read for the lower index hashes to {got}, not {diff_ids[i]}")
         if diff_ids:
             index.seal(chains[-1])
-        if cache is not None and start < len(diff_ids):
+        if cache is not None and store and start < len(diff_ids):
             index.close()
             try:
                 _store(cache, work, chains[-1])

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from rocmforge.host.container import IMAGE_PYTHON
+
 FIND_PACKAGE = (
     "import importlib.util, json; s = importlib.util.find_spec('bitsandbytes'); "
     "print(json.dumps(list(s.submodule_search_locations) if s else None))"
@@ -23,7 +25,7 @@ def bitsandbytes_components(declared_components: list[str]) -> list[str]:
 
 def package_dirs(container, component: str) -> list[str]:
     """The folders Python imports bitsandbytes from in the image; the test fails when it is not installed."""
-    r = container.exec(["python3", "-c", FIND_PACKAGE], timeout=120)
+    r = container.exec([IMAGE_PYTHON, "-c", FIND_PACKAGE], timeout=120)
     dirs = json.loads(r.stdout.strip().splitlines()[-1]) if r.rc == 0 and r.stdout.strip() else None
     assert dirs, f"component {component} is declared but bitsandbytes is not installed: {r.output[-500:]}"
     return dirs

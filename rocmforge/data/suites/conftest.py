@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from rocmforge.data.suites import judged
+from rocmforge.data.suites.judged import PROBES_IN_CONTAINER, probe_container
 from rocmforge.define.matrix import load_matrix
 from rocmforge.host import engines
-from rocmforge.host.container import TrackedContainer, host_gpu_access
+from rocmforge.host.container import IMAGE_PYTHON, host_gpu_access
 from rocmforge.render.plan import load_plan
 from rocmforge.resolve.image_packages import expected_packages
-from rocmforge.shared import packagedata
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.verify.suites import NOT_GPU_VERIFIED
 
-PROBES_IN_CONTAINER = "/tmp/rocmforge-probes"
 EXPECTED_IN_CONTAINER = "/tmp/rocmforge-expected"  # what the host knows the image must hold
 
 
@@ -152,8 +152,17 @@ def gpu():
 
 
 @pytest.fixture(scope="session")
-def container(request, client, image_ref, gpu):
-    return probe_container(request, client, image_ref, gpu)
+def judge(loaded_plan, matrix, target_name, target):
+    """The interpreter the probes run on (rocmforge/verify/outside/judge): the image's Python version
+    from Debian's signed archive, copied in from the host; else the image's own /usr/bin/python3."""
+    return judged.judge_for(loaded_plan, matrix, target_name, target)
+
+
+@pytest.fixture(scope="session")
+def container(request, client, image_ref, image, gpu, judge):
+    tc = probe_container(request, client, image_ref, gpu, judge)
+    tc.image_python = judged.image_python_path(image.attrs, tc)
+    return tc
 
 
 @pytest.fixture(scope="session")
@@ -191,18 +200,6 @@ def registry_base_image(client, image: str, digest: str, image_id: str | None = 
     return None
 
 
-def probe_container(request, client, image_ref: str, gpu) -> TrackedContainer:
-    """A container of image_ref that the session removes, with the probes copied in."""
-    tc = TrackedContainer(client, image_ref, gpu=gpu)
-    if request.config.getoption("--session-id"):
-        tc.session = request.config.getoption("--session-id")
-    tc.start()
-    request.addfinalizer(tc.remove)
-    probes = packagedata.folder(Path(request.config.getoption("--matrix")).resolve().parent, "probes")
-    tc.put_files(PROBES_IN_CONTAINER, {p.name: p.read_bytes() for p in probes.iterdir() if p.is_file()})
-    return tc
-
-
 @pytest.fixture(scope="session")
 def declared_components(matrix, target_name, target):
     """Component names the image carries (its own and those of the targets it is built on)."""
@@ -236,7 +233,7 @@ def torch_info(container, has_python, torch_expected, target_name):
                 f"target {target_name} declares torch {torch_expected[0]} but the image has no python3", pytrace=False
             )
         return None
-    r = container.exec(["python3", "-c", TORCH_INFO], timeout=300)
+    r = container.exec([IMAGE_PYTHON, "-c", TORCH_INFO], timeout=300)
     if r.rc == 0:
         return json.loads(r.stdout.strip().splitlines()[-1])
     if torch_expected:

@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from rocmforge.data.suites import judged
 from rocmforge.data.suites.conftest import (
     EXPECTED_IN_CONTAINER,
     PROBES_IN_CONTAINER,
@@ -22,8 +23,11 @@ from rocmforge.data.suites.conftest import (
     registry_base_image,
     target_chain,
 )
+from rocmforge.define.matrix import variant_suffix
 from rocmforge.host import aptsources
 from rocmforge.resolve import bootstrap
+from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.verify.outside import check as outside_check
 
 # The contents probe, given what the image must hold in EXPECTED_IN_CONTAINER/contents.json.
 CONTENTS_CHECK = [
@@ -142,6 +146,42 @@ def _problems(contents, *kinds) -> list[str]:
 def _assert_none(problems: list[str], what: str) -> None:
     shown = problems[:SHOWN] + ([f"... and {len(problems) - SHOWN} more"] if len(problems) > SHOWN else [])
     assert not problems, f"{len(problems)} {what}:\n  " + "\n  ".join(shown)
+
+
+@pytest.fixture(scope="module")
+def outside(request, client, loaded_plan, image_ref, target_name, target, variant, declared_archs, judge):
+    """The image's every file, read from its layers on the host and accounted for from sources the
+    image cannot edit (rocmforge/verify/outside): no process in the image takes part."""
+    if target is None:
+        pytest.fail(
+            "the image is not from a matrix target: there are no sources to account for its files", pytrace=False
+        )
+    plan = plan_for(loaded_plan, "cannot render the matrix and its lock, which the image's files are accounted from")
+    key = target_name + variant_suffix(variant)
+    probes = judged.probes_sha256(judged.probe_files(request.config.getoption("--matrix")))
+    try:
+        acc, seconds = outside_check.check(client, plan, key, image_ref, tuple(declared_archs))
+        return acc, seconds, {"probes_ran_on": judge.what, "probes_sha256": probes}
+    except (UserError, BuildError) as exc:
+        pytest.fail(f"the image's files cannot be accounted for: {exc}", pytrace=False)
+
+
+def test_every_file_accounted_for_from_outside(outside, record_property):
+    """Judged on the host from the layers: every path is the pinned base's, a locked package's (as the
+    signed archive publishes it), the build context's, a builder stage's recorded output, or a
+    generated file its rule accepts; a packaged file may be absent only where the prune step's own
+    logic, run here, removes it."""
+    acc, seconds, judged_by = outside
+    record_property(
+        "figures",
+        {
+            **judged_by,
+            "accounted": dict(sorted(acc.checked.items())),
+            "bytes_compared": acc.bytes_hashed,
+            "seconds": {k: round(v, 2) for k, v in seconds.items()},
+        },
+    )
+    _assert_none(acc.findings, "path(s) no source accounts for")
 
 
 def test_dpkg_files(contents, record_property):

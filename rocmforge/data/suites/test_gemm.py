@@ -13,6 +13,7 @@ import json
 import pytest
 
 from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified
+from rocmforge.host.container import IMAGE_PYTHON
 
 GEMM_BIN = "/opt/rocmforge/bin/rocblas-gemm-smoke"
 # A working GPU reaches far more than this at n=8192; less means a wrong code path (e.g. a
@@ -40,7 +41,7 @@ def peak_for(peaks, figure: str) -> tuple[float | None, str]:
 @pytest.fixture(scope="module")
 def backend(container, torch_info, declared_archs):
     if torch_info is not None:
-        return "torch", ["python3", f"{PROBES_IN_CONTAINER}/gemm_torch.py"]
+        return "torch", [IMAGE_PYTHON, f"{PROBES_IN_CONTAINER}/gemm_torch.py"]  # torch: the image's own
     if container.exec(["test", "-x", GEMM_BIN]).rc == 0:
         return "rocblas", [GEMM_BIN]
     if container.exec(["sh", "-c", "command -v hipcc"]).rc == 0:

@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocmforge.data.suites.bitsandbytes_files import bitsandbytes_components, bnb_rocm_library_name, package_dirs
 from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, target_chain
+from rocmforge.host.container import IMAGE_PYTHON
 from rocmforge.resolve.image_packages import DPKG_STATUS, compare, parse_dpkg_status
 
 LIB_DIRS = "/usr/lib/x86_64-linux-gnu /opt/rocm/lib /opt/rocm*/lib"
@@ -243,7 +244,7 @@ def test_bitsandbytes_library_matches_torch(
     wanted = bnb_rocm_library_name(hip)
     record_property("figures", {"bitsandbytes_libraries": libs})
     assert wanted in libs, f"{why}: bitsandbytes loads {wanted}, but the image has {libs or 'none'}"
-    r = container.exec(["python3", "-c", "import bitsandbytes; print(bitsandbytes.__version__)"], timeout=300)
+    r = container.exec([IMAGE_PYTHON, "-c", "import bitsandbytes; print(bitsandbytes.__version__)"], timeout=300)
     assert r.rc == 0, f"bitsandbytes does not import: {(r.stderr.strip() or r.stdout.strip()).splitlines()[-1:]}"
     got = r.stdout.strip().splitlines()[-1]
     assert same_version(got, want_version), f"bitsandbytes reports {got}, component {comps[0]} pins {want_version}"
@@ -257,7 +258,7 @@ def test_declared_python_components_import(container, matrix, declared_component
     if not reqs:
         pytest.skip("not applicable: the target declares no Python environment")
     assert has_python, "python environments are declared but the image has no python3"
-    r = container.exec(["python3", "-c", DIST_PROBE, json.dumps(sorted(reqs))], timeout=900)
+    r = container.exec([IMAGE_PYTHON, "-c", DIST_PROBE, json.dumps(sorted(reqs))], timeout=900)
     assert r.rc == 0, f"component probe failed: {r.output[-1500:]}"
     got = json.loads(r.stdout.strip().splitlines()[-1])
     bad = []

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from rocmforge.data.suites.conftest import PROBES_IN_CONTAINER, not_gpu_verified, plan_for, target_chain
+from rocmforge.host.container import IMAGE_PYTHON
 
 CHECKS = [
     "settings/training_args.json",
@@ -255,7 +256,7 @@ def workload_python(container, stack):
     for py in candidates:
         if container.exec(["test", "-x", py]).rc == 0:
             return py
-    return "python3"
+    return IMAGE_PYTHON
 
 
 @pytest.fixture(scope="module")
@@ -303,6 +304,9 @@ def workload(container, workload_python, matrix, target_name, target, stack, req
     if data.get("error"):
         pytest.fail(f"workload probe crashed: {data['error']}: {r.output[-3000:]}", pytrace=False)
     data["_rc"], data["_cmd"] = r.rc, " ".join(cmd)
+    data["_python"] = (
+        f"{container.image_python if workload_python == IMAGE_PYTHON else workload_python} (the image's own)"
+    )
     return data
 
 
@@ -312,7 +316,8 @@ def test_workload(workload, check, record_property, settings_files):
     if not found:
         pytest.fail(f"the workload probe reported no {check!r} check ({workload['_cmd']})", pytrace=False)
     c = found[0]
-    figures = dict(c.get("figures") or {}, device=workload.get("device"))
+    # The workload runs on the image's own Python: that interpreter is what is under test here.
+    figures = dict(c.get("figures") or {}, device=workload.get("device"), python=workload["_python"])
     if workload.get("overrides"):
         figures["overrides"] = workload["overrides"]
     record_property("figures", figures)

@@ -1,0 +1,92 @@
+"""The outside verdict on one image of a plan target: its files from its layers, its pinned base's
+files, what its sources say, compared (account). Nothing here starts a process in the image."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from rocmforge.shared.errors import BuildError
+from rocmforge.verify.outside import account, expected, imagefs
+from rocmforge.verify.outside import rules as generated_rules
+
+if TYPE_CHECKING:
+    from rocmforge.host.engines import Engine
+    from rocmforge.render.plan import BuildPlan, TargetPlan
+
+
+def root_base(client: Engine, plan: BuildPlan, key: str) -> str:
+    """The engine's reference of the pinned image the chain of key starts from: the bootstrapped
+    base (its image ID in matrix.lock) or the registry base (its digest)."""
+    root = expected.chain(plan, key)[0]
+    lock = plan.lock.base(root.stack)
+    for ref in filter(None, (lock.image_id, root.final_from if root.final_from.startswith("rocmforge/") else None)):
+        if client.identity(ref):
+            if lock.image_id and client.identity(ref) != lock.image_id:
+                continue
+            return ref
+    if root.registry_base is not None:
+        image, digest = root.registry_base
+        if client.identity(f"{image}@{digest}"):
+            return f"{image}@{digest}"
+    raise BuildError(
+        f"the base {root.final_from or root.stack} pinned in matrix.lock ({lock.image_id or 'by digest'}) is not on "
+        f"this engine: the image's files cannot be told from its base's. Build {root.key} here, or pull its base"
+    )
+
+
+def record_stage_outputs(client: Engine, tp: TargetPlan, ref: str, *, replace: bool) -> None:
+    """After a build (replace) or when an image is found up to date (only if none is kept yet):
+    keeps, outside the image, what its builder stages handed over."""
+    if not expected.stage_destinations(tp) or (not replace and expected.has_stage_record(tp)):
+        return
+    with imagefs.open_image(client, ref) as fs:
+        expected.record_stage_outputs(fs, tp)
+
+
+def check(
+    client: Engine,
+    plan: BuildPlan,
+    key: str,
+    ref: str,
+    keep_archs: tuple[str, ...],
+    *,
+    log: Callable[[str], None] = lambda line: None,
+) -> tuple[account.Accounting, dict[str, float]]:
+    """The accounting of image ref as plan target key, and how long each part took."""
+    seconds: dict[str, float] = {}
+    t = time.monotonic()
+    exp = expected.expected(plan, key, keep_archs)
+    seconds["sources"], t = time.monotonic() - t, time.monotonic()
+    base_ref = root_base(client, plan, key)
+    base_ids = imagefs.diff_ids_of(client, base_ref)
+    own_ids = imagefs.diff_ids_of(client, ref)
+    if own_ids[: len(base_ids)] != base_ids:
+        acc = account.Accounting(findings=[f"the image does not start with the layers of its pinned base {base_ref}"])
+        return acc, seconds
+    with imagefs.open_image(client, base_ref, log=log) as bfs:
+        base = bfs.files()
+    with imagefs.open_image(client, ref, log=log) as fs:
+        files = fs.files()
+    seconds["layers"], t = time.monotonic() - t, time.monotonic()
+    probe = generated_rules.Rules(files, base, exp)
+    wanted = {
+        rel
+        for rel, have in files.items()
+        if have.type == "f"
+        and probe.owned_by_rule(rel)
+        and (base.get(rel) is None or base[rel].brief() != have.brief())
+    }
+    wanted |= {rel for rel in files if rel.startswith("var/lib/dpkg/alternatives/")}
+    upper = imagefs.file_bytes(client, ref, wanted, first_layer=len(base_ids))
+    rest = {rel for rel in wanted if rel not in upper}
+    if rest:
+        upper.update(imagefs.file_bytes(client, base_ref, rest))
+    seconds["generated"], t = time.monotonic() - t, time.monotonic()
+    env_path = next(
+        (e[5:] for e in (client.inspect(ref).get("Config") or {}).get("Env") or [] if e.startswith("PATH=")), ""
+    )
+    acc = account.account(files, base, exp, env_path, contents=upper.get)
+    seconds["compare"] = time.monotonic() - t
+    return acc, seconds

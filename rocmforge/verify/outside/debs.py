@@ -1,0 +1,254 @@
+"""Debian packages as the archive publishes them, fetched and read on the host: the source an
+image's packaged files are checked against, never the image's own /var/lib/dpkg.
+
+A package is found in the suite's `Packages` index, which is trusted only through the suite's
+`InRelease`, whose signature gpgv checks against the host's Debian archive keyring; the index's
+own hash comes from that signed file, and each `.deb`'s SHA-256 from the index. What was
+verified is kept in the user's cache (the `.deb`s by their SHA-256, the index entries used, and
+each `.deb`'s file list), so a second check downloads nothing. The mirror is the one builds use
+(ROCMFORGE_DEBIAN_MIRROR, else Debian's own archive).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import lzma
+import os
+import subprocess
+import tarfile
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocmforge.host import aptmirror
+from rocmforge.shared.errors import BuildError
+from rocmforge.shared.files import atomic_write, user_cache
+
+KEYRING = os.environ.get("ROCMFORGE_DEBIAN_KEYRING", "/usr/share/keyrings/debian-archive-keyring.gpg")
+ARCHS = ("amd64", "all")
+FORMAT = 2  # bump when what a cached file list holds changes
+
+
+@dataclass(frozen=True)
+class DebFile:
+    """One entry of a .deb's data.tar: what dpkg unpacks at that path."""
+
+    type: str  # "f" file, "d" directory, "l" symlink, "h" hard link (target in link), "c"/"b"/"p" special
+    mode: int
+    uid: int
+    gid: int
+    size: int
+    sha256: str  # a file's content; "" otherwise
+    link: str  # a symlink's or hard link's target
+    md5: str = ""  # a file's content, as dpkg's status records conffiles
+
+
+@dataclass(frozen=True)
+class DebContents:
+    package: str
+    version: str
+    sha256: str  # of the .deb
+    files: dict[str, DebFile]  # path without the leading "./" or "/": "usr/bin/python3.13"
+    control: dict[str, bytes]  # control.tar's members (md5sums, conffiles, postinst, control, ...)
+
+
+def cache_dir() -> Path:
+    return user_cache("debs")
+
+
+def _get(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r:  # noqa: S310 - the archive's own http URLs
+            return r.read()
+    except OSError as exc:
+        raise BuildError(f"cannot fetch {url}: {exc}") from None
+
+
+def _mirror() -> str:
+    return aptmirror.effective().rstrip("/")
+
+
+def _verified_release(suite: str) -> str:
+    """The suite's InRelease text, once gpgv has checked its signature with the archive keyring."""
+    raw = _get(f"{_mirror()}/dists/{suite}/InRelease")
+    with tempfile.NamedTemporaryFile(suffix=".InRelease") as f:
+        f.write(raw)
+        f.flush()
+        r = subprocess.run(
+            ["gpgv", "--keyring", KEYRING, "--status-fd", "1", "--output", "-", f.name],
+            capture_output=True,
+        )
+    status = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+    if "[GNUPG:] VALIDSIG" not in status:
+        raise BuildError(
+            f"the InRelease of Debian suite {suite} from {_mirror()} has no valid signature by a key of {KEYRING}"
+        )
+    # --output writes the signed text alone: nothing outside the signature is read
+    return raw.decode(errors="replace").split("\n\n", 1)[1].split("\n-----BEGIN PGP SIGNATURE-----", 1)[0]
+
+
+def _index_hash(release: str, name: str) -> str | None:
+    section = release.split("\nSHA256:\n", 1)[-1]
+    for line in section.splitlines():
+        if not line.startswith(" "):
+            break
+        digest, _size, path = line.split()
+        if path == name:
+            return digest
+    return None
+
+
+def _stanzas(text: str, wanted: set[str]) -> dict[str, dict[str, str]]:
+    """name=version=arch -> fields, for the stanzas of packages in wanted."""
+    out = {}
+    for block in text.split("\n\n"):
+        if not block.startswith("Package: "):
+            continue
+        name = block[9 : block.index("\n")] if "\n" in block else block[9:]
+        if name not in wanted:
+            continue
+        fields = {}
+        for line in block.splitlines():
+            if line and not line[0].isspace() and ": " in line:
+                k, v = line.split(": ", 1)
+                fields[k] = v
+        out[f"{name}={fields.get('Version')}={fields.get('Architecture')}"] = fields
+    return out
+
+
+def _entries_cache(suite: str) -> Path:
+    return cache_dir() / f"index-{suite}.json"
+
+
+def locate(suite: str, packages: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """name -> (pool path, sha256) of each package at its exact version in the signed index of suite
+    (Debian's main component); BuildError naming every one the index lacks."""
+    cache = _entries_cache(suite)
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    found, missing = {}, []
+    for name, version in packages.items():
+        hit = next((known[k] for a in ARCHS if (k := f"{name}={version}={a}") in known), None)
+        if hit:
+            found[name] = (hit["Filename"], hit["SHA256"])
+        else:
+            missing.append(name)
+    if missing:
+        release = _verified_release(suite)
+        index = "main/binary-amd64/Packages.xz"
+        want = _index_hash(release, index)
+        raw = _get(f"{_mirror()}/dists/{suite}/{index}")
+        if want is None or hashlib.sha256(raw).hexdigest() != want:
+            raise BuildError(f"the {index} of Debian suite {suite} does not match the hash its signed InRelease gives")
+        stanzas = _stanzas(lzma.decompress(raw).decode(errors="replace"), set(missing))
+        for k, fields in stanzas.items():
+            known[k] = {"Filename": fields["Filename"], "SHA256": fields["SHA256"]}
+        atomic_write(cache, json.dumps(known, sort_keys=True).encode())
+        gone = []
+        for name in missing:
+            version = packages[name]
+            hit = next((known[k] for a in ARCHS if (k := f"{name}={version}={a}") in known), None)
+            if hit is None:
+                gone.append(f"{name}={version}")
+            else:
+                found[name] = (hit["Filename"], hit["SHA256"])
+        if gone:
+            raise BuildError(
+                f"Debian suite {suite} at {_mirror()} no longer lists {', '.join(gone)}: the packages the image "
+                "must hold cannot be fetched to check its files against (a mirror that keeps them: "
+                f"{aptmirror.ENV})"
+            )
+    return found
+
+
+def fetch(pool_path: str, sha256: str) -> Path:
+    """The .deb, from the cache or the mirror, checked against sha256."""
+    path = cache_dir() / f"{sha256}.deb"
+    if path.is_file():
+        return path
+    raw = _get(f"{_mirror()}/{pool_path}")
+    if hashlib.sha256(raw).hexdigest() != sha256:
+        raise BuildError(f"{pool_path} from {_mirror()} does not have the SHA-256 the signed index gives")
+    atomic_write(path, raw)
+    return path
+
+
+def ar_members(data: bytes) -> dict[str, bytes]:
+    if not data.startswith(b"!<arch>\n"):
+        raise BuildError("not a Debian package (no ar header)")
+    out, pos = {}, 8
+    while pos + 60 <= len(data):
+        header = data[pos : pos + 60]
+        name = header[:16].decode().strip().rstrip("/")
+        size = int(header[48:58].decode().strip())
+        out[name] = data[pos + 60 : pos + 60 + size]
+        pos += 60 + size + (size % 2)
+    return out
+
+
+def open_tar(member: str, data: bytes) -> tarfile.TarFile:
+    if member.endswith(".zst"):
+        data = subprocess.run(["zstd", "-dc"], input=data, capture_output=True, check=True).stdout
+    return tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+
+
+def rel_path(name: str) -> str:
+    return "" if name in (".", "./") else name.removeprefix("./").removeprefix("/").rstrip("/")
+
+
+def _read(path: Path, package: str, version: str, sha256: str) -> DebContents:
+    members = ar_members(path.read_bytes())
+    data_name = next(n for n in members if n.startswith("data.tar"))
+    control_name = next(n for n in members if n.startswith("control.tar"))
+    files: dict[str, DebFile] = {}
+    with open_tar(data_name, members[data_name]) as tf:
+        for m in tf:
+            rel = rel_path(m.name)
+            if not rel:
+                continue
+            digest = md5 = ""
+            if m.isfile():
+                f = tf.extractfile(m)
+                h, h5 = hashlib.sha256(), hashlib.md5()  # noqa: S324 - dpkg's own conffile hash
+                while f is not None and (chunk := f.read(1 << 20)):
+                    h.update(chunk)
+                    h5.update(chunk)
+                digest, md5 = h.hexdigest(), h5.hexdigest()
+            kind = "f" if m.isfile() else "d" if m.isdir() else "l" if m.issym() else "h" if m.islnk() else "c"
+            link = rel_path(m.linkname) if m.islnk() else m.linkname
+            files[rel] = DebFile(kind, m.mode & 0o7777, m.uid, m.gid, m.size, digest, link, md5)
+    control: dict[str, bytes] = {}
+    with open_tar(control_name, members[control_name]) as tf:
+        for m in tf:
+            if m.isfile():
+                f = tf.extractfile(m)
+                control[rel_path(m.name)] = f.read() if f else b""
+    return DebContents(package, version, sha256, files, control)
+
+
+def contents(pool_path: str, sha256: str, package: str, version: str) -> DebContents:
+    """The .deb's file list and control files, from the cache or read from the fetched .deb."""
+    listed = cache_dir() / f"{sha256}.v{FORMAT}.json"
+    try:
+        d = json.loads(listed.read_text())
+        return DebContents(
+            package,
+            version,
+            sha256,
+            {k: DebFile(*v) for k, v in d["files"].items()},
+            {k: bytes.fromhex(v) for k, v in d["control"].items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    deb = _read(fetch(pool_path, sha256), package, version, sha256)
+    doc = {
+        "files": {k: [v.type, v.mode, v.uid, v.gid, v.size, v.sha256, v.link, v.md5] for k, v in deb.files.items()},
+        "control": {k: v.hex() for k, v in deb.control.items()},
+    }
+    atomic_write(listed, json.dumps(doc).encode())
+    return deb

@@ -1,0 +1,137 @@
+"""The files an image's build generates instead of unpacking: the one reviewed list, each with the
+rule that checks it (regenerate and compare, or match a source). A generated file no rule accepts
+is a finding; so is one outside this list. Keep it short: each entry says why it is here."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    rule: str
+    ok: bool
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    pattern: re.Pattern
+    rule: str  # its name in the figures and the README
+    why: str  # why the build generates it, and what the rule checks
+    check: str  # the Rules method that judges it
+
+
+# What packages make instead of unpacking (their maintainer scripts, or their program when it runs
+# in the build): path -> the package.
+MADE_BY_SCRIPTS = {
+    "var/log/apt": "apt",  # apt-get's log folder (normalisation drops the logs themselves)
+    # path: the package whose maintainer script makes it (the rule reads that script)
+    "etc/inputrc": "readline-common",
+    "etc/modules": "kmod",
+    "etc/networks": "netbase",
+    "etc/python3": "python3",
+    "etc/python3/debian_config": "python3",
+    "usr/local/lib/python3.13": "python3.13-minimal",
+    "usr/local/lib/python3.13/dist-packages": "python3.13-minimal",
+    "usr/local/lib/python3.14": "python3.14-minimal",
+    "usr/local/lib/python3.14/dist-packages": "python3.14-minimal",
+    "var/lib/python": "python3.13-minimal",
+    "var/lib/python/python3.13_installed": "python3.13-minimal",
+    "var/lib/python/python3.14_installed": "python3.14-minimal",
+    "var/cache/apt/archives/lock": "apt",
+    "var/cache/apt/archives/partial": "apt",
+    "var/cache/debconf/tmp.ci": "debconf",
+}
+
+# What every package-installing RUN removes from the base, and why.
+REMOVED_BY_BUILD = {
+    "var/lib/apt/lists/partial": "`rm -rf /var/lib/apt/lists/*` after apt-get: the package lists never ship",
+}
+
+GENERATED = (
+    Entry(
+        re.compile(r"^var/lib/dpkg/status(-old)?$"),
+        "dpkg-status",
+        "dpkg's database, written as packages install: regenerated from the .debs' control files (each package at "
+        "the locked version, installed, its conffiles' md5s those of the .deb's files, its other fields the .deb's)",
+        "dpkg_status",
+    ),
+    Entry(
+        re.compile(r"^var/lib/dpkg/info/[^/]+$"),
+        "dpkg-info",
+        "dpkg's per-package files: <pkg>.list regenerated from the .deb's data.tar, every other one equal to the "
+        ".deb's control member of that name",
+        "dpkg_info",
+    ),
+    Entry(
+        re.compile(r"^var/lib/dpkg/(triggers/[^/]+|available|lock(-frontend)?|triggers)$"),
+        "dpkg-state",
+        "dpkg's trigger and lock files: empty, or naming only trigger names and packages the image holds",
+        "dpkg_state",
+    ),
+    Entry(
+        re.compile(r"^etc/ld\.so\.cache$"),
+        "ld.so.cache",
+        "ldconfig's cache of the loader's folders: every entry names a file accounted for here, under its own name",
+        "ld_so_cache",
+    ),
+    Entry(
+        re.compile(r"(^|/)__pycache__/[^/]+\.pyc$"),
+        "byte-compiled",
+        "byte-compiled by a package's postinst (py3compile) or by pip: beside a source accounted for here, and its "
+        "header names that source's size (its code is not recompiled here)",
+        "pyc",
+    ),
+    Entry(
+        re.compile(r"^var/lib/apt/extended_states$"),
+        "apt-auto",
+        "apt's record of automatically installed packages: each stanza names a package the image holds",
+        "apt_states",
+    ),
+    Entry(
+        re.compile(r"^var/cache/debconf/[^/]+\.dat(-old)?$"),
+        "debconf",
+        "debconf's database of the packages' configuration questions: each entry is owned by packages the image holds",
+        "debconf",
+    ),
+    Entry(
+        re.compile(r"^etc/alternatives/[^/]+$"),
+        "alternatives",
+        "update-alternatives' links, made by postinst: each points to a file accounted for here, as "
+        "/var/lib/dpkg/alternatives/<name> registers",
+        "alternative_link",
+    ),
+    Entry(
+        re.compile(r"^var/lib/dpkg/alternatives/[^/]+$"),
+        "alternatives",
+        "update-alternatives' registry: each alternative it names is a file accounted for here",
+        "alternative_admin",
+    ),
+    Entry(
+        re.compile(r"^var/lib/dpkg/diversions$"),
+        "diversions",
+        "dpkg-divert's registry: each diversion names a package the image holds, and that package's maintainer "
+        "scripts name both of its paths",
+        "diversions",
+    ),
+    Entry(
+        re.compile("^(" + "|".join(re.escape(p) for p in sorted(MADE_BY_SCRIPTS)) + ")$"),
+        "maintainer-script",
+        "made by a package's maintainer script, not unpacked: empty, a folder, a copy of one of that package's "
+        "files, or text whose every line that script writes",
+        "script_made",
+    ),
+    Entry(
+        re.compile(r"^opt/rocmforge/prune/[^/]+\.json$"),
+        "prune-record",
+        "the prune step's record (perarch.py): regenerated on the host from the .debs' files and the archs kept",
+        "prune_record",
+    ),
+)
+
+
+def entry(rel: str) -> Entry | None:
+    """The list's entry for rel, or None: not a generated file."""
+    return next((e for e in GENERATED if e.pattern.search(rel)), None)
