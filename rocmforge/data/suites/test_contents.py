@@ -38,6 +38,7 @@ CONTENTS_CHECK = [
     f"{EXPECTED_IN_CONTAINER}/contents.json",
 ]
 SHOWN = 25  # problems per test in a failure message; the count says how many more
+FINDINGS_KEPT = 500  # outside findings kept in the report's figures
 OUTPUT_KINDS = ("hip-program", "cmake-wheel")
 
 
@@ -179,6 +180,8 @@ def test_every_file_accounted_for_from_outside(outside, record_property):
             "accounted": dict(sorted(acc.checked.items())),
             "bytes_compared": acc.bytes_hashed,
             "seconds": {k: round(v, 2) for k, v in seconds.items()},
+            # every finding, not only the SHOWN the message holds: what a reader of the report acts on
+            "findings": acc.findings[:FINDINGS_KEPT],
         },
     )
     _assert_none(acc.findings, "path(s) no source accounts for")

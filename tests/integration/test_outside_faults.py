@@ -1,0 +1,183 @@
+"""An attacker's copy of a real image, judged from outside: every tampering class that once passed
+every suite (issue 51), each a row of TAMPERING, fails the contents suite with a finding that names
+the path and what it does.
+
+The rows are data: a RUN line that tampers with a copy of the genuine hip-runtime image (found by
+its content tag in this checkout, built here when the engine lacks it) and the findings it must
+produce. The rows edit different files, so one copy holds all of them and one `build.py test` run
+judges it (a finding names one path: another row's edits cannot stand in for it); each row is its
+own test id, reading that run's report. The outside check's every finding is in its figures. The
+tampered copy gets a unique tag and is removed."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from rocmforge.render.plan import load_plan
+from tests.conftest import ROOT, build_image, run_cli
+
+pytestmark = pytest.mark.docker
+LIB = "/usr/lib/x86_64-linux-gnu"
+SITE = "/usr/local/lib/python3.13/dist-packages"  # debian13-rocm5.7: Python 3.13
+TARGET = "hip-runtime"
+
+
+@dataclass(frozen=True)
+class Tampering:
+    name: str
+    run: str  # shell, run as root in a copy of the genuine image
+    findings: tuple[str, ...]  # regexes, each of which some outside finding must match
+
+
+TAMPERING = [
+    # -- files no package owns ----------------------------------------------------------------
+    Tampering(
+        "ld-so-preload",
+        f"echo {LIB}/libz.so.1 > /etc/ld.so.preload",
+        (r"^/etc/ld\.so\.preload: preloaded into every process$",),
+    ),
+    Tampering(
+        "loader-folder-with-an-edited-libnuma",
+        f"mkdir /opt/shadow && cp {LIB}/libnuma.so.1.0.0 /opt/shadow/libnuma.so.1 && printf x >> /opt/shadow/libnuma.so.1"
+        " && echo /opt/shadow > /etc/ld.so.conf.d/000-shadow.conf && ldconfig",
+        (
+            r"^/etc/ld\.so\.conf\.d/000-shadow\.conf: adds folders to the dynamic loader's search path$",
+            rf"^/opt/shadow/libnuma\.so\.1: a library named like the packaged {re.escape(LIB)}/libnuma\.so\.1$",
+        ),
+    ),
+    Tampering(
+        "pth-file",
+        f"echo 'import os' > {SITE}/zz-startup.pth",
+        (rf"^{re.escape(SITE)}/zz-startup\.pth: a \.pth file: its import lines run at every Python start$",),
+    ),
+    Tampering(
+        "usercustomize",
+        f"echo 'import os' > {SITE}/usercustomize.py",
+        (rf"^{re.escape(SITE)}/usercustomize\.py: imported at every Python start$",),
+    ),
+    Tampering(
+        "sitecustomize-re-pointed",
+        "echo 'import os' > /etc/python3.13/startup.py && ln -sfn /etc/python3.13/startup.py "
+        "/usr/lib/python3.13/sitecustomize.py",
+        (
+            r"^/usr/lib/python3\.13/sitecustomize\.py: symlink points to '/etc/python3\.13/startup\.py', "
+            r"package libpython3\.13-minimal \S+ points it to '/etc/python3\.13/sitecustomize\.py'$",
+        ),
+    ),
+    Tampering(
+        "extra-distribution-with-a-valid-record",
+        f"mkdir {SITE}/extra-1.0.dist-info && echo 'import os' > {SITE}/extra.py"
+        f" && printf 'Metadata-Version: 2.1\\nName: extra\\nVersion: 1.0\\n' > {SITE}/extra-1.0.dist-info/METADATA"
+        f" && (cd {SITE} && for f in extra.py extra-1.0.dist-info/METADATA; do"
+        " h=$(python3 -c \"import base64,hashlib,sys; d=open(sys.argv[1],'rb').read();"
+        " print(base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode())\" $f);"
+        " echo \"$f,sha256=$h,$(stat -c %s $f)\"; done; echo 'extra-1.0.dist-info/RECORD,,')"
+        f" > {SITE}/extra-1.0.dist-info/RECORD && rm -rf {SITE}/__pycache__",
+        (rf"^{re.escape(SITE)}/extra-1\.0\.dist-info: an extra Python distribution$",),
+    ),
+    Tampering(
+        "wrappers-ahead-on-path",
+        "for p in python3 rocminfo; do printf '#!/bin/sh\\nexec /usr/bin/'$p' \"$@\"\\n' > /usr/local/bin/$p"
+        " && chmod 755 /usr/local/bin/$p; done",
+        (
+            r"^/usr/local/bin/python3: shadows the packaged /usr/bin/python3 on PATH$",
+            r"^/usr/local/bin/rocminfo: shadows the packaged /usr/bin/rocminfo on PATH$",
+        ),
+    ),
+    # -- metadata -----------------------------------------------------------------------------
+    Tampering(
+        "setuid-python",
+        "chmod u+s /usr/bin/python3.13",
+        (r"^/usr/bin/python3\.13: mode 4755 \(setuid\), package python3\.13-minimal \S+ has 0755$",),
+    ),
+    Tampering(
+        "soname-link-re-pointed",
+        f"cp {LIB}/libdrm.so.2.124.0 {LIB}/libdrm.so.2.124.0.orig && printf x >> {LIB}/libdrm.so.2.124.0.orig"
+        f" && ln -sfn libdrm.so.2.124.0.orig {LIB}/libdrm.so.2",
+        (
+            rf"^{re.escape(LIB)}/libdrm\.so\.2: symlink points to 'libdrm\.so\.2\.124\.0\.orig', "
+            r"package libdrm2 \S+ points it to 'libdrm\.so\.2\.124\.0'$",
+            rf"^{re.escape(LIB)}/libdrm\.so\.2\.124\.0\.orig: ",
+        ),
+    ),
+    # -- the image's own records, rewritten to match --------------------------------------------
+    Tampering(
+        "library-edited-md5sums-rewritten",
+        f"printf x >> {LIB}/libamdhip64.so.5.7.31921 && sum=$(md5sum {LIB}/libamdhip64.so.5.7.31921 | cut -d' ' -f1)"
+        ' && sed -i "s|^[0-9a-f]*  \\(usr/lib/x86_64-linux-gnu/libamdhip64.so.5.7.31921\\)$|$sum  \\1|"'
+        " /var/lib/dpkg/info/libamdhip64-5:amd64.md5sums",
+        (
+            rf"^{re.escape(LIB)}/libamdhip64\.so\.5\.7\.31921: content differs from package libamdhip64-5 ",
+            r"^/var/lib/dpkg/info/libamdhip64-5:amd64\.md5sums: differs from libamdhip64-5's \.deb control md5sums$",
+        ),
+    ),
+    Tampering(
+        "conffile-edited-status-rewritten",
+        "echo 'evil 9999/tcp' >> /etc/services && old=$(awk '$1==\"/etc/services\"{print $2}' /var/lib/dpkg/status)"
+        " && new=$(md5sum /etc/services | cut -d' ' -f1) && sed -i \"s|/etc/services $old|/etc/services $new|\""
+        " /var/lib/dpkg/status",
+        (
+            r"^/etc/services: content differs from package netbase ",
+            r"^/var/lib/dpkg/status: netbase's conffile /etc/services: md5 [0-9a-f]{32} is not the \.deb's$",
+        ),
+    ),
+    Tampering(
+        "deleted-and-excused-by-path-exclude",
+        "rm /usr/share/doc/rocminfo/copyright"
+        " && echo 'path-exclude=/usr/share/doc/rocminfo/copyright' > /etc/dpkg/dpkg.cfg.d/excused",
+        (
+            r"^/usr/share/doc/rocminfo/copyright: missing; package rocminfo \S+ ships it$",
+            r"^/etc/dpkg/dpkg\.cfg\.d/excused: changes what dpkg unpacks or excuses$",
+        ),
+    ),
+    # -- the judge --------------------------------------------------------------------------------
+    Tampering(
+        "probe-edited",
+        "echo '# edited' >> /opt/rocmforge/probes/load.py",
+        (r"^/opt/rocmforge/probes/load\.py: content differs from build context probes/load\.py ",),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def judged(docker_client):
+    """The report of `build.py test --json` on one copy of the genuine image holding every row's
+    tampering, and the outside check's findings in it."""
+    proc = run_cli("build", "--target", TARGET)
+    assert proc.returncode == 0, f"build of {TARGET} failed:\n{proc.stderr[-3000:]}"
+    genuine = load_plan(ROOT / "matrix.yaml").targets[TARGET].content_tag
+    tag = f"rocmforge-test/tampered-{TARGET}:{uuid.uuid4().hex[:12]}"
+    runs = "".join(f"RUN {t.run}\n" for t in TAMPERING)
+    build_image(docker_client, f'FROM {genuine}\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\n{runs}', tag=tag)
+    try:
+        proc = run_cli("test", "--image", tag, "--target", TARGET, "--json")
+    finally:
+        docker_client.images.remove(tag, force=True)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    outside = next(t for t in report["tests"] if t["test"] == "test_every_file_accounted_for_from_outside")
+    # What the note's fault table is read from: every finding of the tampered copy.
+    print("\nOUTSIDE FINDINGS\n  " + "\n  ".join((outside.get("figures") or {}).get("findings") or []))
+    return proc.returncode, report, outside
+
+
+@pytest.mark.parametrize("row", TAMPERING, ids=[t.name for t in TAMPERING])
+def test_tampering_fails_the_outside_check_naming_the_path(judged, row):
+    rc, report, outside = judged
+    assert rc == 1 and not report["ok"], json.dumps(report["suites"], indent=1)[:3000]
+    assert report["suites"]["contents"]["status"] == "failed"
+    assert outside["outcome"] == "failed", outside
+    findings = (outside.get("figures") or {}).get("findings") or []
+    for wanted in row.findings:
+        assert any(re.search(wanted, f) for f in findings), f"no finding matches {wanted!r}:\n" + "\n".join(findings)
+
+
+def test_table_is_well_formed():
+    names = [t.name for t in TAMPERING]
+    assert len(names) == len(set(names)), "duplicate row ids"
+    assert all(t.run and t.findings for t in TAMPERING)
