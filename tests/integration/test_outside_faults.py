@@ -43,8 +43,8 @@ TAMPERING = [
     ),
     Tampering(
         "loader-folder-with-an-edited-libnuma",
-        f"mkdir /opt/shadow && cp {LIB}/libnuma.so.1.0.0 /opt/shadow/libnuma.so.1 && printf x >> /opt/shadow/libnuma.so.1"
-        " && echo /opt/shadow > /etc/ld.so.conf.d/000-shadow.conf && ldconfig",
+        f"mkdir /opt/shadow && cp {LIB}/libnuma.so.1.0.0 /opt/shadow/libnuma.so.1"
+        " && printf x >> /opt/shadow/libnuma.so.1 && echo /opt/shadow > /etc/ld.so.conf.d/000-shadow.conf && ldconfig",
         (
             r"^/etc/ld\.so\.conf\.d/000-shadow\.conf: adds folders to the dynamic loader's search path$",
             rf"^/opt/shadow/libnuma\.so\.1: a library named like the packaged {re.escape(LIB)}/libnuma\.so\.1$",
