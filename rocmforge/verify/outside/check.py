@@ -3,12 +3,13 @@ files, what its sources say, compared (account). Nothing here starts a process i
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocmforge.shared.errors import BuildError
-from rocmforge.verify.outside import account, expected, imagefs
+from rocmforge.verify.outside import account, aptsrc, expected, imagefs
 from rocmforge.verify.outside import rules as generated_rules
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ def check(
     """The accounting of image ref as plan target key, and how long each part took."""
     seconds: dict[str, float] = {}
     t = time.monotonic()
-    exp = expected.expected(plan, key, keep_archs)
-    seconds["sources"], t = time.monotonic() - t, time.monotonic()
     base_ref = root_base(client, plan, key)
     base_ids = imagefs.diff_ids_of(client, base_ref)
     own_ids = imagefs.diff_ids_of(client, ref)
@@ -70,6 +69,10 @@ def check(
     with imagefs.open_image(client, ref, log=log) as fs:
         files = fs.files()
     seconds["layers"], t = time.monotonic() - t, time.monotonic()
+    stack = plan.matrix.stacks[expected.chain(plan, key)[0].stack]
+    sources = aptsrc.for_stack(stack, list(base), lambda paths: imagefs.file_bytes(client, base_ref, paths))
+    exp = expected.expected(plan, key, keep_archs, sources)
+    seconds["sources"], t = time.monotonic() - t, time.monotonic()
     probe = generated_rules.Rules(files, base, exp)
     wanted = {
         rel
@@ -83,10 +86,13 @@ def check(
     rest = {rel for rel in wanted if rel not in upper}
     if rest:
         upper.update(imagefs.file_bytes(client, base_ref, rest))
+    # The bytes the rules read must be the bytes the index hashed from the layers' streams.
+    torn = sorted(rel for rel, data in upper.items() if hashlib.sha256(data).hexdigest() != files[rel].data)
     seconds["generated"], t = time.monotonic() - t, time.monotonic()
     env_path = next(
         (e[5:] for e in (client.inspect(ref).get("Config") or {}).get("Env") or [] if e.startswith("PATH=")), ""
     )
     acc = account.account(files, base, exp, env_path, contents=upper.get)
+    acc.findings += [f"/{rel}: the engine's stored copy differs from the layer it belongs to" for rel in torn]
     seconds["compare"] = time.monotonic() - t
     return acc, seconds

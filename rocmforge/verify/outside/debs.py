@@ -11,6 +11,7 @@ each `.deb`'s file list), so a second check downloads nothing. The mirror is the
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -67,26 +68,47 @@ def _get(url: str) -> bytes:
         raise BuildError(f"cannot fetch {url}: {exc}") from None
 
 
-def _mirror() -> str:
-    return aptmirror.effective().rstrip("/")
+@dataclass(frozen=True)
+class AptSource:
+    """One `deb URI SUITE COMPONENT...` line, with the keyrings (files on this host) that may sign
+    its InRelease."""
+
+    uri: str
+    suite: str
+    components: tuple[str, ...]
+    keyrings: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.uri} {self.suite} {' '.join(self.components)}".encode()).hexdigest()[:16]
+
+    def url(self, path: str) -> str:
+        """path under the source, through ROCMFORGE_DEBIAN_MIRROR where the source is Debian's archive."""
+        base = self.uri.rstrip("/")
+        if base in (aptmirror.CANONICAL, aptmirror.CANONICAL.replace("http:", "https:")):
+            base = aptmirror.effective().rstrip("/")
+        return f"{base}/{path}"
 
 
-def _verified_release(suite: str) -> str:
-    """The suite's InRelease text, once gpgv has checked its signature with the archive keyring."""
-    raw = _get(f"{_mirror()}/dists/{suite}/InRelease")
+def debian(suite: str) -> AptSource:
+    """Debian's archive (main), signed by the host's Debian archive keyring: a bootstrapped stack's source."""
+    return AptSource(aptmirror.CANONICAL, suite, ("main",), (KEYRING,))
+
+
+def _verified_release(src: AptSource) -> str:
+    """The source's InRelease text, once gpgv has checked its signature with the source's keyrings."""
+    raw = _get(src.url(f"dists/{src.suite}/InRelease"))
     with tempfile.NamedTemporaryFile(suffix=".InRelease") as f:
         f.write(raw)
         f.flush()
-        r = subprocess.run(
-            ["gpgv", "--keyring", KEYRING, "--status-fd", "1", "--output", "-", f.name],
-            capture_output=True,
-        )
+        keyrings = [a for k in src.keyrings for a in ("--keyring", k)]
+        r = subprocess.run(["gpgv", *keyrings, "--status-fd", "1", f.name], capture_output=True)
     status = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
     if "[GNUPG:] VALIDSIG" not in status:
         raise BuildError(
-            f"the InRelease of Debian suite {suite} from {_mirror()} has no valid signature by a key of {KEYRING}"
+            f"the InRelease of {src.uri} {src.suite} has no valid signature by a key of {', '.join(src.keyrings)}"
         )
-    # --output writes the signed text alone: nothing outside the signature is read
+    # only the signed text is read: what comes before or after the signature block is ignored
     return raw.decode(errors="replace").split("\n\n", 1)[1].split("\n-----BEGIN PGP SIGNATURE-----", 1)[0]
 
 
@@ -119,61 +141,63 @@ def _stanzas(text: str, wanted: set[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def _entries_cache(suite: str) -> Path:
-    return cache_dir() / f"index-{suite}.json"
-
-
-def locate(suite: str, packages: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """name -> (pool path, sha256) of each package at its exact version in the signed index of suite
-    (Debian's main component); BuildError naming every one the index lacks."""
-    cache = _entries_cache(suite)
-    try:
-        known = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        known = {}
-    found, missing = {}, []
-    for name, version in packages.items():
-        hit = next((known[k] for a in ARCHS if (k := f"{name}={version}={a}") in known), None)
-        if hit:
-            found[name] = (hit["Filename"], hit["SHA256"])
-        else:
-            missing.append(name)
-    if missing:
-        release = _verified_release(suite)
-        index = "main/binary-amd64/Packages.xz"
+def _signed_index(src: AptSource, component: str, release: str) -> str:
+    """The component's Packages index, checked against the hash the signed release gives."""
+    for name, unpack in (("Packages.xz", lzma.decompress), ("Packages.gz", gzip.decompress)):
+        index = f"{component}/binary-amd64/{name}"
         want = _index_hash(release, index)
-        raw = _get(f"{_mirror()}/dists/{suite}/{index}")
-        if want is None or hashlib.sha256(raw).hexdigest() != want:
-            raise BuildError(f"the {index} of Debian suite {suite} does not match the hash its signed InRelease gives")
-        stanzas = _stanzas(lzma.decompress(raw).decode(errors="replace"), set(missing))
-        for k, fields in stanzas.items():
-            known[k] = {"Filename": fields["Filename"], "SHA256": fields["SHA256"]}
-        atomic_write(cache, json.dumps(known, sort_keys=True).encode())
-        gone = []
-        for name in missing:
-            version = packages[name]
-            hit = next((known[k] for a in ARCHS if (k := f"{name}={version}={a}") in known), None)
-            if hit is None:
-                gone.append(f"{name}={version}")
-            else:
-                found[name] = (hit["Filename"], hit["SHA256"])
-        if gone:
-            raise BuildError(
-                f"Debian suite {suite} at {_mirror()} no longer lists {', '.join(gone)}: the packages the image "
-                "must hold cannot be fetched to check its files against (a mirror that keeps them: "
-                f"{aptmirror.ENV})"
-            )
+        if want is None:
+            continue
+        raw = _get(src.url(f"dists/{src.suite}/{index}"))
+        if hashlib.sha256(raw).hexdigest() != want:
+            raise BuildError(f"{index} of {src.uri} {src.suite} does not match the hash its signed InRelease gives")
+        return unpack(raw).decode(errors="replace")
+    return ""
+
+
+def _lookup(known: dict, name: str, version: str) -> dict | None:
+    return next((known[k] for a in ARCHS if (k := f"{name}={version}={a}") in known), None)
+
+
+def locate(sources: list[AptSource], packages: dict[str, str]) -> dict[str, tuple[AptSource, str, str]]:
+    """name -> (source, pool path, sha256) of each package at its exact version in the signed
+    indexes of sources; BuildError naming every one none of them lists."""
+    found: dict[str, tuple[AptSource, str, str]] = {}
+    missing = dict(packages)
+    for src in sources:
+        cache = cache_dir() / f"index-{src.key}.json"
+        try:
+            known = json.loads(cache.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if any(_lookup(known, n, v) is None for n, v in missing.items()):
+            release = _verified_release(src)
+            for component in src.components:
+                for k, fields in _stanzas(_signed_index(src, component, release), set(missing)).items():
+                    known[k] = {"Filename": fields["Filename"], "SHA256": fields["SHA256"]}
+            atomic_write(cache, json.dumps(known, sort_keys=True).encode())
+        for name, version in list(missing.items()):
+            hit = _lookup(known, name, version)
+            if hit is not None:
+                found[name] = (src, hit["Filename"], hit["SHA256"])
+                del missing[name]
+    if missing:
+        raise BuildError(
+            f"no source ({'; '.join(f'{s.uri} {s.suite}' for s in sources)}) lists "
+            f"{', '.join(f'{n}={v}' for n, v in sorted(missing.items()))}: the packages the image must hold cannot "
+            f"be fetched to check its files against (a Debian mirror that keeps them: {aptmirror.ENV})"
+        )
     return found
 
 
-def fetch(pool_path: str, sha256: str) -> Path:
-    """The .deb, from the cache or the mirror, checked against sha256."""
+def fetch(src: AptSource, pool_path: str, sha256: str) -> Path:
+    """The .deb, from the cache or the source, checked against sha256."""
     path = cache_dir() / f"{sha256}.deb"
     if path.is_file():
         return path
-    raw = _get(f"{_mirror()}/{pool_path}")
+    raw = _get(src.url(pool_path))
     if hashlib.sha256(raw).hexdigest() != sha256:
-        raise BuildError(f"{pool_path} from {_mirror()} does not have the SHA-256 the signed index gives")
+        raise BuildError(f"{src.url(pool_path)} does not have the SHA-256 the signed index gives")
     atomic_write(path, raw)
     return path
 
@@ -231,7 +255,7 @@ def _read(path: Path, package: str, version: str, sha256: str) -> DebContents:
     return DebContents(package, version, sha256, files, control)
 
 
-def contents(pool_path: str, sha256: str, package: str, version: str) -> DebContents:
+def contents(src: AptSource, pool_path: str, sha256: str, package: str, version: str) -> DebContents:
     """The .deb's file list and control files, from the cache or read from the fetched .deb."""
     listed = cache_dir() / f"{sha256}.v{FORMAT}.json"
     try:
@@ -245,7 +269,7 @@ def contents(pool_path: str, sha256: str, package: str, version: str) -> DebCont
         )
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    deb = _read(fetch(pool_path, sha256), package, version, sha256)
+    deb = _read(fetch(src, pool_path, sha256), package, version, sha256)
     doc = {
         "files": {k: [v.type, v.mode, v.uid, v.gid, v.size, v.sha256, v.link, v.md5] for k, v in deb.files.items()},
         "control": {k: v.hex() for k, v in deb.control.items()},

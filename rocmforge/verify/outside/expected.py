@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,14 +43,14 @@ class Expected:
     base_packages: dict[str, str]  # name -> version the base holds
     keep_archs: tuple[str, ...]  # the archs a prune step keeps (() when nothing is pruned)
     pruned: bool
-    suite: str = ""  # the Debian suite the packages come from
+    sources: list[debs.AptSource] = field(default_factory=list)  # where the packages come from
 
     def deb(self, name: str) -> debs.DebContents:
         """The .deb of any package the image holds (one of the base's is fetched when first asked)."""
         if name not in self.packages:
             version = self.all_packages[name]
-            pool, sha = debs.locate(self.suite, {name: version})[name]
-            self.packages[name] = debs.contents(pool, sha, name, version)
+            src, pool, sha = debs.locate(self.sources, {name: version})[name]
+            self.packages[name] = debs.contents(src, pool, sha, name, version)
         return self.packages[name]
 
 
@@ -154,27 +154,16 @@ def _stage_outputs(tp: TargetPlan) -> dict[str, Want]:
 # -- packages -------------------------------------------------------------------------------------
 
 
-def _suite(plan: BuildPlan, stack_name: str) -> str:
-    base = plan.matrix.stacks[stack_name].base
-    if not base.bootstrap:
-        raise BuildError(
-            f"stack {stack_name} starts from a registry image: its packages come from its vendor's apt "
-            "repository, which rocmforge does not fetch .debs from"
-        )
-    return base.bootstrap.suite
-
-
-def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...]) -> Expected:
-    """What the image of plan target key must hold above its base."""
+def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: list[debs.AptSource]) -> Expected:
+    """What the image of plan target key must hold above its base, its packages from sources."""
     tps = chain(plan, key)
     top = tps[-1]
     stack = top.stack
     pkgs = expected_packages(plan.lock, plan.matrix, top.name)
     base_pkgs = dict(plan.lock.base(stack).packages or {})
     above = {n: v for n, v in pkgs.packages.items() if base_pkgs.get(n) != v}
-    suite = _suite(plan, stack)
-    located = debs.locate(suite, above) if above else {}
-    contents = {n: debs.contents(pool, sha, n, above[n]) for n, (pool, sha) in located.items()}
+    located = debs.locate(sources, above) if above else {}
+    contents = {n: debs.contents(src, pool, sha, n, above[n]) for n, (src, pool, sha) in located.items()}
     paths: dict[str, Want] = {}
     for name, deb in sorted(contents.items()):
         src = f"package {name} {deb.version}"
@@ -193,4 +182,4 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...]) -> Expected
         paths.update(_context_copies(tp))
         paths.update(_stage_outputs(tp))
     pruned = any(plan.matrix.targets[tp.name].prune_archs for tp in tps)
-    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, suite)
+    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources)

@@ -9,8 +9,10 @@ added. Layers come from the engine's store when this host can read it, else from
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +25,7 @@ from rocmforge.assemble.image.archive import read_manifest, walk_archive
 from rocmforge.assemble.image.layers import layer_path
 from rocmforge.assemble.image.lowerindex import LowerIndex, Node, chain_ids
 from rocmforge.assemble.image.tarcodec import LNK, REG, TarReader
+from rocmforge.host.layerstore import StoredLayer
 from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import keep_most_recent, user_cache
 from rocmforge.shared.streams import ChunkStream, HashingWindow
@@ -180,6 +183,59 @@ def open_image(client: Engine, ref: str, *, log: Callable[[str], None] = lambda 
             index.close()
 
 
+_OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+
+
+def _from_overlay_dir(folder: Path, rel: str) -> tuple[bool, bytes | None]:
+    """(settled, bytes) for rel in one overlay layer folder: settled when this layer decides it (holds
+    it, removes it with a whiteout device, or hides what is below with an opaque folder)."""
+    parts = rel.split("/")
+    here = folder
+    for i, part in enumerate(parts):
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except (FileNotFoundError, NotADirectoryError):
+            return False, None
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout: removed in this layer
+            return True, None
+        if i < len(parts) - 1:
+            if not stat.S_ISDIR(st.st_mode):
+                return True, None  # a file where a folder was: nothing below it
+            if any(_xattr(here, x) == b"y" for x in _OPAQUE_XATTRS) and not (here / parts[i + 1]).exists():
+                return True, None
+    return True, here.read_bytes() if stat.S_ISREG(st.st_mode) else None
+
+
+def _xattr(path: Path, name: str) -> bytes | None:
+    try:
+        return os.getxattr(path, name, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+def _overlay_bytes(layers: _Layers, wanted: set[str], first_layer: int) -> dict[str, bytes] | None:
+    """wanted files read straight from the engine's overlay layer folders, topmost first; None when
+    the layers are not stored as such folders (then the tars are read)."""
+    if layers.reader is None:
+        return None
+    folders = []
+    for i in range(first_layer, len(layers.diff_ids)):
+        found = layers.reader.layer(layers.diff_ids, i)
+        if not isinstance(found, StoredLayer):
+            return None
+        folders.append(found.files)
+    out: dict[str, bytes] = {}
+    for rel in wanted:
+        for folder in reversed(folders):
+            settled, data = _from_overlay_dir(folder, rel)
+            if settled:
+                if data is not None:
+                    out[rel] = data
+                break
+    return out
+
+
 def file_bytes(client: Engine, ref: str, wanted: set[str], first_layer: int = 0) -> dict[str, bytes]:
     """The bytes of the regular files `wanted` (relative paths) as the layers from first_layer up
     hold them (the topmost wins; a whiteout above removes). Small files only: the generated files a
@@ -188,6 +244,9 @@ def file_bytes(client: Engine, ref: str, wanted: set[str], first_layer: int = 0)
     found: dict[bytes, bytes | None] = {}
     with tempfile.TemporaryDirectory(prefix="rocmforge-imagefs-") as tmpname:
         layers = _Layers(client, ref, Path(tmpname), lambda line: None)
+        direct = _overlay_bytes(layers, wanted, first_layer)
+        if direct is not None:
+            return direct
         for i in range(first_layer, len(layers.diff_ids)):
             source = layers(i)
             if source is None:

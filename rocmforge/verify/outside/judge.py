@@ -61,8 +61,8 @@ def _tree(raws: list[bytes]) -> bytes:
 
 
 def for_image(suite: str | None, packages: dict[str, str]) -> Judge:
-    """The judge for an image holding packages (name -> version) from Debian suite (None: not a
-    Debian archive rocmforge fetches from)."""
+    """The judge for an image holding packages (name -> version) from Debian suite (None: the
+    stack's packages do not come from Debian's archive alone: the image's own interpreter)."""
     version = _version(packages)
     fallback = Judge(("/usr/bin/python3", "-E", "-s", "-S"), b"", "the image's own /usr/bin/python3", "")
     if suite is None or version is None:
@@ -70,13 +70,13 @@ def for_image(suite: str | None, packages: dict[str, str]) -> Judge:
     names = {p.format(v=version): packages.get(p.format(v=version)) for p in _PARTS}
     if any(v is None for v in names.values()):
         return fallback
-    located = debs.locate(suite, {n: v for n, v in names.items() if v})
-    key = hashlib.sha256("".join(sha for _, sha in located.values()).encode()).hexdigest()
+    located = debs.locate([debs.debian(suite)], {n: v for n, v in names.items() if v})
+    key = hashlib.sha256("".join(sha for _, _, sha in located.values()).encode()).hexdigest()
     kept = user_cache("judge") / f"{key}.tar"
     try:
         tar = kept.read_bytes()
     except OSError:
-        tar = _tree([debs.fetch(pool, sha).read_bytes() for pool, sha in located.values()])
+        tar = _tree([debs.fetch(src, pool, sha).read_bytes() for src, pool, sha in located.values()])
         atomic_write(kept, tar)
     if f"rocmforge-judge/usr/bin/python{version}".encode() not in tar:
         raise BuildError(f"python{version}-minimal's .deb holds no usr/bin/python{version}")
