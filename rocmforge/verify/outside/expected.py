@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocmforge.host import aptsources
 from rocmforge.render.plan import BuildPlan, TargetPlan
 from rocmforge.resolve.image_packages import expected_packages
 from rocmforge.shared.errors import BuildError
@@ -44,6 +45,7 @@ class Expected:
     keep_archs: tuple[str, ...]  # the archs a prune step keeps (() when nothing is pruned)
     pruned: bool
     sources: list[debs.AptSource] = field(default_factory=list)  # where the packages come from
+    removed: dict[str, str] = field(default_factory=dict)  # base paths the build removes -> why
 
     def deb(self, name: str) -> debs.DebContents:
         """The .deb of any package the image holds (one of the base's is fetched when first asked)."""
@@ -182,4 +184,12 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
         paths.update(_context_copies(tp))
         paths.update(_stage_outputs(tp))
     pruned = any(plan.matrix.targets[tp.name].prune_archs for tp in tps)
-    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources)
+    removed = {}
+    policy = plan.matrix.stacks[stack].apt_sources
+    if policy is not None and not policy.keep:  # what aptsources.policy_script does to the base's lists
+        lists = aptsources.LISTS_DIR.lstrip("/")
+        removed = {f"{lists}/{n}": f"the stack's apt_sources drops {n}" for n in policy.drop}
+        for name, line in policy.replace.items():
+            written = hashlib.sha256((line + "\n").encode()).hexdigest()
+            paths[f"{lists}/{name}"] = Want("f", 0o644, 0, 0, written, "the stack's apt_sources")
+    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed)
