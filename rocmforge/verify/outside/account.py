@@ -87,12 +87,13 @@ def account(
     exp: Expected,
     env_path: str,
     contents: Callable[[str], bytes | None] = lambda rel: None,
+    base_contents: Callable[[str], bytes | None] = lambda rel: None,
 ) -> Accounting:
     """Checks every path of files (the image) against base (its pinned base, unchanged paths are the
     base's) and exp (what the build adds); generated files by their rule."""
     acc = Accounting()
     path_dirs = _path_dirs(env_path)
-    rules = generated_rules.Rules(files, base, exp, contents)
+    rules = generated_rules.Rules(files, base, exp, contents, base_contents)
     for rel, want in exp.paths.items():
         have = files.get(rel)
         if have is None:
@@ -105,6 +106,9 @@ def account(
         why = _differs(want, have)
         if why and rules.owned_by_rule(rel):
             continue  # a generated file some package also ships (judged by its rule below)
+        if why and want.type == have.type == "d" and rules.mode_set_by_declaration(rel, have):
+            acc.count("tmpfiles.d")
+            continue
         if why:
             acc.findings.append(f"/{rel}: {why}")
         else:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocmforge.shared.errors import BuildError
-from rocmforge.verify.outside import account, aptsrc, expected, imagefs
+from rocmforge.verify.outside import account, aptsrc, declared, expected, imagefs
 from rocmforge.verify.outside import rules as generated_rules
 
 if TYPE_CHECKING:
@@ -81,7 +81,13 @@ def check(
         and probe.owned_by_rule(rel)
         and (base.get(rel) is None or base[rel].brief() != have.brief())
     }
-    wanted |= {rel for rel in files if rel.startswith("var/lib/dpkg/alternatives/")}
+    wanted |= {rel for rel in files if declared.READS.match(rel) and files[rel].type == "f"}
+    # the libraries ldconfig may have made a SONAME link to (the link rule reads their SONAME)
+    wanted |= {
+        f"{rel.rpartition('/')[0]}/{have.data}"
+        for rel, have in files.items()
+        if have.type == "l" and "/" not in have.data and declared.SONAME_LINK.search(rel) and rel not in exp.paths
+    }
     upper = imagefs.file_bytes(client, ref, wanted, first_layer=len(base_ids))
     rest = {rel for rel in wanted if rel not in upper}
     if rest:
@@ -92,7 +98,10 @@ def check(
     env_path = next(
         (e[5:] for e in (client.inspect(ref).get("Config") or {}).get("Env") or [] if e.startswith("PATH=")), ""
     )
-    acc = account.account(files, base, exp, env_path, contents=upper.get)
+    # what the rules compare with the base's own copy: the user databases, dpkg's diversions
+    in_base = {r for r in base if declared.USER_FILES.match(r) or r == "var/lib/dpkg/diversions"}
+    base_read = imagefs.file_bytes(client, base_ref, in_base)
+    acc = account.account(files, base, exp, env_path, contents=upper.get, base_contents=base_read.get)
     acc.findings += [f"/{rel}: the engine's stored copy differs from the layer it belongs to" for rel in torn]
     seconds["compare"] = time.monotonic() - t
     return acc, seconds

@@ -11,18 +11,36 @@ if TYPE_CHECKING:
     from rocmforge.verify.outside.imagefs import Have
 
 
-_DIVERT = re.compile(r"dpkg-divert\b[^\n]*?--divert\s+(\S+)[^\n]*?--add\s+(\S+)")
-_SHELL_VAR = re.compile(r"\\\$(?:\\\{)?[A-Za-z_][A-Za-z0-9_]*(?:\\\})?")  # in re.escape()d text
+_DIVERT_ARG_OPTIONS = {"--divert", "--package", "--admindir", "--instdir", "--root"}
+_SHELL_VAR = re.compile(r"\\\$(?:\\\{)?[#A-Za-z_][A-Za-z0-9_#/]*(?:\\\})?")  # in re.escape()d text
 
 
 def divert_calls(scripts: str) -> list[tuple[re.Pattern, re.Pattern]]:
-    """(diverted path, divert-to path) of each `dpkg-divert ... --divert TO ... --add PATH` in scripts,
-    as patterns: a shell variable in them stands for one path component."""
+    """(diverted path, divert-to path) of each `dpkg-divert ... --add ... --divert TO PATH` in scripts,
+    in any order of its options, as patterns: a shell variable in them stands for any text."""
 
     def pattern(word: str) -> re.Pattern:
-        return re.compile(_SHELL_VAR.sub("[^/]+", re.escape(word.strip("'\""))))
+        return re.compile(_SHELL_VAR.sub(".+", re.escape(word.strip("'\""))))
 
-    return [(pattern(add), pattern(to)) for to, add in _DIVERT.findall(scripts)]
+    out = []
+    for line in scripts.splitlines():
+        if "dpkg-divert" not in line or "--add" not in line:
+            continue
+        words = line.split("dpkg-divert", 1)[1].split()
+        to = path = None
+        i = 0
+        while i < len(words) and words[i] not in ("||", "&&", ";", "|"):
+            w = words[i]
+            if w in _DIVERT_ARG_OPTIONS and i + 1 < len(words):
+                to = words[i + 1] if w == "--divert" else to
+                i += 2
+                continue
+            if not w.startswith("-") and path is None:
+                path = w
+            i += 1
+        if to and path:
+            out.append((pattern(path), pattern(to)))
+    return out
 
 
 def resolve(files: dict[str, Have], rel: str, depth: int = 0) -> str | None:
@@ -83,3 +101,33 @@ def ld_cache_entries(data: bytes) -> list[tuple[str, str]] | None:
 
         out.append((string(key), string(value)))
     return out
+
+
+def elf_soname(data: bytes) -> str | None:
+    """A 64-bit little-endian ELF library's DT_SONAME (what ldconfig names its link after), or None."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    phoff, phentsize, phnum = struct.unpack_from("<Q", data, 32)[0], *struct.unpack_from("<HH", data, 54)
+    loads, dynamic = [], None
+    for i in range(min(phnum, 256)):
+        kind, _flags, offset, vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if kind == 1:
+            loads.append((vaddr, filesz, offset))
+        elif kind == 2:
+            dynamic = (offset, filesz)
+    if dynamic is None:
+        return None
+    strtab = soname = None
+    for i in range(dynamic[0], dynamic[0] + dynamic[1] - 15, 16):
+        tag, val = struct.unpack_from("<qQ", data, i)
+        if tag == 0:
+            break
+        strtab = val if tag == 5 else strtab
+        soname = val if tag == 14 else soname
+    if strtab is None or soname is None:
+        return None
+    base = next((off + strtab - va for va, size, off in loads if va <= strtab < va + size), None)
+    if base is None:
+        return None
+    end = data.find(b"\0", base + soname)
+    return data[base + soname : end].decode(errors="replace") or None

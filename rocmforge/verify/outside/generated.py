@@ -37,9 +37,12 @@ MADE_BY_SCRIPTS = {
     "usr/local/lib/python3.13/dist-packages": "python3.13-minimal",
     "usr/local/lib/python3.14": "python3.14-minimal",
     "usr/local/lib/python3.14/dist-packages": "python3.14-minimal",
-    "var/lib/python": "python3.13-minimal",
+    "var/lib/python": r"python3\.\d+-minimal",
     "var/lib/python/python3.13_installed": "python3.13-minimal",
     "var/lib/python/python3.14_installed": "python3.14-minimal",
+    "usr/local/share/ca-certificates": "ca-certificates",
+    "lib32": "base-files",  # its usrmerge trigger links /lib32 once /usr/lib32 exists
+    "usr/lib/ld-linux.so.2": "libc6-i386",
     "var/cache/apt/archives/lock": "apt",
     "var/cache/apt/archives/partial": "apt",
     "var/cache/debconf/tmp.ci": "debconf",
@@ -122,6 +125,20 @@ GENERATED = (
         "made by a package's maintainer script, not unpacked: empty, a folder, a copy of one of that package's "
         "files, or text whose every line that script writes",
         "script_made",
+    ),
+    Entry(
+        re.compile(r"^etc/(passwd|group|shadow|gshadow)-?$"),
+        "users",
+        "the user and group databases (and their backups): the base's entries unchanged, each added one a user or "
+        "group a package declares (sysusers.d, its maintainer scripts)",
+        "user_db",
+    ),
+    Entry(
+        re.compile(r"^var/lib/systemd/catalog/database$"),
+        "journal-catalog",
+        "journalctl --update-catalog, run by systemd's postinst, compiles the packaged catalogs: binary, so only "
+        "its header is checked",
+        "journal_catalog",
     ),
     Entry(
         re.compile(r"^opt/rocmforge/prune/[^/]+\.json$"),

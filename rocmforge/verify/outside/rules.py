@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import struct
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocmforge.shared import packagedata
+from rocmforge.verify.outside.declared import Declared
 from rocmforge.verify.outside.formats import control_fields, divert_calls, ld_cache_entries, resolve
 from rocmforge.verify.outside.generated import MADE_BY_SCRIPTS, REMOVED_BY_BUILD, Verdict, entry
 
@@ -39,9 +41,18 @@ class Rules:
         base: dict[str, Have],
         exp: Expected,
         contents: Callable[[str], bytes | None] = lambda rel: None,
+        base_contents: Callable[[str], bytes | None] = lambda rel: None,
     ):
         self.files, self.base, self.exp, self.contents = files, base, exp, contents
+        self.base_contents = base_contents
         self._later: list[str] = []
+        self._declared: Declared | None = None
+
+    @property
+    def declared(self) -> Declared:
+        if self._declared is None:  # reads the packages' declarations: only when a path needs them
+            self._declared = Declared(self.files, self.exp, self.contents)
+        return self._declared
 
     # -- what the accounting asks ----------------------------------------------------------------
 
@@ -51,7 +62,8 @@ class Rules:
     def judge(self, rel: str, have: Have) -> Verdict | None:
         e = entry(rel)
         if e is None:
-            return None
+            found = self.declared.judge(rel, have)
+            return Verdict(found[0], found[1] is None, found[1] or "") if found else None
         why = getattr(self, e.check)(rel, have)
         return Verdict(e.rule, why is None, why or "")
 
@@ -60,7 +72,16 @@ class Rules:
         its parents; byte-compiling makes __pycache__), root's and 0755."""
         if (have.uid, have.gid, have.mode) != (0, 0, 0o755):
             return False
-        return rel.endswith("/__pycache__") or any(p.startswith(rel + "/") for p in self.exp.paths)
+        return (
+            rel.endswith("/__pycache__")
+            or any(p.startswith(rel + "/") for p in self.exp.paths)
+            or self.declared.declares_below(rel)
+            or any(p.startswith(rel + "/") and entry(p) is not None for p in self.files)
+        )
+
+    def mode_set_by_declaration(self, rel: str, have: Have) -> bool:
+        """A packaged path whose mode a tmpfiles.d line of an installed package sets."""
+        return self.declared.tmpfiles_mode(rel, have)
 
     def absence_excused(self, rel: str, want: Want) -> str | None:
         """Why a packaged path may be missing: the prune step removes it (decided here by its own
@@ -152,7 +173,7 @@ class Rules:
         text = self._text(rel) if have.type == "f" else ""
         for line in (text or "").splitlines():
             words = line.split()
-            pkgs = [w.split(":", 1)[0] for w in words[1:]]
+            pkgs = [w.split("/", 1)[0].split(":", 1)[0] for w in words[1:]]  # "base-files/noawait"
             if any(p not in self.exp.all_packages for p in pkgs):
                 return f"names a package the image does not hold: {line!r}"
         return None
@@ -197,8 +218,11 @@ class Rules:
     def debconf(self, rel: str, have: Have) -> str | None:
         for block in (self._text(rel) or "").strip("\n").split("\n\n"):
             owners = control_fields(block).get("Owners", "")
+            name = control_fields(block).get("Name")
             for owner in filter(None, (o.strip() for o in owners.split(","))):
-                if owner not in self.exp.all_packages:
+                # a package (libc6:amd64), a question its package registered (base-passwd/group-add), or
+                # the question a template is registered for (its own name)
+                if owner != name and owner.split("/", 1)[0].split(":", 1)[0] not in self.exp.all_packages:
                     return f"{control_fields(block).get('Name')} is owned by {owner}, which the image does not hold"
         return None
 
@@ -223,40 +247,62 @@ class Rules:
 
     def diversions(self, rel: str, have: Have) -> str | None:
         lines = (self._text(rel) or "").splitlines()
+        old = (self.base_contents(rel) or b"").decode(errors="replace").splitlines()
+        kept = {tuple(old[i : i + 3]) for i in range(0, len(old) - 2, 3)}
         for i in range(0, len(lines) - 2, 3):
             path, to, pkg = lines[i : i + 3]
+            if (path, to, pkg) in kept:
+                continue  # the base's own diversion
             if pkg not in self.exp.all_packages:
                 return f"diverts {path} for {pkg}, which the image does not hold"
             scripts = self._scripts(pkg)
-            if scripts is None:
-                continue  # a base package's diversion: the base's file already held it (checked below)
             if not any(d.fullmatch(path) and t.fullmatch(to) for d, t in divert_calls(scripts)):
                 return f"diverts {path} to {to} for {pkg}, which none of {pkg}'s maintainer scripts does"
         return None
 
     def script_made(self, rel: str, have: Have) -> str | None:
-        pkg = next(p for path, p in MADE_BY_SCRIPTS.items() if path == rel)
-        if pkg not in self.exp.all_packages:
-            return f"is made by {pkg}'s maintainer scripts, and the image does not hold {pkg}"
+        pattern = MADE_BY_SCRIPTS[rel]
+        pkg = next((p for p in sorted(self.exp.all_packages) if re.fullmatch(pattern, p)), None)
+        if pkg is None:
+            return f"is made by {pattern}'s maintainer scripts, and the image holds no such package"
         if have.uid != 0 and have.type != "d":
             return f"owner {have.uid}:{have.gid}, a maintainer script of {pkg} makes it root's"
         if have.type == "d" or (have.type == "f" and have.size == 0):
             return None
+        if have.type == "l":
+            text = self._scripts(pkg)
+            # the link's target as the script writes it, or a usr-merge link (lib32 -> usr/lib32) of a
+            # folder the script names
+            merged = have.data == f"usr/{rel}" and re.search(rf"\b{re.escape(rel)}\b", text) is not None
+            named = have.data in text or merged
+            return None if named else f"points to {have.data}, which no maintainer script of {pkg} names"
         if have.type != "f":
             return f"is not a file or folder as {pkg}'s maintainer scripts make it"
         deb = self.exp.deb(pkg)
         if any(f.sha256 == have.data for f in deb.files.values()):
             return None
-        scripts = {line.strip() for line in (self._scripts(pkg) or "").splitlines()}
+        written = {line.strip() for line in self._scripts(pkg).splitlines()}
         text = self._text(rel) or ""
-        missing = [line for line in text.splitlines() if line.strip() and line.strip() not in scripts]
+        missing = [line for line in text.splitlines() if line.strip() and line.strip() not in written]
         return f"holds lines no maintainer script of {pkg} writes: {missing[0]!r}" if missing else None
 
-    def _scripts(self, pkg: str) -> str | None:
-        """The maintainer scripts of pkg as its .deb ships them, one text; None for a package of the base."""
-        deb = self.exp.packages.get(pkg)
-        if deb is None:
-            return None
+    def user_db(self, rel: str, have: Have) -> str | None:
+        text = self._text(rel)
+        if text is None:
+            return "cannot be read from the image's layers"
+        # a backup (passwd-) holds an earlier state of its file: it started from the base's primary
+        old = self.base_contents(rel.rstrip("-"))
+        return self.declared.user_lines(rel, old.decode(errors="replace") if old else None, text)
+
+    def journal_catalog(self, rel: str, have: Have) -> str | None:
+        if "systemd" not in self.exp.all_packages:
+            return "is made by systemd's postinst, and the image does not hold systemd"
+        data = self.contents(rel) or b""
+        return None if data.startswith(b"RHHHKSLP") else "is not a journal catalog database"
+
+    def _scripts(self, pkg: str) -> str:
+        """The maintainer scripts of pkg as its .deb ships them, one text."""
+        deb = self.exp.deb(pkg)
         return "\n".join(
             deb.control.get(k, b"").decode(errors="replace")
             for k in ("preinst", "postinst", "prerm", "postrm", "config")
