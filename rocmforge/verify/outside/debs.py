@@ -190,15 +190,22 @@ def locate(sources: list[AptSource], packages: dict[str, str]) -> dict[str, tupl
     return found
 
 
-def fetch(src: AptSource, pool_path: str, sha256: str) -> Path:
-    """The .deb, from the cache or the source, checked against sha256."""
-    path = cache_dir() / f"{sha256}.deb"
-    if path.is_file():
-        return path
+def download(src: AptSource, pool_path: str, sha256: str) -> bytes:
+    """The .deb's bytes, from the cache (a .deb kept by fetch) or the source, checked against sha256."""
+    kept = cache_dir() / f"{sha256}.deb"
+    if kept.is_file():
+        return kept.read_bytes()
     raw = _get(src.url(pool_path))
     if hashlib.sha256(raw).hexdigest() != sha256:
         raise BuildError(f"{src.url(pool_path)} does not have the SHA-256 the signed index gives")
-    atomic_write(path, raw)
+    return raw
+
+
+def fetch(src: AptSource, pool_path: str, sha256: str) -> Path:
+    """The .deb kept in the cache (what the judge's interpreter is unpacked from), checked against sha256."""
+    path = cache_dir() / f"{sha256}.deb"
+    if not path.is_file():
+        atomic_write(path, download(src, pool_path, sha256))
     return path
 
 
@@ -225,8 +232,8 @@ def rel_path(name: str) -> str:
     return "" if name in (".", "./") else name.removeprefix("./").removeprefix("/").rstrip("/")
 
 
-def _read(path: Path, package: str, version: str, sha256: str) -> DebContents:
-    members = ar_members(path.read_bytes())
+def _read(raw: bytes, package: str, version: str, sha256: str) -> DebContents:
+    members = ar_members(raw)
     data_name = next(n for n in members if n.startswith("data.tar"))
     control_name = next(n for n in members if n.startswith("control.tar"))
     files: dict[str, DebFile] = {}
@@ -269,7 +276,8 @@ def contents(src: AptSource, pool_path: str, sha256: str, package: str, version:
         )
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    deb = _read(fetch(src, pool_path, sha256), package, version, sha256)
+    # only the file list is kept: the .debs of a ROCm stack are gigabytes, their lists megabytes
+    deb = _read(download(src, pool_path, sha256), package, version, sha256)
     doc = {
         "files": {k: [v.type, v.mode, v.uid, v.gid, v.size, v.sha256, v.link, v.md5] for k, v in deb.files.items()},
         "control": {k: v.hex() for k, v in deb.control.items()},
