@@ -208,11 +208,6 @@ def judge(record: Record, tag: str | None, served: str, images: list[Image], ind
             problem = role_problem(tag, tagged, image)
             if problem:
                 raise BuildError(problem)
-        if served != tagged.digest:
-            raise BuildError(
-                f"tag {tag} serves {served}, but the release record (serial {record.serial}, issued "
-                f"{record.issued}) names {tagged.digest}: the tag was moved or rolled back"
-            )
         if indexed:
             want = [(e.digest, e.role, e.archs) for e in tagged.entries]
             got = [(i.digest, i.role, i.archs) for i in images]
@@ -220,6 +215,11 @@ def judge(record: Record, tag: str | None, served: str, images: list[Image], ind
                 raise BuildError(
                     f"the index under {tag} does not list what the release record names: {_diff(want, got)}"
                 )
+        if served != tagged.digest:
+            raise BuildError(
+                f"tag {tag} serves {served}, but the release record (serial {record.serial}, issued "
+                f"{record.issued}) names {tagged.digest}: the tag was moved or rolled back"
+            )
         return "current"
     if indexed:
         listed = {t.digest: t for t in record.tags.values() if t.role == "index"}
