@@ -834,7 +834,8 @@ def test_push_refresh_signs_the_record_again_and_cosign_verifies_it(pushed, keys
     proc = cli(*args, record["registry"], "--sign-key", str(key), "--refresh", "--valid-for", "2d", password=password)
     assert proc.returncode == 0, proc.stderr[-3000:]
     after = json.loads(proc.stdout)["release"]
-    assert after["serial"] > before["serial"] and after["expires"] > before["expires"]
+    assert after["serial"] > before["serial"] and after["issued"] >= before["issued"]
+    assert releaserecord.epoch_of(after["expires"]) - releaserecord.epoch_of(after["issued"]) == 2 * 86400
     digest = urllib.request.urlopen(
         urllib.request.Request(
             f"{manifests_url(record['repository'])}/{releasestore.TAG}", method="HEAD", headers={"Accept": ACCEPT}
