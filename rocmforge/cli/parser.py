@@ -256,6 +256,17 @@ def _host_commands(sub: argparse._SubParsersAction) -> None:
         "GitHub Actions job's OIDC identity, logged in Rekor (GitHub Actions with "
         "`permissions: id-token: write` only)",
     )
+    pu.add_argument(
+        "--valid-for",
+        default=None,
+        metavar="DURATION",
+        help="how long the signed release record stays valid (30d, 12h, 90m; default 30d)",
+    )
+    pu.add_argument(
+        "--refresh",
+        action="store_true",
+        help="push no image: sign the release record again (new serial and expiry) for what the publish record names",
+    )
     pu.set_defaults(run=release("push"))
 
     pl = sub.add_parser(
@@ -269,6 +280,11 @@ def _host_commands(sub: argparse._SubParsersAction) -> None:
         help="pull this signed image (no checkout needed; needs --key or the keyless identity)",
     )
     _signer_options(pl)
+    pl.add_argument(
+        "--allow-superseded",
+        action="store_true",
+        help="accept an image the repository's release record no longer names (an older release)",
+    )
     _host_gpu_options(
         pl,
         "pick the image for the GPUs of a host copied under DIR (its rocminfo, KFD topology, "
@@ -279,6 +295,11 @@ def _host_commands(sub: argparse._SubParsersAction) -> None:
     vf = sub.add_parser("verify", help="check a pushed image's signature and attestations (no layers are pulled)")
     vf.add_argument("ref", metavar="REGISTRY/REPO:TAG|@DIGEST")
     _signer_options(vf)
+    vf.add_argument(
+        "--allow-superseded",
+        action="store_true",
+        help="accept an image the repository's release record no longer names (an older release)",
+    )
     vf.add_argument("--json", action="store_true")
     vf.set_defaults(run=release("verify"))
 

@@ -18,7 +18,7 @@ from rocmforge.doctor import pick
 from rocmforge.host.container import host_gpu_access
 from rocmforge.host.engines import Engine
 from rocmforge.release import cosign as cosigns
-from rocmforge.release import imageindex, publish, pulling, trust
+from rocmforge.release import current, imageindex, publish, pulling, releaserecord, trust
 from rocmforge.shared.errors import UserError
 from rocmforge.workflow.project import writable_dir
 
@@ -30,6 +30,14 @@ def push(inv: Invocation) -> int:
     keyless = bool(getattr(inv.args, "keyless", False))
     if key is not None and keyless:
         raise UserError("give either --sign-key FILE or --keyless, not both", field="--keyless")
+    refresh = bool(getattr(inv.args, "refresh", False))
+    valid_text = getattr(inv.args, "valid_for", None)
+    valid_for = releaserecord.parse_duration(valid_text) if valid_text is not None else None
+    if (refresh or valid_for is not None) and key is None and not keyless:
+        raise UserError(
+            "--valid-for and --refresh are about the signed release record: give --sign-key FILE or --keyless",
+            field="--refresh" if refresh else "--valid-for",
+        )
     project.target(target)
     writable_dir(project.record_dir, "publish records")
     project.buildable_target(target)
@@ -51,7 +59,18 @@ def push(inv: Invocation) -> int:
             project.state,
         )
         signer = Signer(cosigns.find(client, inv.progress.line), key, inputs)
+        if valid_for is not None:
+            signer.valid_for = valid_for
     started = time.monotonic()
+    if refresh:
+        if signer is None:
+            raise UserError(
+                "--refresh signs the release record again: give --sign-key FILE or --keyless", field="--refresh"
+            )
+        with inv.progress.status(f"signing the release record of {target} again"):
+            rec = publish.refresh(client, target, record_dir=project.record_dir, signer=signer)
+        print(json.dumps(rec, indent=2, sort_keys=True))
+        return 0
     how = " (signed keyless)" if keyless else " (signed)" if signer else ""
     with inv.progress.status(f"pushing {target} to {registry}{how}"):
         rec = publish.push(
@@ -109,7 +128,7 @@ NEEDS_SIGNER = "--key PUB, or --certificate-identity ID with --certificate-oidc-
 
 def verify(inv: Invocation) -> int:
     """One image, or every image of a rocmforge index (each verified, each against what the index
-    says of it)."""
+    says of it), held against the repository's signed release record."""
     ref = trust.parse_ref(inv.args.ref)
     signer = signer_of(inv.args)
     if signer is None:
@@ -117,30 +136,23 @@ def verify(inv: Invocation) -> int:
     client = engine.connect()
     cosign = cosigns.find(client, inv.progress.line)
     with inv.progress.status(f"verifying {ref}"):
-        index = imageindex.read(client, ref.repository, ref.tag_or_digest)
-        if index is None:
-            found = trust.verify(client, cosign, ref, signer)
-            print(json.dumps(found.to_json(), indent=2, sort_keys=True) if inv.args.json else trust.format_text(found))
-            return 0
-        digest, entries = index
-        every = [trust.verify_entry(client, cosign, ref.repository, e, i, signer) for i, e in enumerate(entries)]
+        checked = current.check(client, cosign, ref, signer, allow_superseded=inv.args.allow_superseded)
+    if checked.index is None:
+        found = checked.found[0]
+        if inv.args.json:
+            print(json.dumps({**found.to_json(), "release": checked.release()}, indent=2, sort_keys=True))
+        else:
+            print(trust.format_text(found) + "\n" + checked.describe())
+        return 0
+    entries, every = checked.entries, checked.found
     if inv.args.json:
-        print(
-            json.dumps(
-                {
-                    "ref": str(ref),
-                    "index": digest,
-                    "images": [
-                        {**f.to_json(), "archs": list(e.archs), "variant": i > 0}
-                        for i, (e, f) in enumerate(zip(entries, every))
-                    ],
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
+        images = [
+            {**f.to_json(), "archs": list(e.archs), "variant": i > 0} for i, (e, f) in enumerate(zip(entries, every))
+        ]
+        shown = {"ref": str(ref), "index": checked.index, "images": images, "release": checked.release()}
+        print(json.dumps(shown, indent=2, sort_keys=True))
     else:
-        print(f"index {ref} ({digest}): {len(entries)} images, each verified")
+        print(f"index {ref} ({checked.index}): {len(entries)} images, each verified; {checked.describe()}")
         for i, (e, f) in enumerate(zip(entries, every)):
             print(f"\n[{i}] {'variant' if i else 'main image'} for {','.join(e.archs)}")
             print(trust.format_text(f))
@@ -211,19 +223,18 @@ def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity, r
     cosign = cosigns.find(client, inv.progress.line)
     picked = None
     with inv.progress.status(f"verifying {ref}"):
-        index = imageindex.read(client, ref.repository, ref.tag_or_digest)
-        if index is None:
-            found = trust.verify(client, cosign, ref, signer)
-            suffix = ""
+        checked = current.check(client, cosign, ref, signer, allow_superseded=inv.args.allow_superseded)
+        if checked.index is None:
+            found, suffix = checked.found[0], ""
         else:
-            entries = index[1]
+            entries = checked.entries
             chosen, why = _picker(inv, client, root, str(ref), lambda e: f"{ref.repository}@{e.digest[:19]}")(entries)
-            found = trust.verify_entry(client, cosign, ref.repository, entries[chosen], chosen, signer)
+            found = checked.found[chosen]
             suffix = variant_suffix(entries[chosen].archs) if chosen else ""
             picked = {
                 "archs": list(entries[chosen].archs),
                 "digest": entries[chosen].digest,
-                "index": index[0],
+                "index": checked.index,
                 "variant": chosen > 0,
                 "why": why,
             }
@@ -241,7 +252,14 @@ def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity, r
         )
     print(
         json.dumps(
-            {**found.to_json(), "local_tags": local, **({"picked": picked} if picked else {})}, indent=2, sort_keys=True
+            {
+                **found.to_json(),
+                "local_tags": local,
+                "release": checked.release(),
+                **({"picked": picked} if picked else {}),
+            },
+            indent=2,
+            sort_keys=True,
         )
     )
     return 0

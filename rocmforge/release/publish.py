@@ -114,6 +114,28 @@ def _push_all(
         digest = imageindex.push(client, repository, index_tag, [(e["digest"], tuple(e["archs"])) for e in entries])
         record["index"] = {"digest": digest, "tag": index_tag}
         record["variants"] = entries[1:]
+    if signers[0] is not None:
+        # Last: the record names the tags as they now stand, so it is never ahead of the registry.
+        record["release"] = signers[0].release(client, repository, record, http=reg.insecure(client, where.host))
+    _write_json(record_path, record)
+    return record
+
+
+def refresh(client: Engine, target_name: str, *, record_dir: Path, signer: Signer) -> dict:
+    """`push --refresh`: the release record signed again (next serial, new expiry) for exactly what
+    the checkout's publish record names, without pushing an image. The registry's own record is
+    never the source: re-signing it would endorse whatever someone wrote there."""
+    from rocmforge.release import pulling  # pulling imports this module
+
+    record_path = Path(record_dir) / f"{target_name}.json"
+    record = pulling.read_record(record_path, target_name)
+    if "signed" not in record:
+        raise UserError(
+            f"{record_path} records an unsigned push; push with --sign-key (or --keyless) first", field="--refresh"
+        )
+    signer.check_key()
+    where = reg.parse(record["registry"])
+    record["release"] = signer.release(client, record["repository"], record, http=reg.insecure(client, where.host))
     _write_json(record_path, record)
     return record
 

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING
 import rocmforge
 from rocmforge.release import attestations as att
 from rocmforge.release import cosign as cosigns
+from rocmforge.release import releaserecord, releasestore
 from rocmforge.release.cosign import Cosign
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.statedir import StateDir
 from rocmforge.verify import manifest as manifests
 
 if TYPE_CHECKING:
+    from rocmforge.host.engines import Engine
     from rocmforge.render.plan import BuildPlan
     from rocmforge.resolve.lockmodel import Lock
     from rocmforge.verify.suites import SuitesReport
@@ -45,6 +47,7 @@ class Signer:
     inputs: Inputs
     public_key: str = ""
     files: dict[str, Path] = field(default_factory=dict)  # predicate type -> its file
+    valid_for: int = releaserecord.parse_duration(releaserecord.DEFAULT_VALID_FOR)  # the release record's, in s
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def check_key(self) -> None:
@@ -108,6 +111,22 @@ class Signer:
             else {"public_key_sha256": hashlib.sha256(self.public_key.encode()).hexdigest()}
         )
         return {"cosign": self.cosign.version, **signer, "attestations": sorted(sizes), "predicate_bytes": sizes}
+
+    def release(self, client: Engine, repository: str, published: dict, *, http: bool) -> dict:
+        """Signs the repository's next release record, naming what the publish record says each tag
+        serves; returns what the publish record keeps of it."""
+        signer_id = releasestore.key_id(self.public_key) if self.key is not None else ""
+        rec = releasestore.publish(
+            client,
+            self.cosign,
+            self.key,
+            repository,
+            releaserecord.tags_of(published),
+            valid_for=self.valid_for,
+            http=http,
+            signer_id=signer_id,
+        )
+        return {"tag": releasestore.TAG, "serial": rec.serial, "issued": rec.issued, "expires": rec.expires}
 
     def cancel(self) -> None:
         """Stops a cosign that `attach` runs in another thread (Ctrl-C, a failed tag push)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge.host import registry as reg
 from rocmforge.release import attestations as att
-from rocmforge.release import imageindex
+from rocmforge.release import imageindex, referrers, releasestore
 from rocmforge.release.cosign import Cosign, CosignFailed, Identity
 from rocmforge.shared.errors import BuildError, UserError
 
@@ -145,8 +145,15 @@ def verify(client: Engine, cosign: Cosign, ref: Reference, signer: Identity) -> 
         )
         if signed != digest:
             raise Refused(f"{ref}: a signature names {signed}, not the image's digest {digest}")
+    signatures = releasestore.signatures(payloads, digest)
+    if not signatures:
+        raise Refused(
+            f"{ref} ({digest}) is not signed: cosign found {len(payloads)} attestation(s) signed by "
+            f"{signer.describe()} but no signature of the digest, and an attestation is not a signature"
+        )
     every = {
-        uri: _statements(cosign, signer, pinned, uri, kind, digest, http) for uri, kind in att.COSIGN_TYPES.items()
+        uri: _statements(client, cosign, signer, pinned, uri, kind, digest, http)
+        for uri, kind in att.COSIGN_TYPES.items()
     }
     found = Verified(
         str(ref),
@@ -156,7 +163,7 @@ def verify(client: Engine, cosign: Cosign, ref: Reference, signer: Identity) -> 
         labels,
         labels.get(LABEL_TARGET, ""),
         labels.get(LABEL_HASH, ""),
-        len(payloads),
+        signatures,
         {uri: first[0] for uri, first in every.items()},
     )
     # Several statements of one type (cosign 3 adds one per push where cosign 2 replaces): each is
@@ -186,22 +193,23 @@ def _config(client: Engine, repository: str, raw: bytes, digest: str) -> tuple[s
 
 
 def _statements(
-    cosign: Cosign, signer: Identity, pinned: str, uri: str, kind: str, digest: str, http: bool
+    client: Engine, cosign: Cosign, signer: Identity, pinned: str, uri: str, kind: str, digest: str, http: bool
 ) -> list[dict]:
     who = signer.describe()
     try:
         statements = cosign.verify_attestations(signer, pinned, kind, http=http)
     except CosignFailed as exc:
         text = str(exc)
-        if "none of the attestations matched the predicate type" in text or "no attestations found" in text:
-            raise Refused(f"{pinned}: missing attestation {uri} (no such statement signed by {who}): {text}") from None
         if _unreadable(text):
             raise Refused(f"{pinned}: the attestation {uri} {UNREADABLE}: {text}") from None
-        if "no matching subject digest" in text:
+        moved = referrers.attested_elsewhere(client, pinned.split("@")[0], digest, uri)
+        if moved or "no matching subject digest" in text:
             raise Refused(
-                f"{pinned}: the attestation {uri} attached here is for another digest, not this image's "
-                f"{digest}: {text}"
+                f"{pinned}: attestation {uri} signed for another digest ({moved or 'not this image'}), "
+                f"not this image's {digest}: {text}"
             ) from None
+        if "none of the attestations matched the predicate type" in text or "no attestations found" in text:
+            raise Refused(f"{pinned}: missing attestation {uri} (no such statement signed by {who}): {text}") from None
         raise Refused(f"{pinned}: attestation {uri} does not verify with {who}: {text}") from None
     bound = []
     for st in statements:
@@ -212,8 +220,8 @@ def _statements(
             bound.append(st.get("predicate"))
         else:
             raise Refused(
-                f"{pinned}: attestation {uri} is for {', '.join(f'sha256:{s}' for s in subjects)}, "
-                f"not for this image's digest {digest}"
+                f"{pinned}: attestation {uri} signed for another digest "
+                f"({', '.join(f'sha256:{s}' for s in subjects)}), not this image's {digest}"
             )
     predicates = [p for p in bound if isinstance(p, dict)]
     if not bound or len(predicates) != len(bound):

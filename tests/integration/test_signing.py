@@ -5,6 +5,7 @@ signature and three statements hold, and refuse each way one can fail, tagging n
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -19,7 +20,7 @@ import pytest
 from rocmforge.assemble import engine
 from rocmforge.release import attestations as att
 from rocmforge.release import cosign as cosigns
-from rocmforge.release import imageindex
+from rocmforge.release import imageindex, releaserecord, releasestore
 from rocmforge.verify import suites as suite_runs
 from tests.conftest import copy_project, run_cli
 from tests.integration.test_build_leftovers import base  # noqa: F401  (a fixture: the trixie base)
@@ -75,12 +76,14 @@ def assert_one_error(proc, rc: int, *needles: str) -> str:
     return errors[0]
 
 
+ACCEPT = (
+    "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
+    "application/vnd.docker.distribution.manifest.v2+json"
+)
+
+
 def fetch_manifest(url: str) -> tuple[bytes, str]:
-    accept = (
-        "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
-        "application/vnd.docker.distribution.manifest.v2+json"
-    )
-    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": accept}), timeout=10) as resp:
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": ACCEPT}), timeout=10) as resp:
         return resp.read(), resp.headers["Content-Type"]
 
 
@@ -536,7 +539,19 @@ class Small:
         repository, tag, digest, image_id = self.image(name)
         content = self.client.images.get(image_id).labels["io.rocmforge.content-hash"]
         self.sign(key, password, f"{repository}@{digest}", self.statements(name, image_id, content, **kw), folder)
+        self.release(key, password, repository, {tag: digest})
         return repository, tag, digest, image_id
+
+    def release(self, key, password: str, repository: str, tags: dict, valid_for: int = 3600):
+        """The repository's next release record, naming each tag's digest as the main image, signed
+        by rocmforge's own code as push signs it."""
+        named = {t: releaserecord.Tagged(d, "main", ()) for t, d in tags.items()}
+        return with_password(
+            password,
+            lambda: releasestore.publish(
+                self.client, self.cosign, key, repository, named, valid_for=valid_for, http=True
+            ),
+        )
 
     def cleanup(self) -> None:
         for image_id in self.images:
@@ -592,7 +607,8 @@ def test_verify_accepts_a_plain_cosign_signature_and_refuses_another_key(small, 
 
 
 def test_refuses_an_unsigned_image(small, keys, docker_client):
-    repository, tag, _digest, image_id = small.image(name())
+    repository, tag, digest, image_id = small.image(name())
+    small.release(keys["ours"][0], keys["ours"][2], repository, {tag: digest})
     assert_refused(docker_client, f"{repository}:{tag}", keys["ours"][1], image_id, "is not signed")
 
 
@@ -618,6 +634,7 @@ def test_refuses_an_attestation_for_another_digest(small, keys, docker_client, t
     repository, tag, digest, image_id = small.image(n)
     _r, _t, other_digest, other_id = small.signed(n, key, password, tmp_path)
     small.sign(key, password, f"{repository}@{digest}", {}, tmp_path)  # a good signature, no statements
+    small.release(key, password, repository, {tag: digest})
     # The other image's attestations, copied onto this digest's attestation tag in the registry.
     base = f"http://{repository.split('/', 1)[0]}/v2/{repository.split('/', 1)[1]}/manifests"
     if small.cosign.signing_config:
@@ -636,9 +653,8 @@ def test_refuses_an_attestation_for_another_digest(small, keys, docker_client, t
     put = urllib.request.Request(f"{base}/{tag_name}", data=manifest, method="PUT", headers={"Content-Type": media})
     urllib.request.urlopen(put).close()
     forget(docker_client, other_id)
-    # cosign 3 passes over bundles whose subject is another digest: to it they are not there at all
-    needle = "missing attestation" if small.cosign.signing_config else "for another digest"
-    assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, needle)
+    # cosign 3 passes over bundles whose subject is another digest; rocmforge finds them and names it
+    assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, f"signed for another digest ({other_digest})")
 
 
 def test_refuses_a_missing_attestation(small, keys, docker_client, tmp_path):
@@ -649,6 +665,7 @@ def test_refuses_a_missing_attestation(small, keys, docker_client, tmp_path):
     statements = small.statements(n, image_id, content)
     del statements[att.TEST_RESULT]
     small.sign(key, password, f"{repository}@{digest}", statements, tmp_path)
+    small.release(key, password, repository, {tag: digest})
     assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, "missing attestation", att.TEST_RESULT)
 
 
@@ -656,6 +673,183 @@ def test_refuses_suites_that_did_not_pass(small, keys, docker_client, tmp_path):
     key, pub, password = keys["ours"]
     repository, tag, _digest, image_id = small.signed(name(), key, password, tmp_path, result="failed")
     assert_refused(docker_client, f"{repository}:{tag}", pub, image_id, "suites did not pass", "versions")
+
+
+# -- 2b. what the signatures alone never said: which image a tag names today ---------------------
+def manifests_url(repository: str) -> str:
+    return f"http://{repository.split('/', 1)[0]}/v2/{repository.split('/', 1)[1]}/manifests"
+
+
+def put_raw(repository: str, tag: str, body: bytes, media_type: str) -> None:
+    req = urllib.request.Request(
+        f"{manifests_url(repository)}/{tag}", data=body, method="PUT", headers={"Content-Type": media_type}
+    )
+    urllib.request.urlopen(req).close()
+
+
+def both_refuse(client, ref: str, pub: Path, *needles: str) -> None:
+    """verify and pull REF --key: exit 1, one message naming it, and no local tag of REF."""
+    print(assert_one_error(cli("verify", ref, "--key", str(pub)), 1, *needles))
+    if engine.image_id(client, ref):
+        client.api.remove_image(ref)  # an earlier test's pull: only this name goes
+    print(assert_one_error(cli("pull", ref, "--key", str(pub)), 1, *needles))
+    assert engine.image_id(client, ref) is None, "the refused pull tagged something"
+
+
+def test_a_tag_rolled_back_to_an_older_signed_image_is_refused_and_so_is_an_older_record(
+    small, keys, docker_client, tmp_path
+):
+    key, pub, password = keys["ours"]
+    n = name()
+    repository, old_tag, old_digest, old_id = small.signed(n, key, password, tmp_path)
+    small.push(old_id, repository, "stable")
+    small.release(key, password, repository, {"stable": old_digest, old_tag: old_digest})  # serial 2
+    old_record = fetch_manifest(f"{manifests_url(repository)}/{releasestore.TAG}")
+    _r, new_tag, new_digest, new_id = small.image(n)
+    content = docker_client.images.get(new_id).labels["io.rocmforge.content-hash"]
+    small.sign(key, password, f"{repository}@{new_digest}", small.statements(n, new_id, content), tmp_path)
+    small.push(new_id, repository, "stable")
+    small.release(key, password, repository, {"stable": new_digest, new_tag: new_digest})  # serial 3
+    ok = cli("verify", f"{repository}:stable", "--key", str(pub), "--json")
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    release = json.loads(ok.stdout)["release"]
+    assert (release["serial"], release["status"]) == (3, "current")
+    forget(docker_client, new_id)
+    forget(docker_client, old_id)
+    # The older image, genuinely signed, put back under the tag
+    put_raw(repository, "stable", *fetch_manifest(f"{manifests_url(repository)}/{old_digest}"))
+    both_refuse(docker_client, f"{repository}:stable", pub, f"serves {old_digest}", f"names {new_digest}")
+    # By digest it is superseded: refused unless asked for
+    both_refuse(docker_client, f"{repository}@{old_digest}", pub, "is superseded", "--allow-superseded")
+    allowed = cli("verify", f"{repository}@{old_digest}", "--key", str(pub), "--allow-superseded", "--json")
+    assert allowed.returncode == 0, allowed.stderr[-3000:]
+    assert json.loads(allowed.stdout)["release"]["status"] == "superseded"
+    # The registry serves the older record again (its signature is still genuine): rolled back
+    put_raw(repository, releasestore.TAG, *old_record)
+    both_refuse(docker_client, f"{repository}:{new_tag}", pub, "rolled back", "serial 2 (", "older than serial 3 (")
+
+
+def test_an_expired_record_is_refused(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    repository, tag, digest, image_id = small.signed(name(), key, password, tmp_path)
+    record = small.release(key, password, repository, {tag: digest}, valid_for=1)
+    forget(docker_client, image_id)
+    time.sleep(2)  # past its expiry
+    both_refuse(docker_client, f"{repository}:{tag}", pub, f"expired on {record.expires}")
+
+
+def test_a_record_without_a_valid_signature_or_cut_off_is_refused(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    other_key, _, other_password = keys["other"]
+    repository, tag, digest, image_id = small.signed(name(), key, password, tmp_path)
+    forget(docker_client, image_id)
+    small.release(other_key, other_password, repository, {tag: digest})  # signed, by someone else
+    both_refuse(docker_client, f"{repository}:{tag}", pub, "release record", "is not signed by the key")
+    # A record cut off in the middle of its JSON, signed with the right key
+    good = releaserecord.make(
+        repository, 9, {tag: releaserecord.Tagged(digest, "main", ())}, now=time.time(), valid_for=3600
+    )
+    doc = json.loads(releasestore.manifest(good))
+    doc["annotations"][releasestore.ANNOTATION] = good.dumps()[:-20]
+    body = json.dumps(doc).encode()
+    put_raw(repository, releasestore.TAG, body, imageindex.OCI_INDEX)
+    small.sign(key, password, f"{repository}@sha256:{hashlib.sha256(body).hexdigest()}", {}, tmp_path)
+    both_refuse(docker_client, f"{repository}:{tag}", pub, "release record", "cut off or not JSON")
+
+
+def test_attestations_without_a_signature_are_not_a_signature(small, keys, docker_client, tmp_path):
+    key, pub, password = keys["ours"]
+    repository, tag, digest, image_id = small.signed(name(), key, password, tmp_path)
+    forget(docker_client, image_id)
+    base = manifests_url(repository)
+    if small.cosign.signing_config:  # cosign 3: drop the signature bundle, keep the attestation bundles
+        index = json.loads(fetch_manifest(f"{base}/sha256-{digest[7:]}")[0])
+        kinds = {
+            e["digest"]: json.loads(fetch_manifest(f"{base}/{e['digest']}")[0])["annotations"][
+                "dev.sigstore.bundle.predicateType"
+            ]
+            for e in index["manifests"]
+        }
+        index["manifests"] = [
+            e for e in index["manifests"] if kinds[e["digest"]] != "https://sigstore.dev/cosign/sign/v1"
+        ]
+        assert len(index["manifests"]) == 3
+        put_raw(repository, f"sha256-{digest[7:]}", json.dumps(index).encode(), index["mediaType"])
+    else:  # cosign 2: delete the .sig manifest, keep .att
+        sig = urllib.request.urlopen(
+            urllib.request.Request(f"{base}/sha256-{digest[7:]}.sig", method="HEAD", headers={"Accept": ACCEPT})
+        ).headers["Docker-Content-Digest"]
+        urllib.request.urlopen(urllib.request.Request(f"{base}/{sig}", method="DELETE")).close()
+    both_refuse(docker_client, f"{repository}:{tag}", pub, "is not signed")
+
+
+@pytest.fixture
+def restored_index(pushed):
+    """The pushed index, put back as it was after a test rewrote it."""
+    record = pushed[0]
+    url = f"{manifests_url(record['repository'])}/{record['index']['tag']}"
+    raw, media = fetch_manifest(url)
+    yield record, json.loads(raw)
+    put_raw(record["repository"], record["index"]["tag"], raw, media)
+
+
+def test_a_variant_under_the_main_tag_is_refused(restored_index, keys, docker_client):
+    record, _ = restored_index
+    gfx90a = record["variants"][0]
+    raw, media = fetch_manifest(f"{manifests_url(record['repository'])}/{gfx90a['digest']}")
+    put_raw(record["repository"], record["index"]["tag"], raw, media)
+    ref = f"{record['repository']}:{record['index']['tag']}"
+    both_refuse(
+        docker_client,
+        ref,
+        keys["ours"][1],
+        f"the image reached through the main tag {record['index']['tag']} is the gfx90a variant",
+    )
+
+
+@pytest.mark.parametrize("change", ["swapped", "duplicated", "dropped"])
+def test_pull_checks_the_whole_index_against_the_record(restored_index, keys, docker_client, change):
+    record, index = restored_index
+    entries = index["manifests"]
+    if change == "swapped":
+        entries[1]["annotations"], entries[2]["annotations"] = entries[2]["annotations"], entries[1]["annotations"]
+        needle = "the index names it for gfx1100, but the signed image is labelled io.rocmforge.archs=gfx90a"
+    elif change == "duplicated":
+        entries.insert(1, dict(entries[0]))
+        needle = "entry 1 of the index is attested as the main image"
+    else:
+        del entries[1:]
+        needle = "missing: " + record["variants"][0]["digest"][:19]
+    put_raw(record["repository"], record["index"]["tag"], json.dumps(index).encode(), index["mediaType"])
+    ref = f"{record['repository']}:{record['index']['tag']}"
+    # No GPU facts: the host takes the main image, and the index is still checked whole
+    both_refuse(docker_client, ref, keys["ours"][1], needle)
+
+
+def test_push_refresh_signs_the_record_again_and_cosign_verifies_it(pushed, keys, cosign):
+    record, state, matrix = pushed
+    key, pub, password = keys["ours"]
+    before = json.loads((matrix.parent / "published" / f"{TARGET}.json").read_text())["release"]
+    args = ("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET, "--registry")
+    proc = cli(*args, record["registry"], "--sign-key", str(key), "--refresh", "--valid-for", "2d", password=password)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = json.loads(proc.stdout)["release"]
+    assert after["serial"] > before["serial"] and after["issued"] >= before["issued"]
+    assert releaserecord.epoch_of(after["expires"]) - releaserecord.epoch_of(after["issued"]) == 2 * 86400
+    digest = urllib.request.urlopen(
+        urllib.request.Request(
+            f"{manifests_url(record['repository'])}/{releasestore.TAG}", method="HEAD", headers={"Accept": ACCEPT}
+        )
+    ).headers["Docker-Content-Digest"]
+    out = cosign.run(
+        ["verify", "--key", pub, "--insecure-ignore-tlog", "--allow-http-registry", f"{record['repository']}@{digest}"]
+    ).stdout
+    assert json.loads(out)[0]["critical"]["image"]["docker-manifest-digest"] == digest
+    shown = cli("verify", f"{record['repository']}:{record['index']['tag']}", "--key", str(pub), "--json")
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert json.loads(shown.stdout)["release"]["serial"] == after["serial"]
+    bad = cli(*args, record["registry"], "--sign-key", str(key), "--valid-for", "soon", password=password)
+    assert_one_error(bad, 2, "--valid-for")
 
 
 # -- 3. the tools image: pinned, and the same image from the same pin ---------------------------
