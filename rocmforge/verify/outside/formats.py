@@ -55,7 +55,9 @@ def resolve(files: dict[str, Have], rel: str, depth: int = 0) -> str | None:
         have = files.get(here)
         if have is None:
             return None
-        if have.type == "l" and depth < 40:
+        if have.type == "l":
+            if depth >= 40:  # a loop, as the kernel's ELOOP: it leads nowhere
+                return None
             target = have.data if have.data.startswith("/") else "/".join([*done, have.data])
             found = resolve(files, target, depth + 1)
             if found is None:
