@@ -19,6 +19,39 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD_PY = ROOT / "build.py"
 
 
+INTEGRATION = ROOT / "tests" / "integration"
+
+
+def _engine_heavy(nodeid: str) -> bool:
+    return nodeid.startswith("tests/integration/")
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; without xdist nothing changes
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under pytest-xdist (`-n`, the README's command: pyproject.toml's addopts), every integration
+    test is one scope, run by one worker in the order they run without xdist: their module and
+    session fixtures (a session fixture is made once per worker) build each image once, and no two
+    engine-heavy tests compete for a 2-core machine. Each unit test, which needs no engine, is a
+    scope of its own and goes to whichever worker is free. (Not xdist_group and `--dist loadgroup`:
+    xdist 3.8 marks a group by rewriting item._nodeid, which pytest 9 no longer reads, so the group
+    would be split silently.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineInOneScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/integration" if _engine_heavy(nodeid) else nodeid
+
+    return EngineInOneScope(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker (the workers collect; the scheduler takes their order) the integration
+    tests come first, so that their scope is handed out at once, not after every unit test. Without
+    xdist nothing moves."""
+    if hasattr(config, "workerinput"):
+        items[:] = [i for i in items if _engine_heavy(i.nodeid)] + [i for i in items if not _engine_heavy(i.nodeid)]
+
+
 def interruptible() -> None:
     """preexec_fn for a child a test will stop with a signal: SIGINT, SIGTERM and SIGHUP back to
     their default actions. A launcher that ran the tests with one of them ignored (a background job

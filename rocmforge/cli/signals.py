@@ -85,9 +85,20 @@ def run_passing_on(argv: list[str]) -> int:
     with subprocess.Popen(argv) as proc:
         while True:
             try:
-                return proc.wait()
+                return _wait(proc)
             except Stopped as stop:
                 if stop.signum == signal.SIGINT:
                     proc.kill()
                     raise
                 proc.send_signal(stop.signum)
+
+
+def _wait(proc: subprocess.Popen) -> int:
+    """proc.wait() in polls (at most 50 ms apart, Popen's own) instead of one blocking waitpid():
+    CPython runs a signal's handler between bytecodes, so a TERM that lands just before waitpid()
+    starts would be acted on, and passed on, only once the command had ended by itself."""
+    while True:
+        try:
+            return proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            continue

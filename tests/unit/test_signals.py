@@ -4,7 +4,6 @@ ignored as a background job of a non-interactive shell starts it."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -29,7 +28,11 @@ def waiting(inv):
         if mode == "child":     # what a process rocmforge starts inherits
             sys.stdout.write(subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True).stdout)
         print("ready", flush=True)
-        time.sleep(60)
+        # Short sleeps, not one of 60 s: CPython runs a handler between bytecodes, so a signal
+        # that lands after the last check and before the sleep's syscall starts (a loaded machine
+        # preempts the command just there) would wait the whole sleep out.
+        for _ in range(600):
+            time.sleep(0.1)
     finally:
         if mode == "slow":      # a clean-up that takes a while, as removing images does
             time.sleep(1.5)
@@ -142,20 +145,17 @@ def test_run_passes_term_on_to_the_docker_cli(tmp_path):
     from rocmforge.cli import signals
 
     got = tmp_path / "got"
+    # The TERM comes once the command's own handler is in place (from the command itself: a timer
+    # would race its start-up on a loaded machine); it waits in short sleeps, as PROGRAM does.
     child = (
-        "import signal, sys, time\n"
+        "import os, signal, sys, time\n"
         f"signal.signal(signal.SIGTERM, lambda *a: (open({str(got)!r}, 'w').write('TERM'), sys.exit(7)))\n"
-        "print('ready', flush=True)\ntime.sleep(60)\n"
+        f"os.kill(os.getppid(), {int(signal.SIGTERM)})\n"
+        "for _ in range(600):\n    time.sleep(0.1)\n"
     )
     before = signal.getsignal(signal.SIGTERM)
     with signals.handled():
-        timer = subprocess.Popen(
-            [sys.executable, "-c", f"import os, time; time.sleep(1.5); os.kill({os.getpid()}, {int(signal.SIGTERM)})"]
-        )
-        try:
-            assert signals.run_passing_on([sys.executable, "-c", child]) == 7
-        finally:
-            timer.wait()
+        assert signals.run_passing_on([sys.executable, "-c", child]) == 7
     assert got.read_text() == "TERM"
     assert signal.getsignal(signal.SIGTERM) == before  # put back after the command
 
