@@ -6,6 +6,8 @@ import argparse
 import importlib
 from dataclasses import dataclass
 
+from rocmforge.shared.suitenames import SUITE_NAMES
+
 
 @dataclass(frozen=True)
 class Command:
@@ -161,6 +163,15 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--junit", help="write a JUnit XML report here")
     t.add_argument("--json", action="store_true", help="print the results as JSON")
+    t.add_argument(
+        "--suite",
+        action="append",
+        dest="suites",
+        choices=SUITE_NAMES,
+        metavar="SUITE",
+        help=f"run only this suite (repeatable; one of {', '.join(SUITE_NAMES)}); such a partial run is not "
+        "recorded, since push needs every suite",
+    )
     t.add_argument(
         "--require-gpu",
         action="store_true",

@@ -22,12 +22,11 @@ from rocmforge.shared import packagedata
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 from rocmforge.shared.statedir import StateDir
+from rocmforge.shared.suitenames import SUITE_NAMES
 from rocmforge.verify import suiteprocs
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
-
-SUITE_NAMES = ("contents", "linkage", "config", "rocminfo", "gemm", "versions", "archs", "workload")
 
 
 class SuiteStatus(str, Enum):
@@ -163,10 +162,12 @@ def judged_against(matrix: Path, target: str | None, content_hash: str | None) -
     )
 
 
-def summarise(results: list[dict]) -> dict[str, SuiteOutcome]:
-    """Each suite's outcome from the per-test results; a suite the package ships that gave none failed."""
+def summarise(results: list[dict], only: tuple[str, ...] = ()) -> dict[str, SuiteOutcome]:
+    """Each suite's outcome from the per-test results; a suite the package ships that gave none failed
+    (only: the suites a partial run was asked for, the others not expected)."""
     out: dict[str, SuiteOutcome] = {}
-    for suite in suites_present() + sorted({r["suite"] for r in results} - set(SUITE_NAMES)):
+    wanted = [s for s in suites_present() if not only or s in only]
+    for suite in wanted + sorted({r["suite"] for r in results} - set(SUITE_NAMES)):
         rows = [r for r in results if r["suite"] == suite]
         failed = [r for r in rows if r["outcome"] == "failed"]
         ngv = [r for r in rows if r["outcome"] == "skipped" and r["detail"].startswith(NOT_GPU_VERIFIED)]
@@ -195,11 +196,12 @@ def run_suites(
     junit: Path | None = None,
     require_gpu: bool = False,
     content_hashes: dict[str, str] | None = None,
+    only: tuple[str, ...] = (),
 ) -> SuitesReport:
     """The suites run against a container of image_ref, whose ID (image_id) the caller found.
     require_gpu: a GPU check that cannot see a GPU fails (as it does anyway on a host with /dev/kfd).
     content_hashes: TargetPlan.key (a target, or a target's variant) -> content hash of the plan the
-    image is judged against, for the record."""
+    image is judged against, for the record. only: these suites alone (a partial run, never recorded)."""
     # The suites take the target from the image's label when none is given; the record says so too.
     labels = _labels(client, image_ref)
     judged_target = target or labels.get("io.rocmforge.target")
@@ -238,6 +240,7 @@ def run_suites(
             cmd += ["--require-gpu"]
         # Every suite module the package ships runs, listed in SUITE_NAMES or not.
         names = [p.stem.removeprefix("test_") for p in sorted(root.glob("test_*.py"))]
+        names = [n for n in names if not only or n in only]
         try:
             proc = suiteprocs.run_groups(cmd, root, names, Path(tmp), junit)
         except BaseException:
@@ -249,7 +252,7 @@ def run_suites(
         finally:
             remove_session_leftovers(client, session)
         results = proc.results
-    summary = judge(summarise(results), results, proc.exit_code, proc.log)
+    summary = judge(summarise(results, only), results, proc.exit_code, proc.log)
     gpu = host_gpu_access()
     host = f"GPU host ({len(gpu.devices)} device node(s))" if gpu.present else f"no GPU: {gpu.reason_absent()}"
     return SuitesReport(

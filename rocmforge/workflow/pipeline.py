@@ -358,9 +358,11 @@ class Pipeline:
         junit: Path | None = None,
         require_gpu: bool = False,
         own: TargetPlan | None = None,
+        only: tuple[str, ...] = (),
     ) -> suites.SuitesReport:
         """Run the suites in image (whose ID the caller found) and record them; own, the target's
-        image it is, gets them in its manifest too."""
+        image it is, gets them in its manifest too. only: these suites alone, a run neither recorded
+        nor put in the manifest (push needs every suite)."""
         with self.progress.status(f"running suites in {image}"):
             report = suites.run_suites(
                 client,
@@ -371,7 +373,10 @@ class Pipeline:
                 junit,
                 require_gpu=require_gpu,
                 content_hashes={tp.key: tp.content_hash for n in self.plan.targets for tp in self.plan.images_of(n)},
+                only=only,
             )
+        if only:
+            return report
         suites.record(self.project.state, report)
         if own is not None:
             self.write_manifest(client, own, image_id, report=report)

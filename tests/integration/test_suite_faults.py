@@ -6,9 +6,10 @@ that target's content tag in this checkout, built here when the engine lacks it:
 newest image" of a name), the RUN line that breaks a copy of it (`FROM <image ID>` + one RUN; ""
 for a matrix-only fault), optional edits of a matrix copy (e.g. a declared ROCm torch), the suite
 that must fail and a regex its detail must match. The test runs `build.py test --json` on the
-broken copy and asserts: exit 1, that suite failed, its detail matches, and `also_failed` failed
-too. Nothing here skips: a missing engine fails under CI (tests/conftest.docker_client) and a
-target that does not build fails the row. The derived images get unique tags and are removed.
+broken copy, with `--suite` naming that suite and `also_failed` (the other suites prove nothing about
+the row), and asserts: exit 1, that suite failed, its detail matches, and `also_failed` failed too.
+Nothing here skips: a missing engine fails under CI (tests/conftest.docker_client) and a target that
+does not build fails the row. The derived images get unique tags and are removed.
 """
 
 from __future__ import annotations
@@ -567,7 +568,9 @@ def _run_fault(docker_client, own_images, tmp_path, fault: Fault, base: str) -> 
         run = f"RUN {fault.run}\n" if fault.run else ""
         build_image(docker_client, f"FROM {base}\n{run}{fault.dockerfile}\n", tag=ref)
     args = ["--matrix", str(_matrix_copy(tmp_path, fault.matrix_edit))] if fault.matrix_edit else []
-    proc = run_cli(*args, "test", "--image", ref, "--target", fault.target, "--json")
+    # Only the suites the row is about: each row proves its suite fails, naming the fault (issue 53)
+    only = [a for s in (fault.suite, *fault.also_failed) for a in ("--suite", s)]
+    proc = run_cli(*args, "test", "--image", ref, "--target", fault.target, "--json", *only)
     assert proc.stdout.strip(), proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     report["exit"] = proc.returncode

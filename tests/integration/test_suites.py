@@ -171,3 +171,17 @@ def test_no_test_container_left_behind(hip_runtime_built, docker_client):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     left = {c.id for c in docker_client.containers.list(all=True, filters={"label": TEST_LABEL})} - before
     assert left == set()
+
+
+def test_a_partial_run_is_neither_recorded_nor_in_the_manifest(hip_runtime_built, tmp_path):
+    """`test --suite contents` runs that suite alone (the outside check and the contents probe) and
+    says so; push needs every suite, so nothing is recorded for the image (a fresh state folder)."""
+    state = tmp_path / "state"
+    proc = run_cli("--state-dir", str(state), "test", "--target", "hip-runtime", "--suite", "contents", "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert set(report["suites"]) == {"contents"} and report["suites"]["contents"]["status"] == "passed"
+    outside = next(t for t in report["tests"] if t["test"] == "test_every_file_accounted_for_from_outside")
+    assert outside["outcome"] == "passed" and outside["figures"]["accounted"]["package"] > 0
+    assert not (state / "results").exists() or not list((state / "results").iterdir())
+    assert not (state / "artifacts" / "hip-runtime" / "manifest.json").exists()
