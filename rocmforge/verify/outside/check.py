@@ -88,7 +88,7 @@ def check(
         for rel, have in files.items()
         if have.type == "l" and "/" not in have.data and declared.SONAME_LINK.search(rel) and rel not in exp.paths
     }
-    upper = imagefs.file_bytes(client, ref, wanted, first_layer=len(base_ids))
+    upper = imagefs.file_bytes(client, ref, {rel: files[rel].layer for rel in wanted}, first_layer=len(base_ids))
     rest = {rel for rel in wanted if rel not in upper}
     if rest:
         upper.update(imagefs.file_bytes(client, base_ref, rest))

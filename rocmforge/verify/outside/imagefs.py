@@ -60,14 +60,15 @@ class Have:
     data: str
     size: int = 0
     xattrs: bytes = b""
+    layer: int = 0  # which layer (1 = the first) last wrote it: where its bytes are stored
 
     def brief(self) -> tuple[str, int, int, int, str]:
         return (self.type, self.mode, self.uid, self.gid, self.data)
 
 
-def have_of(node: Node) -> Have:
+def have_of(node: Node, layer: int = 0) -> Have:
     data = node.data.hex() if node.type == b"0" else node.data.decode(errors="surrogateescape")
-    return Have(_KIND.get(node.type, "?"), node.mode, node.uid, node.gid, data, node.size, node.xattrs)
+    return Have(_KIND.get(node.type, "?"), node.mode, node.uid, node.gid, data, node.size, node.xattrs, layer)
 
 
 class ImageFS:
@@ -81,21 +82,21 @@ class ImageFS:
     def get(self, rel: bytes) -> Node | None:
         return self.index.get(rel)
 
-    def nodes(self) -> Iterator[tuple[bytes, Node]]:
-        """Every path and its node, in path order."""
+    def nodes(self) -> Iterator[tuple[bytes, Node, int]]:
+        """Every path, its node and the layer that last wrote it, in path order."""
         for row in self.db.execute(
-            "SELECT parent, name, type, mode, uid, gid, size, mtime, data, xattrs FROM node ORDER BY parent, name"
+            "SELECT parent, name, type, mode, uid, gid, size, mtime, data, xattrs, gen FROM node ORDER BY parent, name"
         ):
             parent, name = bytes(row[0]), bytes(row[1])
             if not parent and not name:
                 continue
-            kind, mode, uid, gid, size, mtime, data, xattrs = row[2:]
+            kind, mode, uid, gid, size, mtime, data, xattrs, gen = row[2:]
             node = Node(bytes(kind), mode, uid, gid, size, mtime, bytes(data or b""), bytes(xattrs or b""))
-            yield lowerindex.join(parent, name), node
+            yield lowerindex.join(parent, name), node, gen
 
     def files(self) -> dict[str, Have]:
         """Every path (relative, str) and what it is."""
-        return {rel.decode(errors="surrogateescape"): have_of(node) for rel, node in self.nodes()}
+        return {rel.decode(errors="surrogateescape"): have_of(node, gen) for rel, node, gen in self.nodes()}
 
     def under(self, roots: list[str]) -> dict[str, tuple[str, int, int, int, str]]:
         """Each path at or below one of roots, briefly."""
@@ -214,20 +215,30 @@ def _xattr(path: Path, name: str) -> bytes | None:
         return None
 
 
-def _overlay_bytes(layers: _Layers, wanted: set[str], first_layer: int) -> dict[str, bytes] | None:
-    """wanted files read straight from the engine's overlay layer folders, topmost first; None when
-    the layers are not stored as such folders (then the tars are read)."""
+def _overlay_bytes(layers: _Layers, wanted: set[str] | dict[str, int], first_layer: int) -> dict[str, bytes] | None:
+    """wanted files read straight from the engine's overlay layer folders: from the layer the index
+    says last wrote each (wanted as a dict: path -> layer, 1 = the first), else topmost first; None
+    when the layers are not stored as such folders (then the tars are read)."""
     if layers.reader is None:
         return None
     folders = []
-    for i in range(first_layer, len(layers.diff_ids)):
-        found = layers.reader.layer(layers.diff_ids, i)
-        if not isinstance(found, StoredLayer):
+    for i in range(len(layers.diff_ids)):
+        found = layers.reader.layer(layers.diff_ids, i) if i >= first_layer else None
+        if i >= first_layer and not isinstance(found, StoredLayer):
             return None
-        folders.append(found.files)
+        folders.append(found.files if isinstance(found, StoredLayer) else None)
     out: dict[str, bytes] = {}
     for rel in wanted:
-        for folder in reversed(folders):
+        layer = wanted[rel] if isinstance(wanted, dict) else 0
+        own = folders[layer - 1] if first_layer < layer <= len(folders) else None
+        if own is not None:
+            try:
+                out[rel] = (own / rel).read_bytes()
+                continue
+            except OSError:
+                pass  # not where the index says: walk the layers
+        for folder in reversed(folders[first_layer:]):
+            assert folder is not None, "every layer from first_layer up is a folder"
             settled, data = _from_overlay_dir(folder, rel)
             if settled:
                 if data is not None:
@@ -236,7 +247,7 @@ def _overlay_bytes(layers: _Layers, wanted: set[str], first_layer: int) -> dict[
     return out
 
 
-def file_bytes(client: Engine, ref: str, wanted: set[str], first_layer: int = 0) -> dict[str, bytes]:
+def file_bytes(client: Engine, ref: str, wanted: set[str] | dict[str, int], first_layer: int = 0) -> dict[str, bytes]:
     """The bytes of the regular files `wanted` (relative paths) as the layers from first_layer up
     hold them (the topmost wins; a whiteout above removes). Small files only: the generated files a
     rule parses. A path the layers above first_layer do not hold is left out."""
