@@ -20,8 +20,12 @@ if TYPE_CHECKING:
 TEST_LABEL = "io.rocmforge.test-session"
 # In a command: the image's own Python, by the absolute path its PATH gives (TrackedContainer.image_python).
 IMAGE_PYTHON = "image:python3"
-# The environment a judged probe runs in: nothing of the image's configuration or the caller's shell.
-CLEAN_ENV = ("PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8")
+# The environment a judged probe runs in: nothing of the caller's shell; of the image's declared Env
+# (probe_env) what steers the libraries under test (LD_LIBRARY_PATH, HSA_*, HIP_*), never what puts
+# code into the probe's own process (LD_PRELOAD, LD_AUDIT) or where it finds programs (PATH).
+CLEAN_ENV = ("HOME=/root", "LANG=C.UTF-8")
+PROBE_PATH = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+NOT_PASSED = ("PATH", "LD_PRELOAD", "LD_AUDIT")
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class TrackedContainer:
     # the absolute path its PATH gives), and the tar put into /tmp before anything runs. Unset: as
     # the image's PATH finds them.
     probe_python: tuple[str, ...] = ()
+    probe_env: tuple[str, ...] = ()  # the image's declared Env (KEY=value), as the host inspected it
     image_python: str = ""
     setup_tar: bytes = b""
 
@@ -125,7 +130,8 @@ class TrackedContainer:
             argv = [self.image_python or "python3", *argv[1:]]
         if self.probe_python and argv and argv[0] == "python3":
             extra = [f"{k}={v}" for k, v in (env or {}).items()]
-            argv = ["/usr/bin/env", "-i", *CLEAN_ENV, *extra, *self.probe_python, *argv[1:]]
+            declared = [e for e in self.probe_env if e.split("=", 1)[0] not in NOT_PASSED]
+            argv = ["/usr/bin/env", "-i", *CLEAN_ENV, *declared, PROBE_PATH, *extra, *self.probe_python, *argv[1:]]
             env = None
         timeout_cmd = "/usr/bin/timeout" if self.probe_python else "timeout"
         argv = [timeout_cmd, "--kill-after=5", str(timeout)] + argv

@@ -162,6 +162,7 @@ def judge(loaded_plan, matrix, target_name, target):
 def container(request, client, image_ref, image, gpu, judge):
     tc = probe_container(request, client, image_ref, gpu, judge)
     tc.image_python = judged.image_python_path(image.attrs, tc)
+    tc.probe_env = tuple((image.attrs.get("Config") or {}).get("Env") or ())
     return tc
 
 
