@@ -15,7 +15,7 @@ from pathlib import Path
 # Suites that run in the second process; every other suite runs in the first. Measured on the seed
 # image (llama31-qlora-debian, 2 cores): workload 20 s and gemm 4 s of 35 s before issue 38's
 # whole-image checks, which all went to the other group.
-SECOND_PROCESS = ("workload", "gemm")
+SECOND_PROCESS = ("workload", "gemm", "contents")
 # pytest's exit codes: 0 all passed, 1 some failed, 5 no tests collected; anything else is a
 # failure of the run itself and wins over a plain test failure.
 PASSED, TESTS_FAILED, NO_TESTS = 0, 1, 5
