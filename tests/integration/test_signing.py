@@ -5,6 +5,7 @@ signature and three statements hold, and refuse each way one can fail, tagging n
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -47,6 +48,48 @@ def keys(cosign, tmp_path_factory):
         with_password(password, lambda folder=folder: cosign.run(["generate-key-pair"], cwd=folder))
         made[who] = (folder / "cosign.key", folder / "cosign.pub", password)
     return made
+
+
+# sid's cosign 3, pinned in the tools image's format: the attacks of issue 52 run under it as well
+COSIGN3_PIN = Path(__file__).resolve().parents[1] / "fixtures" / "tools" / "cosign-sid.json"
+
+
+@pytest.fixture(scope="module")
+def cosign3(tmp_path_factory):
+    """sid's cosign 3 as a binary on this host (as its package puts it on PATH), from the pinned .deb
+    fetched as the tools image fetches its own: nothing is used unless its size and sha256 match."""
+    from rocmforge.release import toolsimage
+
+    started = time.monotonic()
+    pin = toolsimage.load_pin(COSIGN3_PIN)
+    folder = tmp_path_factory.mktemp("cosign3")
+    deb = toolsimage.fetch_deb(pin.debs[0], folder / "cosign.deb")
+    with tarfile.open(fileobj=io.BytesIO(toolsimage.deb_data(deb))) as tar:
+        member = tar.extractfile(f"./{pin.binary}")
+        assert member is not None
+        (folder / "cosign").write_bytes(member.read())
+    deb.unlink()
+    (folder / "cosign").chmod(0o755)
+    found = cosigns.host(str(folder / "cosign"))  # Debian's build reports its version as "devel"
+    assert found.signing_config, f"{found.describe()} is not cosign 3"
+    print(f"cosign {pin.version} fetched and unpacked: {time.monotonic() - started:.1f} s")
+    return dataclasses.replace(found, version=pin.upstream_version)
+
+
+@pytest.fixture(params=["cosign2", "cosign3"])
+def either(request, docker_client, local_registry, monkeypatch):
+    """Small images signed, and checked by `verify` / `pull`, with the pinned cosign 2.5.0 (the tools
+    image: .sig/.att tags) or with sid's cosign 3.1.1 (bundles under the referrers tag)."""
+    if request.param == "cosign3":
+        chosen = request.getfixturevalue("cosign3")
+        monkeypatch.setenv(cosigns.ENV, chosen.program)
+    else:
+        monkeypatch.setenv(cosigns.ENV, "image")
+        chosen = cosigns.find(docker_client)
+        assert chosen.version.startswith("2."), chosen.describe()
+    s = Small(docker_client, chosen, f"{local_registry}/small{RUN}-{request.param}")
+    yield s
+    s.cleanup()
 
 
 def with_password(password: str, call):
@@ -628,16 +671,16 @@ def test_refuses_a_tag_moved_to_another_signed_image(small, keys, docker_client,
     assert_refused(docker_client, f"{repository}:{tag}", pub, other_id, "tag was moved")
 
 
-def test_refuses_an_attestation_for_another_digest(small, keys, docker_client, tmp_path):
+def test_refuses_an_attestation_for_another_digest(either, keys, docker_client, tmp_path):
     key, pub, password = keys["ours"]
     n = name()
-    repository, tag, digest, image_id = small.image(n)
-    _r, _t, other_digest, other_id = small.signed(n, key, password, tmp_path)
-    small.sign(key, password, f"{repository}@{digest}", {}, tmp_path)  # a good signature, no statements
-    small.release(key, password, repository, {tag: digest})
+    repository, tag, digest, image_id = either.image(n)
+    _r, _t, other_digest, other_id = either.signed(n, key, password, tmp_path)
+    either.sign(key, password, f"{repository}@{digest}", {}, tmp_path)  # a good signature, no statements
+    either.release(key, password, repository, {tag: digest})
     # The other image's attestations, copied onto this digest's attestation tag in the registry.
     base = f"http://{repository.split('/', 1)[0]}/v2/{repository.split('/', 1)[1]}/manifests"
-    if small.cosign.signing_config:
+    if either.cosign.signing_config:
         # cosign 3: Sigstore bundles listed in an index under the OCI referrers tag sha256-<hex> (this
         # registry has no referrers API); this digest's own signature stays, the other's statements join it
         index = json.loads(fetch_manifest(f"{base}/sha256-{digest[7:]}")[0])
@@ -697,19 +740,19 @@ def both_refuse(client, ref: str, pub: Path, *needles: str) -> None:
 
 
 def test_a_tag_rolled_back_to_an_older_signed_image_is_refused_and_so_is_an_older_record(
-    small, keys, docker_client, tmp_path
+    either, keys, docker_client, tmp_path
 ):
     key, pub, password = keys["ours"]
     n = name()
-    repository, old_tag, old_digest, old_id = small.signed(n, key, password, tmp_path)
-    small.push(old_id, repository, "stable")
-    small.release(key, password, repository, {"stable": old_digest, old_tag: old_digest})  # serial 2
+    repository, old_tag, old_digest, old_id = either.signed(n, key, password, tmp_path)
+    either.push(old_id, repository, "stable")
+    either.release(key, password, repository, {"stable": old_digest, old_tag: old_digest})  # serial 2
     old_record = fetch_manifest(f"{manifests_url(repository)}/{releasestore.TAG}")
-    _r, new_tag, new_digest, new_id = small.image(n)
+    _r, new_tag, new_digest, new_id = either.image(n)
     content = docker_client.images.get(new_id).labels["io.rocmforge.content-hash"]
-    small.sign(key, password, f"{repository}@{new_digest}", small.statements(n, new_id, content), tmp_path)
-    small.push(new_id, repository, "stable")
-    small.release(key, password, repository, {"stable": new_digest, new_tag: new_digest})  # serial 3
+    either.sign(key, password, f"{repository}@{new_digest}", either.statements(n, new_id, content), tmp_path)
+    either.push(new_id, repository, "stable")
+    either.release(key, password, repository, {"stable": new_digest, new_tag: new_digest})  # serial 3
     ok = cli("verify", f"{repository}:stable", "--key", str(pub), "--json")
     assert ok.returncode == 0, ok.stderr[-3000:]
     release = json.loads(ok.stdout)["release"]
@@ -729,21 +772,21 @@ def test_a_tag_rolled_back_to_an_older_signed_image_is_refused_and_so_is_an_olde
     both_refuse(docker_client, f"{repository}:{new_tag}", pub, "rolled back", "serial 2 (", "older than serial 3 (")
 
 
-def test_an_expired_record_is_refused(small, keys, docker_client, tmp_path):
+def test_an_expired_record_is_refused(either, keys, docker_client, tmp_path):
     key, pub, password = keys["ours"]
-    repository, tag, digest, image_id = small.signed(name(), key, password, tmp_path)
-    record = small.release(key, password, repository, {tag: digest}, valid_for=1)
+    repository, tag, digest, image_id = either.signed(name(), key, password, tmp_path)
+    record = either.release(key, password, repository, {tag: digest}, valid_for=1)
     forget(docker_client, image_id)
     time.sleep(2)  # past its expiry
     both_refuse(docker_client, f"{repository}:{tag}", pub, f"expired on {record.expires}")
 
 
-def test_a_record_without_a_valid_signature_or_cut_off_is_refused(small, keys, docker_client, tmp_path):
+def test_a_record_without_a_valid_signature_or_cut_off_is_refused(either, keys, docker_client, tmp_path):
     key, pub, password = keys["ours"]
     other_key, _, other_password = keys["other"]
-    repository, tag, digest, image_id = small.signed(name(), key, password, tmp_path)
+    repository, tag, digest, image_id = either.signed(name(), key, password, tmp_path)
     forget(docker_client, image_id)
-    small.release(other_key, other_password, repository, {tag: digest})  # signed, by someone else
+    either.release(other_key, other_password, repository, {tag: digest})  # signed, by someone else
     both_refuse(docker_client, f"{repository}:{tag}", pub, "release record", "is not signed by the key")
     # A record cut off in the middle of its JSON, signed with the right key
     good = releaserecord.make(
@@ -753,16 +796,16 @@ def test_a_record_without_a_valid_signature_or_cut_off_is_refused(small, keys, d
     doc["annotations"][releasestore.ANNOTATION] = good.dumps()[:-20]
     body = json.dumps(doc).encode()
     put_raw(repository, releasestore.TAG, body, imageindex.OCI_INDEX)
-    small.sign(key, password, f"{repository}@sha256:{hashlib.sha256(body).hexdigest()}", {}, tmp_path)
+    either.sign(key, password, f"{repository}@sha256:{hashlib.sha256(body).hexdigest()}", {}, tmp_path)
     both_refuse(docker_client, f"{repository}:{tag}", pub, "release record", "cut off or not JSON")
 
 
-def test_attestations_without_a_signature_are_not_a_signature(small, keys, docker_client, tmp_path):
+def test_attestations_without_a_signature_are_not_a_signature(either, keys, docker_client, tmp_path):
     key, pub, password = keys["ours"]
-    repository, tag, digest, image_id = small.signed(name(), key, password, tmp_path)
+    repository, tag, digest, image_id = either.signed(name(), key, password, tmp_path)
     forget(docker_client, image_id)
     base = manifests_url(repository)
-    if small.cosign.signing_config:  # cosign 3: drop the signature bundle, keep the attestation bundles
+    if either.cosign.signing_config:  # cosign 3: drop the signature bundle, keep the attestation bundles
         index = json.loads(fetch_manifest(f"{base}/sha256-{digest[7:]}")[0])
         kinds = {
             e["digest"]: json.loads(fetch_manifest(f"{base}/{e['digest']}")[0])["annotations"][
@@ -783,9 +826,59 @@ def test_attestations_without_a_signature_are_not_a_signature(small, keys, docke
     both_refuse(docker_client, f"{repository}:{tag}", pub, "is not signed")
 
 
-@pytest.fixture
-def restored_index(pushed):
-    """The pushed index, put back as it was after a test rewrote it."""
+@pytest.fixture(scope="module")
+def pushed3(pushed, cosign3, keys, docker_client, local_registry, tmp_path_factory):
+    """The same tested hip-runtime and its variants pushed signed by sid's cosign 3 (bundles under the
+    referrers tag) into a repository of its own; its layers are in the registry already, so mostly
+    manifests, bundles and the release record travel. A copy of the project keeps its publish record."""
+    _, state, _ = pushed
+    matrix = copy_project(tmp_path_factory.mktemp("signed-push3"))
+    key, _pub, password = keys["ours"]
+    args = ("--matrix", str(matrix), "--state-dir", str(state), "push", "--target", TARGET, "--registry")
+    env = {cosigns.PASSWORD_ENV: password, cosigns.ENV: cosign3.program}
+    started = time.monotonic()
+    proc = run_cli(*args, f"{local_registry}/signed3{RUN}", "--sign-key", str(key), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(
+        f"signed push of {TARGET} by {cosign3.describe()}, layers in the registry: {time.monotonic() - started:.1f} s"
+    )
+    record = json.loads((matrix.parent / "published" / f"{TARGET}.json").read_text())
+    yield record, state, matrix
+    for tag in record["tags"]:
+        if engine.image_id(docker_client, f"{record['repository']}:{tag}"):
+            docker_client.api.remove_image(f"{record['repository']}:{tag}")
+
+
+def test_a_push_signed_by_cosign3_verifies_with_cosign3_by_hand_and_with_verify(pushed3, cosign3, keys, monkeypatch):
+    record, _, _ = pushed3
+    pub = keys["ours"][1]
+    http = ["--insecure-ignore-tlog", "--allow-http-registry"]
+    for image in [record] + record["variants"]:
+        pinned = f"{record['repository']}@{image['digest']}"
+        out = cosign3.run(["verify", "--key", pub, *http, pinned]).stdout
+        assert json.loads(out)[0]["critical"]["image"]["docker-manifest-digest"] == image["digest"]
+        for kind in att.COSIGN_TYPES.values():
+            line = cosign3.run(["verify-attestation", "--key", pub, "--type", kind, *http, pinned]).stdout
+            assert (
+                cosigns.decode_envelope(line.splitlines()[0])["subject"][0]["digest"]["sha256"] == image["digest"][7:]
+            )
+    monkeypatch.setenv(cosigns.ENV, cosign3.program)
+    proc = cli("verify", f"{record['repository']}:{record['index']['tag']}", "--key", str(pub), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = json.loads(proc.stdout)
+    assert [i["digest"] for i in shown["images"]] == [i["digest"] for i in [record] + record["variants"]]
+    assert shown["release"]["status"] == "current"
+
+
+@pytest.fixture(params=["default", "cosign3"])
+def restored_index(request, monkeypatch):
+    """The pushed index (signed and checked by the module's cosign, the pinned 2.5.0 unless
+    ROCMFORGE_COSIGN says otherwise, or by sid's cosign 3), put back as it was after a test rewrote it."""
+    if request.param == "cosign3":
+        pushed = request.getfixturevalue("pushed3")
+        monkeypatch.setenv(cosigns.ENV, request.getfixturevalue("cosign3").program)
+    else:
+        pushed = request.getfixturevalue("pushed")
     record = pushed[0]
     url = f"{manifests_url(record['repository'])}/{record['index']['tag']}"
     raw, media = fetch_manifest(url)
