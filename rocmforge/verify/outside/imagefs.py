@@ -137,7 +137,7 @@ class _Layers:
     def __init__(self, client: Engine, ref: str, tmp: Path, log: Callable[[str], None]):
         self.client, self.ref, self.tmp, self.log = client, ref, tmp, log
         self.diff_ids = diff_ids_of(client, ref)
-        self.reader = client.layer_reader(client.identity(ref) or ref)
+        self.reader = client.layer_reader(client.inspect(ref)["Id"])  # the ID the engine shows, as normalisation asks
         self.saved: list[Path] | None = None
 
     def __call__(self, i: int) -> lowerindex.LayerSource | None:
