@@ -12,6 +12,7 @@ GPU honesty, both ways:
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,9 @@ _GPU_REQUIRED: dict[str, str | None] = {"why": None}
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: a check that needs a GPU (never passes on a host without /dev/kfd)")
+    # A suite process is ended with SIGTERM when the command is stopped: taken as Ctrl-C, so that
+    # finalizers and with-blocks (the container, the outside check's temporary folder) still run.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if config.getoption("--require-gpu", default=False):
         _GPU_REQUIRED["why"] = "--require-gpu was given"
     elif host_gpu_access().present:
