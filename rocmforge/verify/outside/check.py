@@ -31,6 +31,12 @@ def root_base(client: Engine, plan: BuildPlan, key: str) -> str:
         image, digest = root.registry_base
         if client.identity(f"{image}@{digest}"):
             return f"{image}@{digest}"
+        # A manifest digest names the same image under any repository: one pulled through a
+        # registry mirror is stored under the mirror's name.
+        for img in client.list_images():
+            named = [d for d in img.get("RepoDigests") or () if d.endswith("@" + digest)]
+            if named:
+                return named[0]
     raise BuildError(
         f"the base {root.final_from or root.stack} pinned in matrix.lock ({lock.image_id or 'by digest'}) is not on "
         f"this engine: the image's files cannot be told from its base's. Build {root.key} here, or pull its base"
