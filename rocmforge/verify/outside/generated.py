@@ -49,8 +49,11 @@ MADE_BY_SCRIPTS = {
 }
 
 # What every package-installing RUN removes from the base, and why.
+# (patterns of paths, as regexes)
 REMOVED_BY_BUILD = {
-    "var/lib/apt/lists/partial": "`rm -rf /var/lib/apt/lists/*` after apt-get: the package lists never ship",
+    r"var/lib/apt/lists/.+": "`rm -rf /var/lib/apt/lists/*` after apt-get: the package lists never ship",
+    r"var/cache/apt/(archives/[^/]+\.deb|archives/partial/.+|[^/]+\.bin)": "`apt-get clean` after apt-get: a "
+    "base that kept its downloaded .debs and apt's caches loses them",
 }
 
 GENERATED = (

@@ -97,7 +97,7 @@ class Rules:
         return "pruned" if arch is not None and arch not in self.exp.keep_archs else None
 
     def removal_excused(self, rel: str) -> bool:
-        return rel in REMOVED_BY_BUILD or rel in self.exp.removed
+        return any(re.fullmatch(p, rel) for p in REMOVED_BY_BUILD) or rel in self.exp.removed
 
     def whole_image_findings(self) -> list[str]:
         return self._later
