@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import ipaddress
 import shutil
 import threading
 import urllib.error
@@ -45,7 +46,11 @@ class _Forward(http.server.BaseHTTPRequestHandler):
 
 
 def bridge_gateway(client) -> str:
-    return client.api.inspect_network("bridge")["IPAM"]["Config"][0]["Gateway"]
+    """The default bridge's gateway: what IPAM names, else the subnet's first address, which is the
+    docker0 address the engine gives it (an engine that found docker0 already addressed, as a dockerd
+    started again on the same host does, leaves Gateway out of the network's IPAM config)."""
+    config = client.api.inspect_network("bridge")["IPAM"]["Config"][0]
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 @contextlib.contextmanager
