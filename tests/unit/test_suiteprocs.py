@@ -11,10 +11,11 @@ import pytest
 from rocmforge.verify import suiteprocs
 
 
-def test_groups_put_workload_and_gemm_apart():
+def test_groups_put_workload_gemm_and_contents_apart():
+    # contents (the outside check and the contents probe) beside workload and gemm: the halves even
     assert suiteprocs.groups(["contents", "linkage", "gemm", "workload", "archs"]) == [
-        ["contents", "linkage", "archs"],
-        ["gemm", "workload"],
+        ["linkage", "archs"],
+        ["contents", "gemm", "workload"],
     ]
     assert suiteprocs.groups(["linkage"]) == [["linkage"]]
     assert suiteprocs.groups(["workload"]) == [["workload"]]
