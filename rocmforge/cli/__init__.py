@@ -1,4 +1,5 @@
-"""Command line: `python build.py [--matrix M] COMMAND ...`; `python build.py --target X` builds then tests.
+"""Command line: `rocmforge [--matrix M] COMMAND ...` (or `python build.py ...` in a checkout);
+`rocmforge --target X` builds then tests.
 
 The CLI parses, calls and prints: builds go through rocmforge.workflow.pipeline, each command is a
 function in build_commands, project_commands, reader_commands, host_commands or release_commands,
@@ -10,6 +11,7 @@ import sys
 
 from rocmforge.cli import signals
 from rocmforge.cli.parser import MAIN_JOB, build_parser
+from rocmforge.shared import program
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 
 
@@ -24,23 +26,29 @@ def os_error_exit(exc: OSError) -> int:
     return 1 if exc.errno in MACHINE_ERRNOS or exc.filename is None else 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command line (build.py, `rocmforge`): the exit code; a user's error is one line and exit 2."""
+def main(argv: list[str] | None = None, argv0: str = "build.py") -> int:
+    """The command line (build.py, `rocmforge`): the exit code; a user's error is one line and exit 2.
+    argv0: how the program was started, for its name in help and hints; without argv, sys.argv's."""
+    if argv is None:
+        argv, argv0 = sys.argv[1:], sys.argv[0]
+    prog = program.started_as(argv0)
     with signals.handled():
         try:
-            return _main(argv)
+            return _main(argv, prog)
         except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM and SIGHUP as signals.py raises them
             stop = signals.stopped(exc)
             print(stop.message, file=sys.stderr)
             return stop.exit_code
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.run == MAIN_JOB and not args.target:  # a bare `build.py`: the usage
-        parser.print_help()
-        return 2
+def _main(argv: list[str], prog: str) -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    if args.run == MAIN_JOB and not args.target:
+        if argv:  # options without a command: a usage error like any other incomplete line
+            parser.error("give a COMMAND or --target TARGET")
+        parser.print_help()  # a bare `rocmforge`: what it can do is the answer, not an error
+        return 0
     try:
         return args.run(args)
     except UserError as exc:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def doctor(inv: Invocation) -> int:
     """`doctor`: this host (or a saved or copied one) checked for building and running the images."""
     report = host_doctor.run(
-        plan=inv.plan,
+        plan=inv.plan_if_any,
         rocminfo_file=inv.args.rocminfo,
         kfd_topology=inv.args.kfd_topology,
         host_root=host_gpus.host_root(inv),

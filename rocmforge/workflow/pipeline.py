@@ -13,8 +13,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from rocmforge.assemble import buildcache, engine, image
 from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
@@ -26,6 +24,7 @@ from rocmforge.shared.statedir import StateDir
 from rocmforge.verify import inventory, manifest, suites
 from rocmforge.verify.outside import check as outside
 from rocmforge.workflow import registry_cache
+from rocmforge.workflow.progress import Progress
 from rocmforge.workflow.project import Project, ca_bundle
 
 if TYPE_CHECKING:
@@ -63,24 +62,6 @@ class BuiltImage:
     normalise_s: float
     base: inventory.BaseSeen | None = None  # what its last stage started FROM
     added_paths: list[bytes] | None = None  # every name of the layers the build added
-
-
-class Progress:
-    """Where a build reports: a status line that is rewritten, and lines that stay (stderr)."""
-
-    def __init__(self, console: Console | None = None) -> None:
-        if console is None:
-            console = Console(stderr=True, quiet=True)
-        self.console = console
-
-    def status(self, text: str):
-        return self.console.status(text)
-
-    def line(self, text: str, markup: bool = True) -> None:
-        self.console.print(text, soft_wrap=True, highlight=False, markup=markup)
-
-    def warn(self, message: str) -> None:
-        self.line(f"[yellow]warning:[/yellow] {message}")
 
 
 class Pipeline:

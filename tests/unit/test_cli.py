@@ -146,7 +146,8 @@ def test_every_subcommand_names_a_function_that_exists():
     import argparse
     import importlib
 
-    from rocmforge.cli.parser import Command, build_parser
+    from rocmforge.cli.grammar import Command
+    from rocmforge.cli.parser import build_parser
 
     parser = build_parser()
     commands = [parser.get_default("run")]
