@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge.assemble import engine
 from rocmforge.host.enginebase import EngineError
+from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
@@ -63,7 +64,7 @@ def recorded(state: Path, target: str) -> list[str]:
     data = load_internal(
         _record(state, target),
         _record_problem,
-        f"delete it; `python build.py clean --target {target}` removes what it kept",
+        f"delete it; `{program.command('clean --target ' + target)}` removes what it kept",
     )
     return list(data["images"]) if data else []
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from rocmforge.assemble import engine, steplock
-from rocmforge.cli import show
+from rocmforge.cli import results, show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
+from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.verify import suites
@@ -27,9 +29,28 @@ def build_and_test(inv: Invocation) -> int:
 def build(inv: Invocation) -> int:
     """`build --target T` (and a bare `build.py --target T`): T and its chain built, then a table of what was done."""
     name = inv.required_target()
-    results = inv.pipeline.build(name)
-
-    show.build_table(inv.out, inv.plan, results)
+    started = time.monotonic()
+    built = inv.pipeline.build(name)
+    if getattr(inv.args, "json", False):
+        rows = []
+        for r in built:
+            tp = inv.plan.by_key(r.target)
+            rows.append(
+                {
+                    "target": r.target,
+                    "status": r.status,
+                    "image_id": r.image_id,
+                    "engine_id": r.engine_id,
+                    "size_bytes": r.size,
+                    "elapsed_s": r.elapsed_s,
+                    "content_tag": tp.content_tag,
+                    "tag": tp.readable_tag,
+                }
+            )
+        return results.emit("build", 0, targets=rows, elapsed_s=round(time.monotonic() - started, 1))
+    show.build_table(inv.out, inv.plan, built)
+    for r in built:
+        print(f"{r.target}: {r.status} in {r.elapsed_s:.1f} s")
     return 0
 
 
@@ -149,25 +170,45 @@ def context(inv: Invocation) -> int:
 def lock(inv: Invocation) -> int:
     """`lock` writes matrix.lock; `lock --check` lists every stale or unavailable pin (exit 1 when any)."""
     project, args = inv.project, inv.args
+    as_json = getattr(args, "json", False)
     if args.check:
         out = locking.check(project, args.lock_targets, inv.progress)
+        code = 1 if out.problems else 0
+        if as_json:
+            targets = inv.plan.order(args.lock_targets)
+            return results.emit("lock", code, check=True, targets=targets, problems=list(out.problems))
         for p in out.problems:
             print(f"stale: {p}")
         if out.problems:
             print(
-                f"{len(out.problems)} stale or unavailable pin(s); fix matrix.yaml and run `python build.py lock`",
+                f"{len(out.problems)} stale or unavailable pin(s); change matrix.yaml where it asks for "
+                f"what is gone, then run `{program.command('lock')}` to resolve the rest again",
                 file=sys.stderr,
             )
             return 1
         print(f"{project.lock_path.name}: every pin resolves ({', '.join(inv.plan.order(args.lock_targets))})")
         return 0
-    out = locking.resolve(project, args.lock_targets, args.ca_bundle, inv.progress)
+    out = locking.resolve(project, args.lock_targets, getattr(args, "ca_bundle", None), inv.progress)
+    code = 1 if out.failed else 0
+    if as_json:
+        wrote = str(project.lock_path) if out.written else None
+        return results.emit("lock", code, check=False, resolved=out.resolved, unresolved=out.failed, wrote=wrote)
     for r in out.resolved:
         print(f"resolved: {r}")
     for f in out.failed:
         print(f"unresolved: {f}", file=sys.stderr)
-    print(f"wrote {project.lock_path}; run `python build.py render` to apply it", file=sys.stderr)
-    return 1 if out.failed else 0
+    if out.written:
+        inv.note(f"wrote {project.lock_path}; run `{program.command('render')}` to apply it to images/")
+    else:
+        inv.note(f"{project.lock_path}: unchanged")
+    if out.failed:
+        print(
+            f"{len(out.failed)} pin(s) could not be resolved here. lock needs the Docker engine, the base "
+            "images' registry (or ROCMFORGE_REGISTRY_MIRROR=HOST[:PORT]), the package indexes and the git "
+            'hosts (or ROCMFORGE_GIT_MIRRORS="UPSTREAM=MIRROR ...")',
+            file=sys.stderr,
+        )
+    return code
 
 
 def clean(inv: Invocation) -> int:
@@ -185,12 +226,19 @@ def clean(inv: Invocation) -> int:
             inv.progress.line(
                 f"keeping {found.waiting} untagged step image(s): another build is running on this engine"
             )
-        for item in found.items:
-            print(f"{'would remove' if dry_run else 'remove'} {item.kind}: {item.ref} ({item.size / 1e9:.2f} GB)")
+        items = [{"kind": i.kind, "ref": i.ref, "size_bytes": i.size} for i in found.items]
+        as_json = getattr(inv.args, "json", False)
+        if not as_json:
+            for item in found.items:
+                print(f"{'would remove' if dry_run else 'remove'} {item.kind}: {item.ref} ({item.size / 1e9:.2f} GB)")
         if dry_run:
+            if as_json:
+                return results.emit("clean", 0, dry_run=True, items=items, logs_removed=False)
             print(f"{len(found.items)} item(s); nothing removed")
             return 0
         cleanup.remove(client, project, found, names, alone, lambda msg: inv.progress.line(f"[yellow]{msg}[/yellow]"))
+    if getattr(inv.args, "json", False):
+        return results.emit("clean", 0, dry_run=False, items=items, logs_removed=bool(alone))
     if alone:
         print(f"removed {len(found.items)} item(s) and the build logs")
     else:

@@ -17,6 +17,7 @@ from rocmforge.cli.invocation import Invocation
 from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
 from rocmforge.host.container import GpuAccess, host_gpu_access
+from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 
 if TYPE_CHECKING:
@@ -67,8 +68,8 @@ def run(inv: Invocation) -> int:
     candidates, image_ids = [c for c, _ in held], {c.ref: i for c, i in held}
     if not candidates:
         raise UserError(
-            f"target {target!r} is neither built nor pulled; run `python build.py build --target "
-            f"{target}` or `python build.py pull --target {target}`",
+            f"target {target!r} is neither built nor pulled; run `{program.command('build --target ' + target)}` "
+            f"or `{program.command('pull --target ' + target)}`",
             field="--target",
         )
     gpu = host_gpu_access()
@@ -106,7 +107,7 @@ def run(inv: Invocation) -> int:
     if gpu.wsl:
         print(
             f"note: WSL2 on {where}: the container gets /dev/dxg and {dockerrun.WSL_LIBS}, but this image's ROCm "
-            "reaches the GPU only through AMD's WSL runtime (librocdxg); see `python build.py doctor` (wsl)",
+            f"reaches the GPU only through AMD's WSL runtime (librocdxg); see `{program.command('doctor')}` (wsl)",
             file=sys.stderr,
         )
     elif not gpu.present:

@@ -14,6 +14,7 @@ from rocmforge.cli.invocation import Invocation
 from rocmforge.release import matrix_report as reports
 from rocmforge.release import publication, report_page
 from rocmforge.render import tree as rendered_tree
+from rocmforge.shared import program
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.statedir import StateDir
@@ -87,7 +88,7 @@ def render(inv: Invocation) -> int:
         for line in problems:
             print(line)
         if problems:
-            print(f"{len(problems)} file(s) differ from the matrix; run `python build.py render`", file=sys.stderr)
+            print(f"{len(problems)} file(s) differ from the matrix; run `{program.command('render')}`", file=sys.stderr)
             return 1
         print(f"{out}: up to date ({len(plan.targets)} targets)")
         return 0

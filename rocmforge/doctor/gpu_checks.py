@@ -20,6 +20,7 @@ from rocmforge.doctor.gfx import (
     hsa_override_version,
     runs_natively,
 )
+from rocmforge.shared import program
 
 SEED_ERROR = "HIP error: invalid device function"
 NO_GPU = Verdict(SKIPPED, "no GPU listed")
@@ -276,7 +277,7 @@ def overall_coverage(d: Diagnosis) -> Verdict:
     ``hipErrorNoBinaryForGpu``, as useless as running without a GPU. warn: some visible GPU is
     covered by no built target, or only through an override."""
     if not d.built:
-        return Verdict(SKIPPED, "no built target (build one with `python build.py build --target X`)")
+        return Verdict(SKIPPED, f"no built target (build one with `{program.command('build --target X')}`)")
     if not d.visible:
         return NO_GPU
     best = {g: _best_coverage(d, g) for g in d.visible}

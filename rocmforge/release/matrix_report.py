@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from rocmforge.assemble import engine
 from rocmforge.release import publication
 from rocmforge.render import archprune
+from rocmforge.shared import program
 from rocmforge.shared.files import atomic_write, iso_utc
 from rocmforge.shared.records import load_internal
 from rocmforge.shared.statedir import StateDir
@@ -103,14 +104,16 @@ def _repro_problem(data: object, name: str) -> str | None:
 
 
 def _lock_check(state: Path) -> dict | None:
-    return load_internal(StateDir(state).check("lock"), _lock_check_problem, "run `python build.py lock --check` again")
+    return load_internal(
+        StateDir(state).check("lock"), _lock_check_problem, f"run `{program.command('lock --check')}` again"
+    )
 
 
 def _repro(state: Path, name: str) -> dict | None:
     return load_internal(
         StateDir(state).check(f"repro-{name}"),
         lambda d: _repro_problem(d, name),
-        f"run `python build.py verify-repro --target {name}` again",
+        f"run `{program.command('verify-repro --target ' + name)}` again",
     )
 
 
@@ -165,9 +168,9 @@ def gather(
             if tp.unresolved:
                 cells[s] = SuiteCell(SuiteStatus.UNRESOLVED, "; ".join(tp.unresolved))
             elif not image:
-                cells[s] = SuiteCell(SuiteStatus.NOT_BUILT, f"python build.py build --target {name}")
+                cells[s] = SuiteCell(SuiteStatus.NOT_BUILT, program.command(f"build --target {name}"))
             elif rec is None or s not in rec.suites:
-                cells[s] = SuiteCell(SuiteStatus.NOT_RUN, f"python build.py test --target {name}")
+                cells[s] = SuiteCell(SuiteStatus.NOT_RUN, program.command(f"test --target {name}"))
             else:
                 cells[s] = SuiteCell(rec.suites[s].status, rec.suites[s].detail)
         if name not in records:

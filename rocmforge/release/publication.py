@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rocmforge.release import attestations as att
 from rocmforge.release.publish import DIGEST_RE
+from rocmforge.shared import program
 from rocmforge.shared.records import BadRecord, read_json, warn_ignored
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -38,7 +39,7 @@ def record(record_dir: Path, name: str) -> tuple[dict | None, str | None]:
     not usable, also warned about: a page that showed a damaged record as published would mislead,
     and one that showed it as "not published" would hide it."""
     path = record_dir / f"{name}.json"
-    fix = f"restore it from version control or run `python build.py push --target {name}` again"
+    fix = f"restore it from version control or run `{program.command('push --target ' + name)}` again"
     try:
         data = read_json(path)
     except BadRecord as exc:

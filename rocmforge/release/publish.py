@@ -16,6 +16,7 @@ from rocmforge.host import registry as reg
 from rocmforge.host.enginebase import EngineError
 from rocmforge.release import cosign as cosigns
 from rocmforge.release import imageindex
+from rocmforge.shared import program
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.statedir import StateDir
@@ -73,13 +74,13 @@ def _publishable(
     client: Engine, tp: TargetPlan, state: Path, matrix_path: Path
 ) -> tuple[TargetPlan, str, suites.SuitesReport]:
     """The image of tp (a main image or a variant) with the suite results that allow its publication."""
-    test_cmd = f"`python build.py test --target {tp.name}`"
+    test_cmd = f"`{program.command('test --target ' + tp.name)}`"
     what = _what(tp)
     image_id = engine.image_id(client, tp.content_tag)
     if image_id is None:
         raise UserError(
             f"{what} is not built ({tp.content_tag} not found); run "
-            f"`python build.py build --target {tp.name}`, then {test_cmd}",
+            f"`{program.command('build --target ' + tp.name)}`, then {test_cmd}",
             field="--target",
         )
     result = _require_passed(state, tp, image_id, test_cmd, matrix_path)
@@ -89,7 +90,7 @@ def _publishable(
         raise UserError(
             f"image {image_id} under {tp.content_tag} has labels {LABEL_TARGET}="
             f"{labels.get(LABEL_TARGET)!r}, {LABEL_HASH}={labels.get(LABEL_HASH)!r}, not {what}'s "
-            f"{tp.name!r}, {tp.content_hash!r}; rebuild with `python build.py build --target {tp.name}`",
+            f"{tp.name!r}, {tp.content_hash!r}; rebuild with `{program.command('build --target ' + tp.name)}`",
             field="--target",
         )
     return tp, image_id, result

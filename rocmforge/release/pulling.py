@@ -15,6 +15,7 @@ from rocmforge.host.enginebase import EngineError
 from rocmforge.release import imageindex
 from rocmforge.release.publish import DIGEST_RE, LABEL_HASH, LABEL_TARGET
 from rocmforge.resolve import bases
+from rocmforge.shared import program
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.records import BadRecord, read_json
 
@@ -160,7 +161,7 @@ def read_record(path: Path, target_name: str) -> dict:
     except BadRecord as exc:
         raise UserError(
             f"not a usable publish record: {exc.message}; restore it from version control or run "
-            f"`python build.py push --target {target_name} --registry ...` again",
+            f"`{program.command('push --target ' + target_name)} --registry ...` again",
             file=str(path),
             line=exc.line,
         ) from None
@@ -168,8 +169,8 @@ def read_record(path: Path, target_name: str) -> dict:
         raise UserError(f"unreadable publish record: {exc.strerror or exc}", file=str(path)) from None
     if record is None:
         raise UserError(
-            f"no publish record for {target_name!r}; run `python build.py push --target "
-            f"{target_name} --registry ...` first",
+            f"no publish record for {target_name!r}; run "
+            f"`{program.command('push --target ' + target_name)} --registry ...` first",
             file=str(path),
         )
     if not isinstance(record, dict):

@@ -17,6 +17,7 @@ from rocmforge.release import attestations as att
 from rocmforge.release import cosign as cosigns
 from rocmforge.release import releaserecord, releasestore
 from rocmforge.release.cosign import Cosign
+from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.statedir import StateDir
 from rocmforge.verify import manifest as manifests
@@ -140,9 +141,9 @@ class Signer:
 
 def _sbom_of(state: Path, key: str, image_id: str, target: str) -> bytes:
     fix = (
-        f"run `python build.py manifest --target {target}`"
+        f"run `{program.command('manifest --target ' + target)}`"
         if key == target
-        else f"run `python build.py build --target {target}` (it writes each variant's)"
+        else f"run `{program.command('build --target ' + target)}` (it writes each variant's)"
     )
     path, sbom = manifests.checked_artifacts(state, key)
     if path is None or sbom is None:

@@ -15,6 +15,7 @@ from rocmforge.render.contexts import BaseArg, Renderer, TargetInputs
 from rocmforge.render.dockerfile import TrailingLabels
 from rocmforge.resolve import bases, lockfile
 from rocmforge.resolve.lockmodel import Lock
+from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import iso_utc
 
@@ -259,7 +260,7 @@ def _base_of(plan: BuildPlan, m: Matrix, name: str, lock: Lock, variant: tuple[s
             from_ref,
             base_name,
             base_digest,
-            (f"base image {reg.image}:{reg.tag} has no digest (run `build.py lock` where the registry is reachable)",),
+            (f"base image {reg.image}:{reg.tag} has no digest",),
         )
     stale = lockfile.apt_sources_stale(lock, m, t.stack)
     if stale:
@@ -306,8 +307,26 @@ def require_resolved(tp: TargetPlan, field: str = "--target") -> None:
     unresolved renders `@sha256:UNRESOLVED` on purpose, so it is refused here, before the engine is asked."""
     if tp.unresolved:
         raise UserError(
-            f"target {tp.name!r} cannot be built until its pins are resolved: " + "; ".join(tp.unresolved), field=field
+            f"target {tp.name!r} cannot be built until its pins are resolved:\n"
+            + "".join(f"  - {u}\n" for u in tp.unresolved)
+            + lock_needs(tp.name, tp.unresolved),
+            field=field,
         )
+
+
+def lock_needs(name: str, unresolved: Iterable[str]) -> str:
+    """How to resolve what a target lacks and what that takes, said once (not after each reason):
+    lock itself is what resolves them, so the advice names what lock needs, never lock again."""
+    needs = ["the Docker engine (lock resolves apt and pip inside the base images)"]
+    registry = next((u for u in unresolved if u.startswith("base image ") and u.endswith(" has no digest")), None)
+    if registry is not None:
+        image = registry.removeprefix("base image ").removesuffix(" has no digest").rsplit(":", 1)[0]
+        needs.append(f"the registry of {image}, or a mirror of it: ROCMFORGE_REGISTRY_MIRROR=HOST[:PORT]")
+    needs.append("the package indexes its apt sources and pip name")
+    needs.append('the git hosts of its git sources, or mirrors: ROCMFORGE_GIT_MIRRORS="UPSTREAM=MIRROR ..."')
+    return f"`{program.command('lock --target ' + name)}` resolves them into matrix.lock; it needs:" + "".join(
+        f"\n  - {n}" for n in needs
+    )
 
 
 def load_plan(matrix_path: Path | str) -> BuildPlan:

@@ -17,6 +17,7 @@ from rocmforge.host.container import TrackedContainer, remove_session_leftovers
 from rocmforge.resolve import bases, bootstrap, entries, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
 from rocmforge.resolve.lockmodel import SECTIONS, BaseEntry, Lock
+from rocmforge.shared import program
 from rocmforge.shared.errors import BuildError
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Outcome:
     resolved: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # unresolvable here: message per entry
     problems: list[str] = field(default_factory=list)  # --check: stale or unavailable pins
+    written: bool = False  # matrix.lock was changed on disk (workflow.locking writes it)
 
 
 @dataclass
@@ -337,7 +339,9 @@ def check(
             if stale:
                 out.problems.append(stale)
         elif not base_entry or base_entry.recipe != bases.recipe_hash(stack):
-            out.problems.append(f"base {sname}: bootstrap recipe changed since the lock (run `python build.py lock`)")
+            out.problems.append(
+                f"base {sname}: bootstrap recipe changed since the lock (run `{program.command('lock')}`)"
+            )
         elif base_packages.get(sname) is not None:
             installed = base_packages[sname] or {}
             moved = [

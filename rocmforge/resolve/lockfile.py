@@ -15,7 +15,7 @@ from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptsources
 from rocmforge.resolve import lockmodel
 from rocmforge.resolve.lockmodel import SECTIONS, Lock
-from rocmforge.shared import yamlsrc
+from rocmforge.shared import program, yamlsrc
 from rocmforge.shared.errors import UserError
 
 HEADER = (
@@ -67,7 +67,8 @@ def empty() -> Lock:
     return Lock()
 
 
-REGENERATE = "regenerate it with `python build.py lock`"
+def regenerate() -> str:
+    return f"regenerate it with `{program.command('lock')}`"
 
 
 def load(path: Path) -> Lock:
@@ -80,25 +81,25 @@ def load(path: Path) -> Lock:
     data, src = yamlsrc.load(path)
     if not isinstance(data, dict):
         raise UserError(
-            f"not a rocmforge lock (a {type(data).__name__}, not a mapping); {REGENERATE}", file=src.name, line=1
+            f"not a rocmforge lock (a {type(data).__name__}, not a mapping); {regenerate()}", file=src.name, line=1
         )
     unknown = [k for k in data if k != "schema" and k not in SECTIONS]
     if unknown:
         raise src.error(
-            (unknown[0],), f"not a section of a rocmforge lock (known: schema, {', '.join(SECTIONS)}); " + REGENERATE
+            (unknown[0],), f"not a section of a rocmforge lock (known: schema, {', '.join(SECTIONS)}); " + regenerate()
         )
     if "schema" not in data:
         # `lock` writes sorted keys, so 'schema: 1' is its last line: without it the file was cut short.
         last = len(path.read_bytes().splitlines()) or 1
         raise UserError(
             f"no 'schema: 1', the line `build.py lock` writes last: the file is cut short or not a "
-            f"rocmforge lock; {REGENERATE}",
+            f"rocmforge lock; {regenerate()}",
             file=src.name,
             line=last,
             field="schema",
         )
     if data["schema"] != 1:
-        raise src.error(("schema",), f"not a rocmforge lock (expected 'schema: 1'); {REGENERATE}")
+        raise src.error(("schema",), f"not a rocmforge lock (expected 'schema: 1'); {regenerate()}")
     for section in SECTIONS:
         value = data.setdefault(section, {})
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
@@ -123,13 +124,13 @@ def _require_text(path: Path) -> None:
         bad = exc.start if bad < 0 else min(bad, exc.start)
     if bad >= 0:
         raise UserError(
-            f"not a text file (byte {raw[bad]:#04x} at offset {bad}): not a rocmforge lock; {REGENERATE}",
+            f"not a text file (byte {raw[bad]:#04x} at offset {bad}): not a rocmforge lock; {regenerate()}",
             file=str(path),
             line=raw[:bad].count(b"\n") + 1,
         )
     if not any(line.strip() and not line.lstrip().startswith(b"#") for line in raw.splitlines()):
         raise UserError(
-            f"empty (no pins, only comments or nothing): cut short or not a rocmforge lock; {REGENERATE}",
+            f"empty (no pins, only comments or nothing): cut short or not a rocmforge lock; {regenerate()}",
             file=str(path),
             line=1,
         )
@@ -143,8 +144,7 @@ def apt_sources_stale(lock: Lock, m: Matrix, stack_name: str) -> str | None:
         return None
     if (entry.apt_sources if entry.apt_sources is not None else {}) != aptsources.record(stack.apt_sources):
         return (
-            f"base {stack_name}: apt_sources changed since the lock (matrix: "
-            f"{aptsources.describe(stack.apt_sources)}; run `python build.py lock`)"
+            f"base {stack_name}: apt_sources changed since the lock (matrix: {aptsources.describe(stack.apt_sources)})"
         )
     return None
 
@@ -167,7 +167,7 @@ def apt_pins_for(lock: Lock, m: Matrix, step: AptStep) -> tuple[list[tuple[str, 
     matrix_pins = [(n, stack.pinned(n)) for n in step.names]
     locked = lock.apt.get(step.key)
     if locked is None:
-        return matrix_pins, f"apt closure of {step.key} is not locked (run `python build.py lock`)"
+        return matrix_pins, f"apt closure of {step.key} is not locked"
     inherited: dict[str, str] = {}
     for parent in step.parents:
         inherited.update(lock.apt.get(parent, {}))
@@ -176,7 +176,7 @@ def apt_pins_for(lock: Lock, m: Matrix, step: AptStep) -> tuple[list[tuple[str, 
     missing = [n for n, _ in matrix_pins if n not in have]
     if drift or missing:
         why = "; ".join(drift + [f"{n} not in the lock" for n in missing])
-        return matrix_pins, f"lock is stale for {step.key}: {why} (run `python build.py lock`)"
+        return matrix_pins, f"lock is stale for {step.key}: {why}"
     return sorted(locked.items()), None
 
 

@@ -16,6 +16,7 @@ from rocmforge.host import aptmirror
 from rocmforge.render import archprune
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve.lockmodel import Lock
+from rocmforge.shared import program
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal, warn_ignored
 from rocmforge.shared.statedir import StateDir
@@ -133,7 +134,7 @@ def checked_artifacts(state: Path, target: str) -> tuple[Path | None, Path | Non
     target, and an SBOM whose sha256 its manifest records. Anything else is not linked, with a
     warning naming the file."""
     folder = StateDir(state).artifacts(target)
-    fix = f"run `python build.py manifest --target {target}` again"
+    fix = f"run `{program.command('manifest --target ' + target)}` again"
     manifest = load_internal(folder / "manifest.json", lambda d: _manifest_problem(d, target), fix)
     if manifest is None:
         return None, None

@@ -18,7 +18,7 @@ from rocmforge import __version__
 from rocmforge.define.matrix import variant_suffix
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
 from rocmforge.host.enginebase import EngineError
-from rocmforge.shared import packagedata
+from rocmforge.shared import packagedata, program
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 from rocmforge.shared.statedir import StateDir
@@ -304,7 +304,7 @@ def recorded(state: Path, image_id: str) -> SuitesReport | None:
     data = load_internal(
         results_path(state, image_id),
         lambda data: _results_problem(data, image_id),
-        "delete it and run `python build.py test` on the image again",
+        f"delete it and run `{program.command('test')}` on the image again",
     )
     return None if data is None else SuitesReport.from_json(data)
 

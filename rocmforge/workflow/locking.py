@@ -37,7 +37,8 @@ def check(project: Project, targets: list[str] | None, progress: Progress) -> Ou
 
 
 def resolve(project: Project, targets: list[str] | None, ca: str | None, progress: Progress) -> Outcome:
-    """Resolve the targets' pins (all when None) and write matrix.lock, also when some stay unresolved."""
+    """Resolve the targets' pins (all when None) and write matrix.lock, also when some stay unresolved;
+    a lock that would not change is left as it is (out.written says which)."""
     _prepare(project, targets)
     writable_file(project.lock_path, None)
     client = engine.connect()
@@ -51,5 +52,12 @@ def resolve(project: Project, targets: list[str] | None, ca: str | None, progres
             ca_bundle=ca_bundle(ca),
             log=project.log("lock"),
         )
-    atomic_write(project.lock_path, lockfile.dump(out.lock).encode())
+    text = lockfile.dump(out.lock).encode()
+    try:
+        before = project.lock_path.read_bytes()
+    except FileNotFoundError:
+        before = None
+    if text != before:
+        atomic_write(project.lock_path, text)
+        out.written = True
     return out

@@ -17,7 +17,7 @@ from rocmforge.assemble import buildcache, engine, image
 from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
 from rocmforge.resolve import bootstrap, inputs
-from rocmforge.shared import background
+from rocmforge.shared import background, program
 from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import iso_utc
 from rocmforge.shared.statedir import StateDir
@@ -50,6 +50,7 @@ class BuiltTarget:
     image_id: str
     size: int | None = None  # bytes, as the engine reports the image
     engine_id: str = ""  # the ID the engine shows for it (its containerd store: the manifest digest)
+    elapsed_s: float = 0.0  # from asking the engine for it to having it (built, pulled or found)
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Pipeline:
         chain = [self.plan.targets[dep] for dep in order] + self.plan.variants_needed(name)
         results = []
         for dp in chain:
+            started = time.monotonic()
             existing = known[dp.key] if dp.key in known else engine.image_id(client, dp.content_tag)
             if not existing and cache and dp is not tp:
                 existing = self.from_cache(client, cache, dp)
@@ -128,7 +130,12 @@ class Pipeline:
             size = shown.get("Size")
             results.append(
                 BuiltTarget(
-                    dp.key, status, image_id, size if isinstance(size, int) else None, shown.get("Id") or image_id
+                    dp.key,
+                    status,
+                    image_id,
+                    size if isinstance(size, int) else None,
+                    shown.get("Id") or image_id,
+                    round(time.monotonic() - started, 1),
                 )
             )
         return results
@@ -185,8 +192,8 @@ class Pipeline:
         if need and free and free.free_bytes < need * 10**9:
             raise BuildError(
                 f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
-                f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space (`build.py clean`, "
-                "`docker system prune`) or use a runner with more disk"
+                f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space "
+                f"(`{program.command('clean')}`, `docker system prune`) or use a runner with more disk"
             )
 
     def ensure_base(self, client: Engine, tp: TargetPlan) -> None:
@@ -375,7 +382,8 @@ def require_built(client: Engine, tp: TargetPlan, flag: str = "--target") -> str
     if image_id is None:
         what = f"variant {','.join(tp.variant)} of target {tp.name!r}" if tp.variant else f"target {tp.name!r}"
         raise UserError(
-            f"{what} is not built ({tp.content_tag} not found); run `python build.py build --target {tp.name}` first",
+            f"{what} is not built ({tp.content_tag} not found); "
+            f"run `{program.command('build --target ' + tp.name)}` first",
             field=flag,
         )
     return image_id

@@ -1,5 +1,5 @@
 """One gate for every command that builds a target or needs it built: an unresolved target is
-refused with the same one-line message and exit 2, before the engine is asked (DOCKER_HOST points
+refused with the same message and exit 2 (a line per missing pin, then once how to resolve them), before the engine is asked (DOCKER_HOST points
 at a socket that does not exist, so reaching for the engine would say so and exit 1)."""
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def test_every_building_command_refuses_an_unresolved_target_alike(project, targ
     tp = load_plan(project).targets[target]
     assert tp.unresolved, f"{target} is resolved in matrix.lock: this test needs an unresolved target"
     want = gate_message(tp)
-    assert "\n" not in want and all(u in want for u in tp.unresolved)
+    assert all(f"\n  - {u}\n" in want for u in tp.unresolved)
+    assert want.count("build.py lock") == 1, want  # said once, not after every missing pin
+    assert "ROCMFORGE_REGISTRY_MIRROR" in want and "ROCMFORGE_GIT_MIRRORS" in want, want
     for command, stderr in refusals(project, target).items():
         assert stderr == want + "\n", f"{command} refused {target} differently:\n{stderr}"
 

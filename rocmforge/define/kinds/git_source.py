@@ -23,10 +23,7 @@ class GitSource(Strict):
         return self.commit or locked.commit
 
     def unresolved_message(self, component: str) -> str:
-        return (
-            f"component {component}: git ref {self.ref!r} of {self.url} is not resolved to a commit "
-            "(run `build.py lock`)"
-        )
+        return f"component {component}: git ref {self.ref!r} of {self.url} is not resolved to a commit"
 
 
 @dataclass(frozen=True)

@@ -59,10 +59,10 @@ class PythonEnv(ComponentKind):
             fetches = (WheelsFetch(name, use.stack.python_version),)
         else:
             locked = {}
-            unresolved.append(f"python {name}: requirements are not locked with hashes (run `python build.py lock`)")
+            unresolved.append(f"python {name}: requirements are not locked with hashes")
         held = lock.held
         if not held and use.has_torch:
-            unresolved.append(f"python {name}: the image's torch is not held by the lock (run `python build.py lock`)")
+            unresolved.append(f"python {name}: the image's torch is not held by the lock")
         requirements, constraints = f"requirements/{name}.txt", f"constraints/{name}.txt"
         files = {requirements: self._requirements_text(locked).encode()}
         if held:

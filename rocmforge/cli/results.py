@@ -1,0 +1,32 @@
+"""What `--json` prints for the commands that act (build, lock, pull, clean): one JSON object on
+stdout, whatever the outcome, with the same three keys first (rocmforge/data/result.schema.json):
+
+    command    the subcommand ("build", "lock", "pull", "clean")
+    ok         true when the command did all it was asked (exit code 0)
+    exit_code  the program's exit code: 0, or 1 when the command ran but something failed
+
+then the command's own keys:
+
+    build   targets: [{target, status ("built", "up-to-date", "from cache"), image_id, engine_id,
+            size_bytes (or null), elapsed_s, content_tag, tag}] in build order; elapsed_s (all)
+    lock    check: false; resolved: [str]; unresolved: [str]; wrote: the lock's path, or null
+            when it was left unchanged
+    lock --check
+            check: true; targets: [str]; problems: [str] (stale or unavailable pins)
+    pull    pulled: the publish record (as `pull` prints without --json), or for a REF the
+            verified statements with local_tags
+    clean   dry_run: bool; items: [{kind, ref, size_bytes}]; logs_removed: bool
+
+A user's error (exit 2) prints no JSON: its one line on stderr is the answer. The other --json
+outputs (list, test, report, verify, verify-repro, doctor, rocminfo, archs) keep their own shapes."""
+
+from __future__ import annotations
+
+import json
+
+
+def emit(command: str, exit_code: int, **fields) -> int:
+    """Print the result object; returns exit_code for the command to return."""
+    shown = {"command": command, "ok": exit_code == 0, "exit_code": exit_code, **fields}
+    print(json.dumps(shown, indent=2, default=str))
+    return exit_code
