@@ -11,6 +11,7 @@ import sys
 
 from rocmforge.cli import signals
 from rocmforge.cli.parser import MAIN_JOB, build_parser
+from rocmforge.host import engine_errors
 from rocmforge.shared import program
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 
@@ -65,5 +66,5 @@ def _main(argv: list[str], prog: str) -> int:
     except Exception as exc:
         if not type(exc).__module__.startswith("docker."):
             raise  # a bug of ours: the traceback is what a report needs
-        print("error: Docker engine: " + " ".join(str(exc).split()), file=sys.stderr)
+        print(f"error: Docker engine at {engine_errors.where()}: {engine_errors.refused(exc)}", file=sys.stderr)
         return 1

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from rocmforge.assemble import engine
-from rocmforge.cli import host_gpus
+from rocmforge.cli import host_gpus, results
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
 from rocmforge.doctor import pick
+from rocmforge.host import registry as registries
 from rocmforge.host.container import host_gpu_access
 from rocmforge.host.engines import Engine
 from rocmforge.release import cosign as cosigns
@@ -26,6 +26,7 @@ from rocmforge.workflow.project import writable_dir
 def push(inv: Invocation) -> int:
     """`push`: the target's images pushed, its publish record written (signed with --sign-key or --keyless)."""
     project, target, registry = inv.project, inv.required_target(), inv.args.registry
+    registries.parse(registry)  # a malformed --registry is the user's to fix, whether or not the engine runs
     key = Path(inv.args.sign_key) if inv.args.sign_key else None
     keyless = bool(getattr(inv.args, "keyless", False))
     if key is not None and keyless:
@@ -192,7 +193,15 @@ def pull(inv: Invocation) -> int:
     picker = _picker(inv, client, root, target, lambda e: f"{target}@{e.digest[:19]}")
     with inv.progress.status(f"pulling {target}"):
         rec = pulling.pull(client, target, record_dir=record_dir, check=check, pick=picker)
-    print(json.dumps(rec, indent=2, sort_keys=True))
+    return _pulled(inv, rec)
+
+
+def _pulled(inv: Invocation, shown: dict) -> int:
+    """What pull prints: the record (or the verified statements) as it always has; under --json,
+    inside the result object every acting command prints (cli/results.py)."""
+    if getattr(inv.args, "json", False):
+        return results.emit("pull", 0, pulled=shown)
+    print(json.dumps(shown, indent=2, sort_keys=True))
     return 0
 
 
@@ -206,7 +215,7 @@ def _picker(
         candidates = [pick.Candidate(e.archs, name_of(e), e.size, variant=i > 0) for i, e in enumerate(entries)]
         choice = host_gpus.chooser(job, inv.args.arch, label)(candidates)
         chosen = candidates.index(choice.image)
-        print(f"image: {choice.image.describe()}: {choice.reason}", file=sys.stderr)
+        inv.note(f"image: {choice.image.describe()}: {choice.reason}")
         return chosen, choice.reason
 
     return pick_entry
@@ -250,16 +259,12 @@ def _pull_ref(inv: Invocation, ref: trust.Reference, signer: cosigns.Identity, r
             config_digest=found.config_digest,
             tag=ref.tag,
         )
-    print(
-        json.dumps(
-            {
-                **found.to_json(),
-                "local_tags": local,
-                "release": checked.release(),
-                **({"picked": picked} if picked else {}),
-            },
-            indent=2,
-            sort_keys=True,
-        )
+    return _pulled(
+        inv,
+        {
+            **found.to_json(),
+            "local_tags": local,
+            "release": checked.release(),
+            **({"picked": picked} if picked else {}),
+        },
     )
-    return 0

@@ -45,7 +45,10 @@ def engine(d: Diagnosis) -> Verdict:
         return Verdict(FAIL, d.facts.engine_problem)
     if d.facts.engine_version:
         return Verdict(OK, f"{d.facts.engine_description or 'Docker Engine ' + d.facts.engine_version} reachable")
-    why = f" ({d.facts.engine_error})" if d.facts.engine_error else ""
+    error = d.facts.engine_error or ""
+    if error.startswith("cannot reach the Docker engine at "):  # connect's message: where, why, what to do
+        return Verdict(FAIL, error.replace("; start dockerd", ": nothing can be built or run; start dockerd", 1))
+    why = f" ({error})" if error else ""
     return Verdict(
         FAIL, f"Docker engine not reachable{why}: nothing can be built or run; start dockerd or set DOCKER_HOST"
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocmforge.host import engineinfo, imageid
+from rocmforge.host import engine_errors, engineinfo, imageid
 from rocmforge.host.contentstore import ContentStore
 from rocmforge.host.enginebase import DiskSpace, Engine, EngineError, ImageMissing, translated
 from rocmforge.host.layerstore import LayerStore
@@ -92,7 +92,7 @@ def connect(timeout: int = 600, *, base_url: str | None = None, check: bool = Tr
         client.ping()
         engine = wrap(client)
     except (docker.errors.DockerException, OSError, EngineError) as exc:
-        raise BuildError(f"cannot reach the Docker engine ({exc}); start dockerd or set DOCKER_HOST") from None
+        raise BuildError(engine_errors.unreachable(exc, base_url)) from None
     if check:
         engine.require()
     return engine

@@ -126,7 +126,7 @@ def test_last_resort_for_docker_errors_and_bugs(monkeypatch, capsys):
     raised.append(docker.errors.ContainerError("c1", 3, "true", "img", b"line one\nline two"))
     assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: Docker engine: ") and err.count("\n") == 1
+    assert err.startswith("error: Docker engine at ") and err.count("\n") == 1
     raised.append(ZeroDivisionError("a bug of ours"))
     with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
         cli.main(["--matrix", str(ROOT / "matrix.yaml"), "list"])

@@ -1,6 +1,7 @@
 """One gate for every command that builds a target or needs it built: an unresolved target is
-refused with the same message and exit 2 (a line per missing pin, then once how to resolve them), before the engine is asked (DOCKER_HOST points
-at a socket that does not exist, so reaching for the engine would say so and exit 1)."""
+refused with the same message and exit 2 (a line per missing pin, then once how to resolve them),
+before the engine is asked (DOCKER_HOST points at a socket that does not exist, so reaching for
+the engine would say so and exit 1)."""
 
 from __future__ import annotations
 
