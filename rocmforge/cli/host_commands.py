@@ -54,43 +54,49 @@ def local_images(client: Engine, plans: Iterable[TargetPlan]) -> list[tuple[pick
 
 
 def run(inv: Invocation) -> int:
-    """`run`: the target's image that covers this host's GPUs started as ROCm needs it (or its command printed)."""
-    target, cmd = inv.required_target(), inv.args.cmd
-    inv.project.target(target)
+    """`run`: the target's image that covers this host's GPUs (or the --image given) started as ROCm
+    needs it, or its command printed."""
+    target, given, cmd = inv.target_name(), getattr(inv.args, "image", None), inv.args.cmd
+    if bool(target) == bool(given):
+        raise UserError("give either --target TARGET or --image REF", field="run")
+    if target:
+        inv.project.target(target)
+    elif inv.args.arch is not None:
+        raise UserError("--arch picks one of a target's images; --image names the image itself", field="--arch")
     host_gpus.check_arch(inv)
     host_root = host_gpus.host_root(inv)
     if host_root is not None and not inv.args.dry_run:
         raise UserError("a copied host's command can only be printed: add --dry-run", field="--host-root")
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    client = engine.connect()
-    held = local_images(client, inv.plan.images_of(target))
-    candidates, image_ids = [c for c, _ in held], {c.ref: i for c, i in held}
-    if not candidates:
-        raise UserError(
-            f"target {target!r} is neither built nor pulled; run `{program.command('build --target ' + target)}` "
-            f"or `{program.command('pull --target ' + target)}`",
-            field="--target",
-        )
+    # A command to print for an image named by the user needs no engine; anything else does.
+    client = engine.connect() if target or not inv.args.dry_run else None
+    if given and client is not None and engine.image_id(client, given) is None:
+        raise UserError(f"image {given!r} is not on the engine: `docker pull` it first", field="--image")
+    held = _held(inv, client, target) if target else []
     gpu = host_gpu_access()
     env: dict[str, str] = {}
     access = host_doctor.RunAccess()
-    job = host_gpus.read(inv, client, inv.plan, kfd_present=gpu.present or gpu.wsl, root=host_root)
+    job = host_gpus.read(inv, client, inv.plan if target else None, kfd_present=gpu.present or gpu.wsl, root=host_root)
     if job.report is not None:
         # A pruned image on GPUs it has no code for: stop here, not with hipErrorNoBinaryForGpu in the job.
-        refusal = job.report.failed(f"coverage:{target}")
+        refusal = job.report.failed(f"coverage:{target}") if target else None
         if refusal:
             raise UserError(refusal, field="--target")
         access = job.report.access
         if host_root is not None:  # the copied host's nodes and groups, not this machine's
             gpu = GpuAccess(devices=access.devices, group_ids=access.group_ids)
-        env = job.report.env_for(target) if gpu.present else {}
+        env = job.report.env_for(target) if gpu.present and target else {}
         # The user's own choice of GPUs goes to the job, and decides which GPUs the image must cover.
         if job.chosen is not None and gpu.present:
             env["HIP_VISIBLE_DEVICES"] = job.chosen
-    choice = host_gpus.chooser(job, inv.args.arch, target)(candidates)
-    image = choice.image.ref
-    print(f"image: {choice.image.describe()}, {image_ids[image][7:19]}: {choice.reason}", file=sys.stderr)
+    if given:
+        image = given
+    else:
+        candidates, image_ids = [c for c, _ in held], {c.ref: i for c, i in held}
+        choice = host_gpus.chooser(job, inv.args.arch, str(target))(candidates)
+        image = choice.image.ref
+        inv.note(f"image: {choice.image.describe()}, {image_ids[image][7:19]}: {choice.reason}")
     docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
     argv = dockerrun.docker_run_argv(
         image,
@@ -105,13 +111,12 @@ def run(inv: Invocation) -> int:
     )
     where = "the copied host" if host_root else "this host"
     if gpu.wsl:
-        print(
+        inv.note(
             f"note: WSL2 on {where}: the container gets /dev/dxg and {dockerrun.WSL_LIBS}, but this image's ROCm "
-            f"reaches the GPU only through AMD's WSL runtime (librocdxg); see `{program.command('doctor')}` (wsl)",
-            file=sys.stderr,
+            f"reaches the GPU only through AMD's WSL runtime (librocdxg); see `{program.command('doctor')}` (wsl)"
         )
     elif not gpu.present:
-        print(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU", file=sys.stderr)
+        inv.note(f"note: no /dev/kfd on {where}: the container runs WITHOUT a GPU")
     if inv.args.dry_run:
         print(
             dockerrun.dry_run_text(
@@ -127,3 +132,16 @@ def run(inv: Invocation) -> int:
         )
         return 0
     return signals.run_passing_on(argv)
+
+
+def _held(inv: Invocation, client: Engine | None, target: str) -> list[tuple[pick.Candidate, str]]:
+    """The target's images on this engine; refused when there is none."""
+    assert client is not None  # a target's images are looked up on the engine
+    held = local_images(client, inv.plan.images_of(target))
+    if not held:
+        raise UserError(
+            f"target {target!r} is neither built nor pulled; run `{program.command('build --target ' + target)}` "
+            f"or `{program.command('pull --target ' + target)}`",
+            field="--target",
+        )
+    return held

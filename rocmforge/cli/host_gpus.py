@@ -48,8 +48,11 @@ class JobGpus:
     chosen: str | None = None  # the user's HIP_VISIBLE_DEVICES, passed on to the job
 
 
-def read(inv: Invocation, client: Engine, plan: BuildPlan | None, *, kfd_present: bool, root: str | None) -> JobGpus:
-    """The GPUs a job on this host (or the saved or copied one the options name) would get."""
+def read(
+    inv: Invocation, client: Engine | None, plan: BuildPlan | None, *, kfd_present: bool, root: str | None
+) -> JobGpus:
+    """The GPUs a job on this host (or the saved or copied one the options name) would get (client
+    None: the doctor asks the engine of the environment, if it answers)."""
     saved = inv.args.rocminfo is not None or inv.args.kfd_topology is not None
     if not (kfd_present or saved or root is not None):
         return JobGpus(None)
