@@ -77,7 +77,8 @@ class Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         from rocmforge.cli import version  # git runs only for --version
 
-        parser.exit(0, version.describe(parser.prog) + "\n")
+        print(version.describe(parser.prog))  # on stdout, as argparse's own version action prints
+        parser.exit(0)
 
 
 def global_options(p: argparse.ArgumentParser, top: bool) -> None:
