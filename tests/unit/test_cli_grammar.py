@@ -97,7 +97,8 @@ def test_a_command_that_reads_the_matrix_says_how_to_name_one(tmp_path):
         pytest.skip("a matrix.yaml above the temporary folder")
     assert proc.returncode == 2
     assert proc.stderr == (
-        f"error: list: no matrix.yaml in {tmp_path} or any folder above it: give --matrix FILE or set $ROCMFORGE_MATRIX\n"
+        f"error: list: no matrix.yaml in {tmp_path} or any folder above it: "
+        "give --matrix FILE or set $ROCMFORGE_MATRIX\n"
     )
 
 
