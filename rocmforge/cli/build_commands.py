@@ -11,6 +11,7 @@ from rocmforge.assemble import engine, steplock
 from rocmforge.cli import results, show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
+from rocmforge.host import registry as registries
 from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
@@ -62,6 +63,8 @@ def test(inv: Invocation) -> int:
         raise UserError("give --target TARGET or --image REF", field="test")
     if target:
         project.target(target)
+    if image:
+        registries.image_reference(image, "--image")
     junit = Path(args.junit).resolve() if getattr(args, "junit", None) else None  # pytest runs in the checkout
     if junit:
         writable_file(junit, "--junit", replaced=False)

@@ -16,6 +16,7 @@ from rocmforge.cli import host_gpus, signals
 from rocmforge.cli.invocation import Invocation
 from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
+from rocmforge.host import registry as registries
 from rocmforge.host.container import GpuAccess, host_gpu_access
 from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
@@ -61,7 +62,9 @@ def run(inv: Invocation) -> int:
         raise UserError("give either --target TARGET or --image REF", field="run")
     if target:
         inv.project.target(target)
-    elif inv.args.arch is not None:
+    else:
+        registries.image_reference(str(given), "--image")
+    if given and inv.args.arch is not None:
         raise UserError("--arch picks one of a target's images; --image names the image itself", field="--arch")
     host_gpus.check_arch(inv)
     host_root = host_gpus.host_root(inv)

@@ -26,6 +26,12 @@ REGISTRY_RE = re.compile(
     rf"^(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(?::(?P<port>[0-9]+))?"
     rf"(?:/(?P<ns>{REFERENCE_COMPONENT}(?:/{REFERENCE_COMPONENT})*))?$"
 )
+# An image as `docker run` and `docker inspect` take it: [HOST[:PORT]/]NAME[:TAG][@DIGEST], or an ID.
+IMAGE_RE = re.compile(
+    rf"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{REFERENCE_COMPONENT}(?:/{REFERENCE_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
+    r"|^(?:sha256:)?[0-9a-f]{12,64}$"
+)
 # Without a namespace the images keep the name they have locally.
 DEFAULT_NAMESPACE = "rocmforge"
 MANIFEST_TYPES = ", ".join(
@@ -49,10 +55,27 @@ class Registry:
         return f"{self.host}/{self.namespace}/{target}"
 
 
+def image_reference(text: str, field: str) -> str:
+    """An image reference the user gave, refused (before the engine is asked) when no engine would take it."""
+    if not IMAGE_RE.match(text):
+        raise UserError(
+            f"{text!r} is not an image reference ([HOST[:PORT]/]NAME[:TAG][@sha256:DIGEST], lower-case name) "
+            "or an image ID",
+            field=field,
+        )
+    return text
+
+
 def parse(text: str) -> Registry:
     """The registry a --registry value names (HOST[:PORT][/NAMESPACE]); UserError when it names none."""
     m = REGISTRY_RE.match(text.strip())
     if not m:
+        scheme, sep, rest = text.strip().partition("://")
+        if sep and scheme.isalpha():  # a URL where the engine's own reference form is wanted
+            raise UserError(
+                f"{text!r} is a URL: give HOST[:PORT][/NAMESPACE] without {scheme}://, e.g. {rest or 'ghcr.io/ORG'!r}",
+                field="--registry",
+            )
         raise UserError(
             f"{text!r} is not HOST[:PORT][/NAMESPACE] (namespace: lower-case path components)", field="--registry"
         )

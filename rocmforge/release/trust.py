@@ -80,6 +80,9 @@ def parse_ref(text: str, field_name: str = "REF") -> Reference:
     """REF as REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:<64 hex>. Raises UserError (at
     field_name) for anything else, and for a registry host that --registry would refuse."""
     m = _REF_RE.match(text.strip())
+    scheme, sep, rest = text.strip().partition("://")
+    if sep and scheme.isalpha():
+        raise UserError(f"{text!r} is a URL: give REGISTRY/REPOSITORY:TAG without {scheme}://", field=field_name)
     if not m:
         raise UserError(
             f"{text!r} is not REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:<64 hex>", field=field_name
