@@ -127,7 +127,7 @@ def command(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.A
 
 
 def json_option(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout (see --help of the program)")
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout")
 
 
 def build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:

@@ -257,3 +257,23 @@ def test_the_result_of_lock_says_wrote_only_when_it_wrote(monkeypatch, capsys, t
     assert cli.main(["--matrix", str(matrix), "lock", "--json"]) == 1
     shown = json.loads(capsys.readouterr().out)
     assert shown["wrote"] is None and shown["unresolved"] == ["base x: DNS lookup failed"]
+
+
+def test_lock_check_json_lists_the_problems(monkeypatch, capsys, tmp_path):
+    from rocmforge.resolve import lockfile
+    from rocmforge.resolve.lock import Outcome
+    from rocmforge.workflow import locking
+
+    matrix = copy_project(tmp_path)
+    stale = Outcome(lock=lockfile.load(matrix.with_suffix(".lock")), problems=["base x: digest gone"])
+    monkeypatch.setattr(locking, "check", lambda *a, **k: stale)
+    assert cli.main(["lock", "--check", "--json", "--target", "hip-devel", "--matrix", str(matrix)]) == 1
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == {
+        "command": "lock",
+        "ok": False,
+        "exit_code": 1,
+        "check": True,
+        "targets": ["hip-devel"],
+        "problems": ["base x: digest gone"],
+    }
