@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from rocmforge.assemble import engine, steplock
+from rocmforge.assemble.engine import require_built
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
@@ -14,7 +15,6 @@ from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.verify import suites
 from rocmforge.workflow import cleanup, locking
-from rocmforge.workflow.pipeline import require_built
 from rocmforge.workflow.project import writable_dir, writable_file
 from rocmforge.workflow.repro_check import verify_repro as run
 
