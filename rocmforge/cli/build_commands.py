@@ -81,8 +81,10 @@ def test(inv: Invocation) -> int:
             )
         )
     else:
+        # `test -v` or the bare `--target X -v`
+        verbose = bool(getattr(args, "test_verbose", False) or getattr(args, "verbose", False))
         for each in reports:
-            show.suites_table(inv.out, each)
+            show.suites_table(inv.out, each, verbose=verbose)
             if only:
                 inv.progress.line(f"results not recorded: only {', '.join(only)} ran (push needs every suite)")
             else:

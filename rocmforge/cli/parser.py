@@ -79,6 +79,17 @@ def _build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     )
 
 
+def _verbose(p: argparse.ArgumentParser, dest: str) -> None:
+    """`test -v` and the bare `--target X -v` (a dest of each: a subcommand's default would undo the other)."""
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        dest=dest,
+        help="below the suites table: each check's reason and figures",
+    )
+
+
 def _target(p: argparse.ArgumentParser, required: bool = True, help: str | None = None) -> None:
     p.add_argument("--target", required=required, dest="cmd_target", help=help)
 
@@ -96,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $PIP_CERT, $REQUESTS_CA_BUNDLE or $SSL_CERT_FILE); used only in builder stages",
     )
     _build_options(p)
+    _verbose(p, "verbose")
     p.set_defaults(run=MAIN_JOB)
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     _describing_commands(sub)
@@ -163,6 +175,7 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--junit", help="write a JUnit XML report here")
     t.add_argument("--json", action="store_true", help="print the results as JSON")
+    _verbose(t, "test_verbose")
     t.add_argument(
         "--suite",
         action="append",
