@@ -20,29 +20,43 @@ NGV = "no /dev/kfd on this host (no AMD GPU or amdgpu driver not loaded); rocmin
 FOLDERS = {"/usr/lib/x86_64-linux-gnu/rocblas/2.47.0/library": {"per_arch_files": {"gfx1100": 2}}}
 
 
+def check(suite: str, test: str, outcome: str, detail: str = "", **figures) -> dict:
+    return {"suite": suite, "test": test, "phase": "call", "outcome": outcome, "detail": detail, "figures": figures}
+
+
 def report() -> SuitesReport:
     """A hip-runtime run on a host without a GPU, with one failure, shaped as `test` records it."""
     tests = [
-        {"suite": "archs", "test": "test_per_arch_files", "phase": "call", "outcome": "passed", "detail": "",
-         "figures": {"pruned": True, "folders": FOLDERS}},
-        {"suite": "archs", "test": "test_declared_archs_are_covered", "phase": "call", "outcome": "passed",
-         "detail": "", "figures": {"declared": ["gfx1100"], "gpu_libraries": 4}},
-        {"suite": "rocminfo", "test": "test_gpu_agents_match_target", "phase": "call", "outcome": "skipped",
-         "detail": f"not GPU-verified: {NGV}", "figures": {}},
-        {"suite": "linkage", "test": "test_libraries_load", "phase": "call", "outcome": "failed",
-         "detail": "librocblas.so.0 not found (needed by /usr/bin/gemm-smoke)", "figures": {"libraries_loaded": 4}},
-    ]  # fmt: skip
+        check("archs", "test_per_arch_files", "passed", pruned=True, folders=FOLDERS),
+        check("archs", "test_declared_archs_are_covered", "passed", declared=["gfx1100"], gpu_libraries=4),
+        check("rocminfo", "test_gpu_agents_match_target", "skipped", f"not GPU-verified: {NGV}"),
+        check(
+            "linkage",
+            "test_libraries_load",
+            "failed",
+            "librocblas.so.0 not found (needed by /usr/bin/gemm-smoke)",
+            libraries_loaded=4,
+        ),
+    ]
     suites = {
-        "archs": {"status": "passed", "detail": "2 check(s)", "passed": 2,
-                  "figures": {"pruned": True, "folders": FOLDERS, "declared": ["gfx1100"], "gpu_libraries": 4}},
+        "archs": {
+            "status": "passed",
+            "detail": "2 check(s)",
+            "passed": 2,
+            "figures": {"pruned": True, "folders": FOLDERS, "declared": ["gfx1100"], "gpu_libraries": 4},
+        },
         "rocminfo": {"status": "not GPU-verified", "detail": NGV, "not_gpu_verified": 1},
-        "linkage": {"status": "failed", "failed": 1,
-                    "detail": "test_libraries_load: librocblas.so.0 not found (needed by /usr/bin/gemm-smoke)"},
-        "workload": {"status": "not applicable",
-                     "detail": "not applicable: target hip-runtime and the targets it is built on declare no "
-                     "settings component"},
+        "linkage": {
+            "status": "failed",
+            "failed": 1,
+            "detail": "test_libraries_load: librocblas.so.0 not found (needed by /usr/bin/gemm-smoke)",
+        },
+        "workload": {
+            "status": "not applicable",
+            "detail": "not applicable: target hip-runtime and the targets it is built on declare no settings component",
+        },
         "pytest": {"status": "failed", "detail": "pytest exited 3 although no suite failed:\nINTERNALERROR> boom"},
-    }  # fmt: skip
+    }
     return SuitesReport.from_json(
         {
             "image": "rocmforge/hip-runtime:content-03db0e537c1d",
