@@ -42,7 +42,7 @@ SIGNED_CLASS = {
 # a suite column (about 65 px) holds its name, "passed" or "FAILED" on one line and "not GPU-verified"
 # on two, the image column a content tag, the checks column its pin counts, and the signed column
 # the key's short hash.
-WIDTHS = {"target": 10.0, "stack": 9.8, "image": 11.5, "checks": 9.8, "published": 7.5, "signed": 8.4}
+WIDTHS = {"target": 9.5, "stack": 10.3, "image": 11.5, "checks": 10.3, "published": 7.5, "signed": 7.9}
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;padding:.5rem;color:#1b1f24;background:#fff}
@@ -57,7 +57,7 @@ th{background:#f6f8fa;position:sticky;top:0;font-size:11px}code{font:11px ui-mon
 .cell{font-weight:600}.ok{background:#dafbe1;color:#0f5323}.bad{background:#ffcecb;color:#82071e}.ngv{background:#fff3b0;color:#633c01}
 .built{background:#ddf4ff;color:#0a3069}.notrun{background:#fbefff;color:#6e40c9}
 .na,.none{background:#f6f8fa;color:#57606a}.unres{background:#ffe2cc;color:#762c00}
-.line{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}.small{font-size:11px;color:#57606a}
+.line{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}.small{font-size:11px;color:#57606a}
 .clamp{display:-webkit-box;-webkit-line-clamp:3;-webkit-box-orient:vertical;overflow:hidden}
 details summary{cursor:pointer;list-style:none;text-decoration:underline dotted}summary::-webkit-details-marker{display:none}.why{font-weight:400;font-size:11px;color:#333}
 .desc{font-size:11px;color:#444}td.ok,td.bad,td.ngv,td.na,td.none,td.notrun,td.unres{font-size:11px}
@@ -180,7 +180,9 @@ def _published_td(row: TargetRow) -> str:
     ref = f"{where}@{p.get('digest')}"
     # The registry and the digest's first 12 hex digits in the cell; the whole reference folded, to copy.
     host = str(where).split("/")[0]
-    short = f"{_esc(host)}<br><code>{_esc(str(p.get('digest')).removeprefix('sha256:')[:12])}…</code>"
+    short = (
+        f"<span class=line>{_esc(host)}</span><code>{_esc(str(p.get('digest')).removeprefix('sha256:')[:12])}…</code>"
+    )
     return f'<td data-label="published" title="{_esc(ref)}">{_folded(short, [ref])}</td>'
 
 

@@ -112,4 +112,4 @@ def test_a_cell_keeps_to_short_lines():
         cell = re.search(rf'<tr data-target="ok"[^>]*>.*?(<td[^>]*data-label="{re.escape(label)}".*?</td>)', text)
         assert cell and cell.group(1).count('class="line') >= 2, label
     assert "<br>" not in re.search(r'<tr data-target="ok".*?</tr>', text).group(0)
-    assert ".line{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}" in text
+    assert ".line{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}" in text
