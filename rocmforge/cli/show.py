@@ -108,7 +108,9 @@ def short_reason(detail: str, status: str, limit: int) -> str:
 def suites_table(out: Console, report: SuitesReport, verbose: bool = False) -> None:
     """One suites report: a row per suite with its status and a short reason; with verbose, each
     suite's checks, whole reasons and figures below the table."""
-    table = Table(title=f"suites in {report.image} ({report.image_id[7:19]})", box=box.SIMPLE_HEAD, pad_edge=False)
+    title = f"suites in {report.image} ({report.image_id[7:19]})"
+    # As wide as its title: a table of short reasons would otherwise fold the image reference.
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, min_width=min(len(title), out.width))
     table.add_column("suite", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("reason", ratio=1)

@@ -154,3 +154,15 @@ def test_list_fits_without_a_word_per_line(targets, width):
     assert "not buildable here:" in lines
     assert (" torch " in lines[2]) == (width >= show.WIDE), "torch is a column when there is room for it"
     assert any("torch 2.14.1 cpu" in ln or "2.14.1 cpu" in ln for ln in lines)
+
+
+def test_a_table_of_short_reasons_keeps_its_title_whole():
+    passing = report()
+    passing.suites = {"archs": passing.suites["archs"]}
+    lines = printed(80, lambda out: show.suites_table(out, passing))
+    assert lines[0].strip() == "suites in rocmforge/hip-runtime:content-03db0e537c1d (1f4c58ef775b)"
+
+
+def test_a_path_too_long_for_any_line_is_not_a_line_too_wide():
+    path = "/work/.rocmforge/results/" + "a5" * 32 + ".json"
+    assert too_wide([f"results recorded: {path}", "x " * 41], 80) == ["x " * 41]
