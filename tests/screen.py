@@ -7,7 +7,14 @@ BOX = set("─━═│┃┌┐└┘├┤┬┴┼╇╈╀ ")
 
 
 def too_wide(lines: list[str], width: int) -> list[str]:
-    return [line for line in lines if len(line.rstrip()) > width]
+    """Lines wider than the terminal, but for one that runs over only with a word too long for any
+    line (a path or reference printed whole to copy: the terminal wraps it, nothing could)."""
+    return [
+        line
+        for line in lines
+        if len(line.rstrip()) > width
+        and not (len(line.rstrip().rsplit(" ", 1)[-1]) > width // 2 and len(line.rstrip().rsplit(" ", 1)[0]) < width)
+    ]
 
 
 def word_per_line_runs(lines: list[str], run: int = 3) -> list[list[str]]:

@@ -6,6 +6,7 @@ as it prints by default and once with -v."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -25,12 +26,14 @@ from tests.screen import too_wide, word_per_line_runs
 pytestmark = pytest.mark.docker
 WIDTH = 80
 NO_GPU = not host_gpu_access().present
+ARTIFACTS = Path(os.environ.get("ROCMFORGE_TEST_ARTIFACTS") or ROOT / ".rocmforge" / "test-artifacts")
 RUNTIME = load_plan(ROOT / "matrix.yaml").targets["hip-runtime"].content_tag
 
 
-def in_tmux(tmp_path: Path, *args: str, timeout: int = 1800) -> list[str]:
+def in_tmux(tmp_path: Path, name: str, *args: str, timeout: int = 1800) -> list[str]:
     """The lines `build.py ARGS` leaves in an 80-column tmux pane, from the top of its history,
-    each line the terminal wrapped joined again (so a line printed too wide shows as one)."""
+    each line the terminal wrapped joined again (so a line printed too wide shows as one); kept
+    as terminal-NAME.txt with the test artifacts."""
     tmux = shutil.which("tmux") or _need("tmux is not installed (apt-get install tmux)")
     server = [tmux, "-L", f"rocmforge-{uuid.uuid4().hex[:8]}", "-f", str(tmp_path / "tmux.conf")]
     (tmp_path / "tmux.conf").write_text("set -g history-limit 50000\n")
@@ -52,6 +55,8 @@ def in_tmux(tmp_path: Path, *args: str, timeout: int = 1800) -> list[str]:
     lines = [line.rstrip() for line in shown.splitlines()]
     while lines and not lines[-1]:
         lines.pop()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"terminal-{name}.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return lines
 
@@ -63,7 +68,7 @@ def readable(lines: list[str]) -> None:
 
 
 def test_list_at_80_columns(tmp_path):
-    lines = in_tmux(tmp_path, "list")
+    lines = in_tmux(tmp_path, "list", "list")
     readable(lines)
     assert lines[-1] == "[exit 0]"
     runtime = next(line for line in lines if line.startswith(" hip-runtime "))
@@ -75,7 +80,7 @@ def test_list_at_80_columns(tmp_path):
 @pytest.fixture(scope="module")
 def suites_shown(hip_runtime_built, tmp_path_factory) -> list[str]:
     """`test` of hip-runtime's main image, as an 80-column terminal shows it."""
-    return in_tmux(tmp_path_factory.mktemp("tmux"), "test", "--target", "hip-runtime", "--image", RUNTIME)
+    return in_tmux(tmp_path_factory.mktemp("tmux"), "test", "test", "--target", "hip-runtime", "--image", RUNTIME)
 
 
 def test_suites_table_at_80_columns(suites_shown):
@@ -96,7 +101,18 @@ def test_suites_table_at_80_columns(suites_shown):
 
 def test_suite_details_at_80_columns_with_verbose(hip_runtime_built, tmp_path):
     lines = in_tmux(
-        tmp_path, "test", "--target", "hip-runtime", "--image", RUNTIME, "-v", "--suite", "archs", "--suite", "linkage"
+        tmp_path,
+        "test-verbose",
+        "test",
+        "--target",
+        "hip-runtime",
+        "--image",
+        RUNTIME,
+        "-v",
+        "--suite",
+        "archs",
+        "--suite",
+        "linkage",
     )
     readable(lines)
     assert lines[-1] == "[exit 0]"
