@@ -75,18 +75,21 @@ def targets_table(out: Console, title: str, rows: list[dict]) -> None:
 
 def build_table(out: Console, plan: BuildPlan, results: list[BuiltTarget]) -> None:
     """The build's rows as the pipeline found them (no engine asked again), then the references to copy."""
-    table = Table(title="build")
+    table = Table(title="build", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("target", no_wrap=True)
-    for col in ("status", "image", "size"):
-        table.add_column(col, no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("image")  # the engine's own ID, where it differs, wraps under the image ID
+    table.add_column("size", no_wrap=True)
     for r in results:
         shown = "" if r.engine_id in ("", r.image_id) else f" (engine: {r.engine_id[7:19]})"  # a manifest digest
         size = f"{r.size / 1e9:.2f} GB" if r.size is not None else "?"
         table.add_row(r.target, r.status, r.image_id[7:19] + shown, size)
     out.print(table)
-    for r in results:  # whole references, one per line, to copy
-        tp = plan.by_key(r.target)
-        out.print(f"{tp.content_tag}  {tp.readable_tag}", highlight=False, soft_wrap=True)
+    # Whole references, never folded, to copy: a pair a line, or two lines each where a pair is too wide.
+    pairs = [(plan.by_key(r.target).content_tag, plan.by_key(r.target).readable_tag) for r in results]
+    apart = "\n  " if any(len(a) + 2 + len(b) > out.width for a, b in pairs) else "  "
+    for content_tag, readable_tag in pairs:
+        out.print(f"{content_tag}{apart}{readable_tag}", highlight=False, soft_wrap=True)
 
 
 def short_reason(detail: str, status: str, limit: int) -> str:

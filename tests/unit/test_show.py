@@ -11,8 +11,10 @@ import pytest
 from rich.console import Console
 
 from rocmforge.cli import show
+from rocmforge.render.plan import load_plan
 from rocmforge.verify.suites import SuitesReport
-from tests.conftest import run_cli
+from rocmforge.workflow.pipeline import BuiltTarget
+from tests.conftest import ROOT, run_cli
 from tests.screen import too_wide, word_per_line_runs
 
 WIDTHS = (80, 120)
@@ -166,3 +168,22 @@ def test_a_table_of_short_reasons_keeps_its_title_whole():
 def test_a_path_too_long_for_any_line_is_not_a_line_too_wide():
     path = "/work/.rocmforge/results/" + "a5" * 32 + ".json"
     assert too_wide([f"results recorded: {path}", "x " * 41], 80) == ["x " * 41]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_build_table_fits(width):
+    plan = load_plan(ROOT / "matrix.yaml")
+    results = [
+        BuiltTarget(key, status, "sha256:" + "ab" * 32, 6_860_000_000, engine)
+        for key, status, engine in (
+            ("hip64-devel", "up-to-date", ""),
+            ("llama31-qlora-debian-gfx1100", "from cache", "sha256:" + "cd" * 32),
+        )
+    ]
+    lines = printed(width, lambda out: show.build_table(out, plan, results))
+    print("\n".join(lines))
+    assert not too_wide(lines, width) and not word_per_line_runs(lines)
+    row = next(line for line in lines if line.startswith(" llama31-qlora-debian-gfx1100 "))
+    assert "from cache" in row and "abababababab" in row and row.endswith("6.86 GB")
+    assert "cdcdcdcdcdcd" in "\n".join(lines), "the engine's own ID, where it differs"
+    assert plan.by_key("hip64-devel").content_tag in "\n".join(lines), "whole references below, to copy"
