@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from rocmforge.cli import show
+from rocmforge.cli.parser import build_parser
 from rocmforge.render.plan import load_plan
 from rocmforge.verify.suites import SuitesReport
 from rocmforge.workflow.pipeline import BuiltTarget
@@ -187,3 +188,17 @@ def test_build_table_fits(width):
     assert "from cache" in row and "abababababab" in row and row.endswith("6.86 GB")
     assert "cdcdcdcdcdcd" in "\n".join(lines), "the engine's own ID, where it differs"
     assert plan.by_key("hip64-devel").content_tag in "\n".join(lines), "whole references below, to copy"
+
+
+@pytest.mark.parametrize(
+    "argv, dest",
+    [
+        (["test", "--target", "hip-runtime", "-v"], "test_verbose"),
+        (["test", "--target", "hip-runtime", "--verbose"], "test_verbose"),
+        (["--target", "hip-runtime", "-v"], "verbose"),
+    ],
+)
+def test_verbose_is_an_option_of_test_and_of_the_bare_target(argv, dest):
+    args = build_parser().parse_args(argv)
+    assert getattr(args, dest) is True
+    assert build_parser().parse_args(argv[:-1]).__dict__.get(dest) is False
