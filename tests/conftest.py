@@ -3,11 +3,14 @@ elsewhere they skip with the reason."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,36 +23,90 @@ BUILD_PY = ROOT / "build.py"
 
 
 INTEGRATION = ROOT / "tests" / "integration"
+# Integration modules whose engine work happens in engines of their own (tests/engine_host.py runs
+# them in containers) or in state, registries and tags of their own: they make up the second lane,
+# beside the unit tests, while the rest of the integration tests run on the other worker.
+OWN_ENGINE_LANE = frozenset(
+    f"tests/integration/{name}.py"
+    for name in (
+        "test_debootstrap_versions",
+        "test_engine_harness",
+        "test_engines",
+        "test_signing",
+        "test_signing_faults",
+        "test_stock_host",
+        "test_with_engine",
+    )
+)
+RUN_DIR = pytest.StashKey[Path]()
 
 
-def _engine_heavy(nodeid: str) -> bool:
-    return nodeid.startswith("tests/integration/")
+def _lane(nodeid: str) -> str | None:
+    """The integration lane a test belongs to; None for a unit test."""
+    if not nodeid.startswith("tests/integration/"):
+        return None
+    return "own-engine lane" if nodeid.split("::", 1)[0] in OWN_ENGINE_LANE else "main-engine lane"
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; without xdist nothing changes
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Under pytest-xdist (`-n`, the README's command: pyproject.toml's addopts), every integration
-    test is one scope, run by one worker in the order they run without xdist: their module and
-    session fixtures (a session fixture is made once per worker) build each image once, and no two
-    engine-heavy tests compete for a 2-core machine. Each unit test, which needs no engine, is a
-    scope of its own and goes to whichever worker is free. (Not xdist_group and `--dist loadgroup`:
-    xdist 3.8 marks a group by rewriting item._nodeid, which pytest 9 no longer reads, so the group
-    would be split silently.)"""
+    """Under pytest-xdist (`-n`, the README's command: pyproject.toml's addopts) the integration
+    tests form two lanes, each one scope run by one worker in collection order, so that each
+    module's fixtures build its images once and a worker never runs two engine-heavy tests at once.
+    The main-engine lane holds the tests that judge the host engine's own images, containers and
+    state; the own-engine lane holds those whose engines, registries and tags are their own, and
+    every judgement there is by names or labels of its own, so the lanes can run side by side.
+    (xdist hands out the largest scopes first, one per worker.) Each unit test is a scope of its own
+    and goes to whichever worker is free. (Not xdist_group and `--dist loadgroup`: xdist 3.8 marks a
+    group by rewriting item._nodeid, which pytest 9 no longer reads, so the group would be split.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    class EngineInOneScope(LoadScopeScheduling):
+    class TwoEngineLanes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/integration" if _engine_heavy(nodeid) else nodeid
+            return _lane(nodeid) or nodeid
 
-    return EngineInOneScope(config, log)
+    return TwoEngineLanes(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On an xdist worker (the workers collect; the scheduler takes their order) the integration
-    tests come first, so that their scope is handed out at once, not after every unit test. Without
-    xdist nothing moves."""
+    tests come first, so that their lanes are handed out at once, not after every unit test.
+    Without xdist nothing moves."""
     if hasattr(config, "workerinput"):
-        items[:] = [i for i in items if _engine_heavy(i.nodeid)] + [i for i in items if not _engine_heavy(i.nodeid)]
+        items[:] = [i for i in items if _lane(i.nodeid)] + [i for i in items if not _lane(i.nodeid)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The process that starts the run (xdist's controller, or pytest without xdist) keeps a folder
+    for what the whole run shares: the engine's images before the run's first build."""
+    if not hasattr(config, "workerinput"):
+        config.stash[RUN_DIR] = Path(tempfile.mkdtemp(prefix="rocmforge-tests-"))
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+def pytest_configure_node(node) -> None:
+    node.workerinput["rocmforge_run_dir"] = str(node.config.stash[RUN_DIR])
+
+
+def run_dir(config: pytest.Config) -> Path:
+    if hasattr(config, "workerinput"):
+        return Path(config.workerinput["rocmforge_run_dir"])
+    return config.stash[RUN_DIR]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's images are removed once every worker is done (session_images): a worker that
+    finished first must not remove an image the other lane still uses."""
+    config = session.config
+    if hasattr(config, "workerinput") or RUN_DIR not in config.stash:
+        return
+    folder = config.stash[RUN_DIR]
+    try:
+        before_file = folder / IMAGES_BEFORE
+        if before_file.exists():
+            remove_images_since(set(json.loads(before_file.read_text())))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def interruptible() -> None:
@@ -96,16 +153,30 @@ def docker_client():
     return client
 
 
+IMAGES_BEFORE = "images-before.json"
+
+
 @pytest.fixture(scope="session")
-def session_images(docker_client):
-    """Removes, at the end of the session, every image that the session created."""
-    before = {img.id for img in docker_client.images.list(all=True)}
-    yield
-    for listing in (docker_client.images.list(), docker_client.images.list(all=True)):
+def session_images(docker_client, request):
+    """Every image the run creates from the first use of this fixture on, in either lane, is removed
+    when the whole run ends (pytest_sessionfinish), not when this worker's session ends."""
+    path = run_dir(request.config) / IMAGES_BEFORE
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker to get here takes the picture
+        if not path.exists():
+            path.write_text(json.dumps(sorted(img.id for img in docker_client.images.list(all=True))))
+
+
+def remove_images_since(before: set[str]) -> None:
+    try:
+        client = observed.connect()
+    except Exception:  # the engine is gone: nothing to tidy
+        return
+    for listing in (client.images.list(), client.images.list(all=True)):
         for img in listing:
             if img.id not in before:
                 try:
-                    docker_client.images.remove(img.id, force=True)
+                    client.images.remove(img.id, force=True)
                 except Exception:  # already removed with a child, or still in use: next pass
                     pass
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from rocmforge.assemble import engine
 from rocmforge.host.enginebase import EngineError
 from rocmforge.shared import program
-from rocmforge.shared.errors import UserError
+from rocmforge.shared.errors import BuildError, UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 from rocmforge.shared.statedir import StateDir
@@ -34,6 +34,17 @@ if TYPE_CHECKING:
 REPO = "rocmforge-cache"
 _IMAGE_ID = re.compile(r"^(?:sha256:)?[0-9a-f]{12,64}$")
 DEFAULT_MAX = 2 * 10**9
+
+
+def require_free_disk(client: Engine, name: str, need_gb: int | None) -> None:
+    """BuildError unless the engine has the disk the matrix says building name needs (runner.disk_gb)."""
+    free = client.free_disk()
+    if need_gb and free and free.free_bytes < need_gb * 10**9:
+        raise BuildError(
+            f"building {name} needs about {need_gb} GB free for the engine (matrix: runner.disk_gb of "
+            f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space "
+            f"(`{program.command('clean')}`, `docker system prune`) or use a runner with more disk"
+        )
 
 
 def budget() -> int:

@@ -18,7 +18,8 @@ from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.dockerfile import TrailingLabels
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
-from rocmforge.shared.errors import BuildError
+from rocmforge.shared import program
+from rocmforge.shared.errors import BuildError, UserError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Set
@@ -384,3 +385,16 @@ def leftovers(
         if c.get("ImageID") in ours:
             out.append(("container", c["Id"], 0))
     return out
+
+
+def require_built(client: Engine, tp: TargetPlan, flag: str = "--target") -> str:
+    """The image ID of tp's built image; a UserError naming the build command when it is not built."""
+    found = image_id(client, tp.content_tag)
+    if found is None:
+        what = f"variant {','.join(tp.variant)} of target {tp.name!r}" if tp.variant else f"target {tp.name!r}"
+        raise UserError(
+            f"{what} is not built ({tp.content_tag} not found); "
+            f"run `{program.command('build --target ' + tp.name)}` first",
+            field=flag,
+        )
+    return found

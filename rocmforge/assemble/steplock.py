@@ -31,7 +31,8 @@ _shared = False  # this process is building
 _exclusive = False  # this process holds the exclusive lock (nested uses see True at once)
 
 
-def _base() -> Path:
+def engine_path() -> Path:
+    """The lock files of this machine's builds on the engine DOCKER_HOST names start with this path."""
     engine = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     key = hashlib.sha256(engine.encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"rocmforge-engine-{key}"
@@ -40,7 +41,7 @@ def _base() -> Path:
 def _lock_fd() -> int:
     global _fd
     if _fd is None:
-        _fd = os.open(str(_base()) + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+        _fd = os.open(str(engine_path()) + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
     return _fd
 
 
@@ -86,7 +87,7 @@ def exclusive() -> Iterator[bool]:
 
 @contextlib.contextmanager
 def _pending_file() -> Iterator[list[str]]:
-    path = Path(str(_base()) + ".pending")
+    path = Path(str(engine_path()) + ".pending")
     fd = os.open(str(path) + ".mutex", os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX)

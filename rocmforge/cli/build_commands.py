@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from rocmforge.assemble import engine, steplock
+from rocmforge.assemble.engine import require_built
 from rocmforge.cli import results, show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
@@ -17,7 +18,6 @@ from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.verify import suites
 from rocmforge.workflow import cleanup, locking
-from rocmforge.workflow.pipeline import require_built
 from rocmforge.workflow.project import writable_dir, writable_file
 from rocmforge.workflow.repro_check import verify_repro as run
 
@@ -105,8 +105,10 @@ def test(inv: Invocation) -> int:
             )
         )
     else:
+        # `test -v` or the bare `--target X -v`
+        verbose = bool(getattr(args, "test_verbose", False) or getattr(args, "verbose", False))
         for each in reports:
-            show.suites_table(inv.out, each)
+            show.suites_table(inv.out, each, verbose=verbose)
             if only:
                 inv.progress.line(f"results not recorded: only {', '.join(only)} ran (push needs every suite)")
             else:

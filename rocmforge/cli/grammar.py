@@ -130,6 +130,17 @@ def json_option(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout")
 
 
+def verbose_option(p: argparse.ArgumentParser, dest: str) -> None:
+    """`test -v` and the bare `--target X -v` (a dest of each: a subcommand's default would undo the other)."""
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        dest=dest,
+        help="below the suites table: each check's reason and figures",
+    )
+
+
 def build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     """Options of a build, accepted before the subcommand (for the bare --target) and after `build`."""
     p.add_argument(

@@ -20,6 +20,7 @@ from rocmforge.cli.grammar import (
     project,
     reader,
     target_option,
+    verbose_option,
 )
 from rocmforge.cli.host_grammar import host_commands
 from rocmforge.shared.suitenames import SUITE_NAMES
@@ -38,6 +39,7 @@ def build_parser(prog: str = "build.py") -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="TARGET", help="shorthand: build TARGET (with prerequisites), then test it")
     p.add_argument("--ca-bundle", default=None, metavar="FILE", help=CA_BUNDLE_HELP)
     build_options(p)
+    verbose_option(p, "verbose")
     p.set_defaults(run=MAIN_JOB, prog=prog)
     sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND", title="commands")
     _describing_commands(sub)
@@ -117,6 +119,7 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
     json_option(t, "the results")
+    verbose_option(t, "test_verbose")
     t.add_argument(
         "--suite",
         action="append",

@@ -73,7 +73,39 @@ class Report:
     targets: list[TargetRow]
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "summary": self.summary()}
+
+    def summary(self) -> dict[str, int]:
+        """How many images the report holds, how many are built, and how many have each verdict."""
+        verdicts = [verdict(row) for row in self.targets]
+        counts = {"images": len(self.targets), "built": sum(row.state == "built" for row in self.targets)}
+        return counts | {str(v): verdicts.count(v) for v in VERDICTS}
+
+
+# An image's verdict, in the order the report's summary counts them: the worst of its suites once
+# built (a failure over a suite not run over a check no GPU verified), else why it has no results.
+VERDICTS = (
+    SuiteStatus.PASSED,
+    SuiteStatus.FAILED,
+    SuiteStatus.NOT_GPU_VERIFIED,
+    SuiteStatus.NOT_RUN,
+    SuiteStatus.NOT_BUILT,
+    SuiteStatus.UNRESOLVED,
+)
+
+
+def verdict(row: TargetRow) -> SuiteStatus:
+    """One image's verdict: unresolved or not built as its state says; built, the worst of its
+    suites (not applicable counts as passed: nothing there could fail)."""
+    if row.state == "unresolved":
+        return SuiteStatus.UNRESOLVED
+    if row.state != "built":
+        return SuiteStatus.NOT_BUILT
+    found = {cell.status for cell in row.suites.values()}
+    for worst in (SuiteStatus.FAILED, SuiteStatus.NOT_RUN, SuiteStatus.NOT_GPU_VERIFIED):
+        if worst in found:
+            return worst
+    return SuiteStatus.PASSED
 
 
 def save_check(state: Path, name: str, data: dict) -> None:

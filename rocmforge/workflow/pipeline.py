@@ -9,16 +9,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocmforge.assemble import buildcache, engine, image
+from rocmforge.assemble import buildcache, engine, image, inflight
 from rocmforge.host import fetch
 from rocmforge.host.engines import Engine, EngineError
-from rocmforge.resolve import bootstrap, inputs
-from rocmforge.shared import background, program
-from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.resolve import bases, bootstrap, inputs
+from rocmforge.shared import background
+from rocmforge.shared.errors import BuildError
 from rocmforge.shared.files import iso_utc
 from rocmforge.shared.statedir import StateDir
 from rocmforge.verify import inventory, manifest, suites
@@ -116,16 +116,9 @@ class Pipeline:
             if not existing and cache and dp is not tp:
                 existing = self.from_cache(client, cache, dp)
             if existing:
-                client.tag(dp.content_tag, dp.readable_tag)  # by tag: the containerd store knows no config digest
-                outside.record_stage_outputs(client, dp, dp.content_tag, replace=False)
-                self.progress.line(f"[green]up to date[/green] {dp.key}: {dp.content_tag} ({existing[7:19]})")
-                if dp.name == name and not manifest.describes(self.project.state, dp.key, existing):
-                    # Built under another state dir (or before it was cleared): `build` leaves the
-                    # manifest and SBOM here all the same, as it says it does.
-                    self.write_manifest(client, dp, existing)
-                status, image_id = ("from cache" if dp.key in self.cached else "up-to-date"), existing
+                status, image_id = self.take_existing(client, dp, name, existing)
             else:
-                status, image_id = "built", self.build_one(client, dp, cache)
+                status, image_id = self.claim_and_build(client, dp, name, cache)
             shown = client.inspect(dp.content_tag)  # what the table shows: the engine's ID and size
             size = shown.get("Size")
             results.append(
@@ -140,11 +133,34 @@ class Pipeline:
             )
         return results
 
+    def take_existing(self, client: Engine, dp: TargetPlan, name: str, existing: str) -> tuple[str, str]:
+        """An image of the chain already in the engine: tagged and described like a built one."""
+        client.tag(dp.content_tag, dp.readable_tag)  # by tag: the containerd store knows no config digest
+        outside.record_stage_outputs(client, dp, dp.content_tag, replace=False)
+        self.progress.line(f"[green]up to date[/green] {dp.key}: {dp.content_tag} ({existing[7:19]})")
+        if dp.name == name and not manifest.describes(self.project.state, dp.key, existing):
+            # Built under another state dir (or before it was cleared): `build` leaves the
+            # manifest and SBOM here all the same, as it says it does.
+            self.write_manifest(client, dp, existing)
+        return ("from cache" if dp.key in self.cached else "up-to-date"), existing
+
+    def claim_and_build(
+        self, client: Engine, dp: TargetPlan, name: str, cache: registry_cache.Cache | None
+    ) -> tuple[str, str]:
+        """Builds dp unless another process on this machine is building it: then waits for that build
+        and takes its image."""
+        waiting = f"[yellow]waiting[/yellow] {dp.key}: another process on this machine is building {dp.content_tag}"
+        with inflight.claimed(dp.content_tag, partial(self.progress.line, waiting)):
+            existing = engine.image_id(client, dp.content_tag)
+            if existing:
+                return self.take_existing(client, dp, name, existing)
+            return "built", self.build_one(client, dp, cache)
+
     def build_one(self, client: Engine, tp: TargetPlan, cache: registry_cache.Cache | None = None) -> str:
         """Build one image of the chain, its manifest and SBOM beside it; returns its image ID."""
         name = tp.key
         if self.options.check_disk:
-            self.check_disk(client, tp.name)
+            buildcache.require_free_disk(client, tp.name, self.plan.matrix.runner_of(tp.name).disk_gb)
         self.ensure_base(client, tp)
         log_path = StateDir(self.project.state).log(name)
         self.progress.line(f"[bold]building[/bold] {name} -> {tp.content_tag} (log: {log_path})")
@@ -186,21 +202,16 @@ class Pipeline:
             self.write_manifest(client, tp, image)
         return image
 
-    def check_disk(self, client: Engine, name: str) -> None:
-        need = self.plan.matrix.runner_of(name).disk_gb
-        free = client.free_disk()
-        if need and free and free.free_bytes < need * 10**9:
-            raise BuildError(
-                f"building {name} needs about {need} GB free for the engine (matrix: runner.disk_gb of "
-                f"its stack); {free.path} has {free.free_bytes / 1e9:.1f} GB. Free space "
-                f"(`{program.command('clean')}`, `docker system prune`) or use a runner with more disk"
-            )
-
     def ensure_base(self, client: Engine, tp: TargetPlan) -> None:
         """Cheap when present; a removed bootstrapped base must come back before any FROM names it."""
         if tp.bootstrap_stack:
             stack = self.plan.matrix.stacks[tp.bootstrap_stack]
-            with self.progress.status(f"bootstrapping base of {tp.bootstrap_stack}"):
+            ref = bases.bootstrap_ref(tp.bootstrap_stack, stack)
+            waiting = f"[yellow]waiting[/yellow] another process on this machine is bootstrapping {ref}"
+            with (
+                inflight.claimed(ref, partial(self.progress.line, waiting)),
+                self.progress.status(f"bootstrapping base of {tp.bootstrap_stack}"),
+            ):
                 bootstrap.ensure_base(
                     client,
                     tp.bootstrap_stack,
@@ -374,16 +385,3 @@ class Pipeline:
         """The complete build context of a target (rendered files, probes, fetched inputs), for `docker build`."""
         tp = self.project.buildable_target(name)
         return {**tp.files, **self.fetch_inputs(tp)}
-
-
-def require_built(client: Engine, tp: TargetPlan, flag: str = "--target") -> str:
-    """The image ID of tp's built image; a UserError naming the build command when it is not built."""
-    image_id = engine.image_id(client, tp.content_tag)
-    if image_id is None:
-        what = f"variant {','.join(tp.variant)} of target {tp.name!r}" if tp.variant else f"target {tp.name!r}"
-        raise UserError(
-            f"{what} is not built ({tp.content_tag} not found); "
-            f"run `{program.command('build --target ' + tp.name)}` first",
-            field=flag,
-        )
-    return image_id

@@ -115,7 +115,7 @@ def deferred() -> set[str]:
     from rocmforge.assemble import steplock
 
     try:
-        return set(json.loads(Path(str(steplock._base()) + ".pending").read_text()))
+        return set(json.loads(Path(str(steplock.engine_path()) + ".pending").read_text()))
     except (OSError, ValueError):
         return set()
 
@@ -343,3 +343,34 @@ def test_clean_dry_run_names_leftovers_and_clean_removes_them(docker_client, bas
     proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name)
     assert proc.returncode == 0, proc.stderr
     assert_nothing_left(docker_client, before)
+
+
+def test_a_second_build_of_the_same_image_waits_and_takes_the_first_ones(docker_client, base, tmp_path):
+    """Two builds of one target side by side on one machine (two CI jobs on a runner): the second
+    waits for the first and takes its image, running no build step of its own."""
+    matrix, state, name = project(tmp_path, "RUN sleep 3 && echo built > /opt/once")
+    first = subprocess.Popen(
+        [sys.executable, str(BUILD_PY), "--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert first.stderr is not None
+    seen = []
+    try:
+        for line in first.stderr:  # the first one holds the claim once it says it is building
+            seen.append(line)
+            if line.startswith("building "):
+                break
+        second = run_cli("--matrix", str(matrix), "--state-dir", str(tmp_path / "state2"), "build", "--target", name)
+        seen.extend(first.stderr)
+        assert first.wait() == 0, "".join(seen)[-3000:]
+        assert second.returncode == 0, second.stderr[-3000:]
+        tp = load_plan(matrix).targets[name]
+        assert f"waiting {name}: another process on this machine is building {tp.content_tag}" in second.stderr
+        assert f"up to date {name}: {tp.content_tag}" in second.stderr and f"building {name}" not in second.stderr
+        assert not (tmp_path / "state2" / "logs" / f"{name}.log").exists()
+    finally:
+        first.kill()
+        run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name)

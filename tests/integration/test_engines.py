@@ -24,7 +24,7 @@ STACK = "debian13-rocm5.7"
 TARGET = "engine-probe"
 
 
-def _probe_project(root, variants: list | None = None):
+def probe_project(root, variants: list | None = None):
     matrix = copy_project(root)
     data = yaml.safe_load(matrix.read_text())
     data["targets"][TARGET] = {
@@ -47,14 +47,14 @@ def _probe_project(root, variants: list | None = None):
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return _probe_project(tmp_path_factory.mktemp("engines"))
+    return probe_project(tmp_path_factory.mktemp("engines"))
 
 
 @pytest.fixture(scope="module")
 def variant_project(tmp_path_factory):
     """The same target declaring a gfx1100 variant: its main image is the one above (declaring
     variants changes no file of it); a build makes the variant too. Only the identity test builds it."""
-    return _probe_project(tmp_path_factory.mktemp("engines-variant"), [["gfx1100"]])
+    return probe_project(tmp_path_factory.mktemp("engines-variant"), [["gfx1100"]])
 
 
 def _content_tag(matrix, variant: bool = False) -> str:
@@ -222,14 +222,15 @@ def test_the_store_is_read_directly_and_docker_save_is_only_the_announced_fallba
     assert seen[True] == seen[False] == host_identity[0][0]
 
 
-def _record_passed(matrix, state, image_id: str) -> None:
-    """The record `build.py test` writes where the suites pass. The probe carries no GEMM backend
-    and no GPU code, so its own run fails those two suites by design (the module doc); push's
-    refusal of an image that did not pass is test_publish's. Here the subject is the store."""
+def record_passed(matrix, state, image_id: str, tp=None) -> None:
+    """The record `build.py test` writes where the suites pass, for the target's main image or the
+    variant tp. The probe carries no GEMM backend and no GPU code, so its own run fails those two
+    suites by design (the module doc); push's refusal of an image that did not pass is
+    test_publish's. Where this is used, the subject is the store or the registry."""
     from rocmforge.render.plan import load_plan
     from rocmforge.verify import suites as suite_runs
 
-    tp = load_plan(matrix).targets[TARGET]
+    tp = tp or load_plan(matrix).targets[TARGET]
     data = {
         "image": tp.content_tag,
         "image_id": image_id,
@@ -259,12 +260,12 @@ def test_push_pull_and_the_registry_cache_through_the_cli(host_identity, other_e
     takes it from the cache, running no build step. One image ID throughout: the host's."""
     from tests import local_registry
 
-    matrix = _probe_project(tmp_path)
+    matrix = probe_project(tmp_path)
     env, client, want = other_engine.env(), other_engine.client(), host_identity[0][0]
     with local_registry.serve(host=other_engine.gateway, port=other_engine.registry_port) as registry:
         args = ("--matrix", str(matrix), "--state-dir", str(tmp_path / "state"))
         _build(matrix, tmp_path / "state", env=env)
-        _record_passed(matrix, tmp_path / "state", want)
+        record_passed(matrix, tmp_path / "state", want)
         proc = run_cli(*args, "push", "--target", TARGET, "--registry", f"{registry}/rfe", env=env)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         record = json.loads((tmp_path / "published" / f"{TARGET}.json").read_text())

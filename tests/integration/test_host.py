@@ -76,12 +76,32 @@ def test_run_executes_without_gpu(docker_client):
 KFD = ROOT / "tests" / "fixtures" / "kfd"
 
 
+def _containers_of(client, *images: str) -> set[str]:
+    """Containers of these images (by tag or ID: the ancestor filter matches no bare repository name)
+    that `run` could have started. The suites' containers, which other tests on the same engine
+    start meanwhile, carry the test-session label: they are not `run`'s."""
+    from rocmforge.host.container import TEST_LABEL
+
+    return {
+        c.id
+        for image in images
+        for c in client.containers.list(all=True, filters={"ancestor": image})
+        if TEST_LABEL not in (c.labels or {})
+    }
+
+
+def _content_tags(target: str) -> list[str]:
+    from rocmforge.render.plan import load_plan
+
+    return [tp.content_tag for tp in load_plan(ROOT / "matrix.yaml").images_of(target)]
+
+
 def test_run_refuses_a_pruned_image_on_a_gpu_it_has_no_code_for(docker_client):
     """hip-devel keeps GPU files only for gfx90a and gfx1100: on a host whose KFD topology lists a
     gfx1030 it is refused before any container starts; on a gfx90a host it runs."""
     build = run_cli("build", "--target", "hip-devel")
     assert build.returncode == 0, build.stderr[-2000:]
-    before = {c.id for c in docker_client.containers.list(all=True)}
+    before = _containers_of(docker_client, *_content_tags("hip-devel"))
     proc = run_cli(
         "run",
         "--target",
@@ -96,7 +116,7 @@ def test_run_refuses_a_pruned_image_on_a_gpu_it_has_no_code_for(docker_client):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "gfx1030" in lines[0] and "gfx90a, gfx1100 (pruned)" in lines[0], proc.stderr
     assert proc.stdout == ""
-    assert {c.id for c in docker_client.containers.list(all=True)} == before
+    assert _containers_of(docker_client, *_content_tags("hip-devel")) == before
     doctor = run_cli("doctor", "--kfd-topology", str(KFD / "rx6800-gfx1030"))
     assert doctor.returncode == 1 and re.search(
         r"^FAIL\s+coverage:hip-devel\s+target hip-devel: ", doctor.stdout, re.M
@@ -129,10 +149,10 @@ def test_run_picks_the_smallest_image_for_the_hosts_gpus(docker_client):
     assert mi210.returncode == 0 and gfx90a in mi210.stdout, mi210.stderr
     forced = dry_run("--rocminfo", str(ROCMINFO / "mi210.txt"), "--arch", "gfx1100")
     assert forced.returncode == 0 and gfx1100 in forced.stdout, forced.stderr
-    before = {c.id for c in docker_client.containers.list(all=True, filters={"ancestor": "rocmforge/hip-runtime"})}
+    everything = _content_tags("hip-runtime")
+    assert gfx90a in everything and gfx1100 in everything
+    before = _containers_of(docker_client, *everything)
     igpu_only = dry_run("--rocminfo", str(ROCMINFO / "w7900-with-igpu-first.txt"), env={"HIP_VISIBLE_DEVICES": "0"})
     assert igpu_only.returncode == 1 and igpu_only.stdout == "", igpu_only.stderr
     assert "gfx1036" in igpu_only.stderr and gfx90a in igpu_only.stderr and gfx1100 in igpu_only.stderr
-    assert {
-        c.id for c in docker_client.containers.list(all=True, filters={"ancestor": "rocmforge/hip-runtime"})
-    } == before
+    assert _containers_of(docker_client, *everything) == before

@@ -2,9 +2,9 @@
 wrote for a scratch project, and the rendered DOM must show each target's state and each suite's
 status as recorded, and the page must fit a 1280-px-wide window: a script run in a copy of the
 page measures, in the browser's own layout, that nothing scrolls sideways (neither the document nor
-any box in it) and that every column's right edge is on screen. Screenshots (1280 px and phone
-widths) are kept as test artifacts in $ROCMFORGE_TEST_ARTIFACTS (default
-.rocmforge/test-artifacts/)."""
+any box in it) and that every column's right edge is on screen, and its first screen must show the
+summary counts above about a dozen compact rows. Screenshots (1280 px and phone widths) are kept
+as test artifacts in $ROCMFORGE_TEST_ARTIFACTS (default .rocmforge/test-artifacts/)."""
 
 from __future__ import annotations
 
@@ -173,12 +173,19 @@ MEASURE = """<script>addEventListener("load", () => {
       .map(c => `${c.closest("tr").dataset.target || "head"} ${where(c)}: ${c.scrollWidth} > ${c.clientWidth}`),
     columns: [...document.querySelectorAll("thead th")].map(th => [th.textContent, px(th.getBoundingClientRect().right)]),
     rows: [...document.querySelectorAll("tr[data-target]")].map(tr => [tr.dataset.target, px(tr.getBoundingClientRect().height)]),
+    height: innerHeight,
+    verdicts: [...document.querySelectorAll("tr[data-target]")].map(tr => [tr.dataset.target, tr.dataset.verdict]),
+    onFirstScreen: [...document.querySelectorAll("tr[data-target]")].filter(tr => tr.getBoundingClientRect().bottom <= innerHeight).length,
+    summary: (s => s && {bottom: px(s.getBoundingClientRect().bottom), shown: s.checkVisibility(),
+      counts: Object.fromEntries([...s.querySelectorAll("[data-count]")].map(c => [c.dataset.count, Number(c.querySelector("b").textContent)]))})(
+      document.getElementById("summary")),
     right: px(Math.max(...[...document.querySelectorAll("body *")].map(e => e.getBoundingClientRect().right)))});
   const closed = snapshot();
   document.querySelectorAll("details").forEach(d => { d.open = true; });
   root.setAttribute("data-measured", JSON.stringify({closed, opened: snapshot()}));
 });</script>"""  # noqa: E501
-TALLEST_ROW = 200  # px with the details closed: a row stays a few lines tall (some were 490 before)
+TALLEST_ROW = 64  # px with the details closed: three short lines (some rows were 490 px once, 100 px before issue 54)
+FIRST_SCREEN_ROWS = 12  # rows a 1280x1000 window shows whole under the summary (8 before issue 54)
 
 
 def measure(exe: str, index: Path, width: int) -> dict:
@@ -208,6 +215,25 @@ def test_page_fits_1280_px_without_scrolling_sideways(page, details):
         assert max(h for _, h in got["rows"]) <= TALLEST_ROW, got["rows"]
 
 
+def test_summary_counts_are_on_the_first_screen(page):
+    """The counts above the table, as the browser lays it out at 1280x1000: seen without scrolling,
+    and each the number of rows with that verdict (the scratch target, whose gemm failed, among
+    the failed). The screenshot of this first screen is report-desktop.png in the artifacts."""
+    exe, index, name, *_ = page
+    got = measure(exe, index, WIDTH)["closed"]
+    summary = got["summary"]
+    print(f"at {WIDTH} px:", json.dumps(summary), f"{got['onFirstScreen']} rows on the first screen")
+    assert summary and summary["shown"], "no summary on the page"
+    assert summary["bottom"] <= got["height"], "the counts are below the first screen"
+    verdicts = dict(got["verdicts"])
+    counts = summary["counts"]
+    assert counts["images"] == len(verdicts)
+    for key in ("passed", "failed", "not GPU-verified", "not run", "not built", "unresolved"):
+        assert counts[key] == list(verdicts.values()).count(key), key
+    assert verdicts[name] == "failed" and counts["built"] >= 1
+    assert got["onFirstScreen"] >= min(FIRST_SCREEN_ROWS, len(verdicts)), got["rows"]
+
+
 @pytest.mark.parametrize("label, size", [("desktop", f"{WIDTH},1000"), ("phone", "390,844")])
 def test_screenshots_are_kept(page, label, size):
     exe, index, *_ = page
@@ -226,3 +252,4 @@ def test_markdown_summary_has_the_matrix(page):
     assert text.startswith("### rocmforge matrix") and f"| {name} |" in text
     line = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
     assert "FAILED" in line and "not GPU-verified" in line
+    assert re.search(r"^\d+ images · \d+ built · \d+ passed · [1-9]\d* failed", text, re.M), "the counts"

@@ -1,4 +1,6 @@
-"""Signed pushes and verified pulls of the real hip-runtime when the registry fails at the worst
+"""Signed pushes and verified pulls of a small ROCm target with a per-arch variant (the engine tests'
+hip-runtime without rocBLAS: what fails here is the registry, whatever the layers hold; the real
+hip-runtime's signed push is checked with cosign in test_signing.py) when the registry fails at the worst
 moment: it goes down between the image push and the signature push, the user presses Ctrl-C (or
 CI cancels the job with SIGTERM) while cosign attaches the statements, or its answers come back
 cut off or garbled. The registry is Debian's docker-registry behind a small proxy of the test's
@@ -20,22 +22,28 @@ from pathlib import Path
 import pytest
 
 from tests import registry_proxy as rp
-from tests.conftest import BUILD_PY, copy_project, interruptible, run_cli
+from tests.conftest import BUILD_PY, interruptible, run_cli
+from tests.integration.test_engines import TARGET, probe_project, record_passed
 from tests.integration.test_signing import assert_one_error, cli, cosign, keys  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.docker
 
 RUN = uuid.uuid4().hex[:8]
-TARGET = "hip-runtime"
 
 
 @pytest.fixture(scope="module")
-def tested(hip_runtime_built, tmp_path_factory):
-    """A project copy whose state folder holds hip-runtime's suite results (what push demands)."""
+def tested(docker_client, tmp_path_factory):
+    """A project copy declaring the target with a gfx1100 variant, built, with the passed suite
+    records push demands for each image in its own state folder (record_passed: the probe has no
+    GEMM program by design)."""
+    from rocmforge.render.plan import load_plan
+
     tmp = tmp_path_factory.mktemp("faults")
-    matrix, state = copy_project(tmp), tmp / "state"
-    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "test", "--target", TARGET)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    matrix, state = probe_project(tmp, [["gfx1100"]]), tmp / "state"
+    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "build", "--target", TARGET)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for tp in load_plan(matrix).images_of(TARGET):
+        record_passed(matrix, state, docker_client.images.get(tp.content_tag).id, tp)
     return matrix, state
 
 
@@ -200,7 +208,7 @@ def test_ctrl_c_during_the_attach_step_leaves_nothing_behind_and_a_rerun_complet
 # -- 3. answers cut off or garbled: refused, nothing tagged -----------------------------------------
 @pytest.fixture(scope="module")
 def signed(tested, proxy, keys, local_registry, cosign):  # noqa: F811
-    """The signed push of hip-runtime (made here unless the tests above left one), and the registry
+    """The signed push of the target (made here unless the tests above left one), and the registry
     paths of each document verify reads: {what: [path, ...]}."""
     matrix, state = tested
     key, _pub, password = keys["ours"]

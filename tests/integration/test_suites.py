@@ -163,14 +163,19 @@ def test_suite_results_reach_the_manifest(hip_runtime_built, tmp_path):
 
 
 def test_no_test_container_left_behind(hip_runtime_built, docker_client):
-    from rocmforge.host.container import TEST_LABEL
-
-    # Another run's containers (a test beside this one) are not this run's to judge.
-    before = {c.id for c in docker_client.containers.list(all=True, filters={"label": TEST_LABEL})}
-    proc = run_cli("test", "--target", "hip-runtime", "--json")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    left = {c.id for c in docker_client.containers.list(all=True, filters={"label": TEST_LABEL})} - before
-    assert left == set()
+    """The image is tested under a tag of this test's own: the containers a run creates name the
+    reference they were created from, so other runs' containers on the same engine (tests in the
+    other lane run suites meanwhile) are told apart without waiting for them."""
+    image = docker_client.images.get(PLAN.targets["hip-runtime"].content_tag)
+    ref = f"rocmforge-leftover-check:{uuid.uuid4().hex[:12]}"
+    image.tag(*ref.split(":"))
+    try:
+        proc = run_cli("test", "--image", ref, "--target", "hip-runtime", "--json")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        created = [c for c in docker_client.containers.list(all=True) if c.attrs["Config"]["Image"] == ref]
+        assert created == [], [c.name for c in created]
+    finally:
+        docker_client.images.remove(ref)
 
 
 def test_a_partial_run_is_neither_recorded_nor_in_the_manifest(hip_runtime_built, tmp_path):

@@ -1,5 +1,5 @@
 """The package's import graph, read from its source: no cycle, every import towards an earlier
-stage (the order the README's layout section gives), and a reason beside every import that is
+stage (the order docs/layout.md gives), and a reason beside every import that is
 deferred into a function."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_every_folder_of_the_package_is_a_stage():
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
-    assert folders == sorted(STAGES + ("data",)), "a new folder takes its place in STAGES (and in the README's layout)"
+    assert folders == sorted(STAGES + ("data",)), "a new folder takes its place in STAGES (and in docs/layout.md)"
 
 
 def test_no_import_cycle_even_for_type_checkers():

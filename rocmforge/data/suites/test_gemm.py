@@ -145,7 +145,7 @@ def test_gemm_throughput(result, backend, matrix, record_property):
 
 
 def users_command(backend) -> list[str] | None:
-    """The GEMM smoke as a user types it (README: on a GPU host): the program by name, found
+    """The GEMM smoke as a user types it (docs/gpu-host.md): the program by name, found
     through the image's PATH, or torch's probe as installed in the image; small, so it is quick on
     a GPU too. None: the image has no GEMM program of its own (a devel image compiles one)."""
     name, cmd = backend

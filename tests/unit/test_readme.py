@@ -1,0 +1,154 @@
+"""The README is a short user guide and docs/ holds the depth (issue 54); this keeps both honest:
+the README stays short, every relative link (and its #anchor) reaches a file and heading that exist,
+the table of ROCMFORGE_* variables names exactly the variables the code reads, the set-up block
+holds the two commands CI and the tests rely on, and every subcommand of the parser is documented."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from rocmforge.cli.parser import build_parser
+from tests.conftest import ROOT
+
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MAX_LINES = 250
+
+SETUP_BLOCK = """\
+```sh
+scripts/with-engine python3 build.py --target hip-runtime   # the main job: build, then verify
+scripts/with-engine python3 -m pytest                       # the tests
+```
+"""
+
+# Where the code that reads ROCMFORGE_* variables lives (the package, its scripts, CI and the tests).
+CODE = ("rocmforge", "scripts", "build.py", ".ci", "tests", "bench")
+# Variables the table may name before the code reads them, each with the change that adds it.
+NOT_YET_READ = {"ROCMFORGE_MATRIX": "the command line's matrix search (issue 54): --matrix, else it, else a search"}
+
+VARIABLE = re.compile(r"\bROCMFORGE_[A-Z0-9_]+\b")
+FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
+CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
+
+
+def pages() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def prose(text: str) -> str:
+    """The text outside fenced blocks and code spans, where a link is a link."""
+    return CODE_SPAN.sub("", FENCE.sub("", text))
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to hyphens,
+    a repeated one numbered."""
+    seen: dict[str, int] = {}
+    out = set()
+    for _, title in HEADING.findall(FENCE.sub("", path.read_text())):
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", title)  # a link in a heading keeps its text
+        slug = re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def broken_links(path: Path, root: Path = ROOT) -> list[str]:
+    broken = []
+    for target in LINK.findall(prose(path.read_text())):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...: not ours to check
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (path.parent / file_part).resolve() if file_part else path
+        where = f"{path.relative_to(root)}: {target}"
+        if not dest.exists():
+            broken.append(f"{where} (no such file)")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{where} (no heading #{anchor} in {dest.relative_to(root)})")
+    return broken
+
+
+def variables_in_code() -> set[str]:
+    found: set[str] = set()
+    for top in CODE:
+        base = ROOT / top
+        files = [base] if base.is_file() else [p for p in base.rglob("*") if p.is_file()]
+        for f in files:
+            if f == Path(__file__) or "__pycache__" in f.parts:
+                continue
+            try:
+                found.update(VARIABLE.findall(f.read_text()))
+            except UnicodeDecodeError:  # fixtures that are binary
+                continue
+    return found
+
+
+def variables_in_table(text: str) -> set[str]:
+    """The first cell of each row of the README's table of variables."""
+    return set(re.findall(r"^\|\s*`(ROCMFORGE_[A-Z0-9_]+)`", text, re.M))
+
+
+def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> list[str]:
+    names = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                names.append(prefix + name)
+                names += subcommands(sub, prefix + name + " ")
+    return names
+
+
+def test_the_readme_is_short():
+    lines = README.read_text().count("\n")
+    assert lines <= MAX_LINES, f"README.md has {lines} lines (at most {MAX_LINES}): move depth to docs/"
+
+
+def test_the_readme_links_to_docs_and_docs_back():
+    text = prose(README.read_text())
+    unlinked = [p.name for p in sorted(DOCS.glob("*.md")) if f"docs/{p.name}" not in text]
+    assert not unlinked, f"docs/ pages the README never links to: {unlinked}"
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_reaches_a_file_and_heading(page):
+    assert not broken_links(page)
+
+
+def test_the_variables_table_names_exactly_what_the_code_reads():
+    table = variables_in_table(README.read_text())
+    code = variables_in_code()
+    missing = sorted(code - table)
+    unknown = sorted(table - code - set(NOT_YET_READ))
+    assert not missing, f"read by the code but not in the README's table of variables: {missing}"
+    assert not unknown, f"in the README's table of variables but read nowhere: {unknown}"
+
+
+def test_the_setup_block_holds_the_two_commands():
+    assert SETUP_BLOCK in README.read_text(), "the README's set-up block (CI's and the tests' commands) changed"
+
+
+def test_every_subcommand_is_documented():
+    text = "\n".join(p.read_text() for p in pages())
+    names = subcommands(build_parser())
+    assert names, "no subcommands found in rocmforge.cli.parser"
+    undocumented = [n for n in names if not re.search(rf"(?:build\.py|rocmforge)\s+{re.escape(n)}(?![\w-])", text)]
+    assert not undocumented, f"subcommands named nowhere in README.md or docs/: {undocumented}"
+
+
+def test_the_checks_catch_a_real_mismatch(tmp_path):
+    """The helpers find what they are for: a broken link, a missing anchor, a table row too many."""
+    (tmp_path / "a.md").write_text("# A title: `x`\n\n[ok](b.md#b-part) [gone](c.md) [bad](b.md#nope) `[x](y.md)`\n")
+    (tmp_path / "b.md").write_text("# B\n\n## B part\n\n```\n# not a heading\n```\n")
+    assert broken_links(tmp_path / "a.md", tmp_path) == [
+        "a.md: c.md (no such file)",
+        "a.md: b.md#nope (no heading #nope in b.md)",
+    ]
+    assert anchors(tmp_path / "a.md") == {"a-title-x"}
+    assert variables_in_table("| `ROCMFORGE_X` | a | b |\n| `OTHER` | | |\n") == {"ROCMFORGE_X"}
