@@ -10,6 +10,8 @@ import hashlib
 import io
 import json
 import os
+import shutil
+import subprocess
 import tarfile
 import time
 import urllib.request
@@ -23,6 +25,7 @@ from rocmforge.release import attestations as att
 from rocmforge.release import cosign as cosigns
 from rocmforge.release import imageindex, releaserecord, releasestore
 from rocmforge.verify import suites as suite_runs
+from tests import quickstart
 from tests.conftest import copy_project, run_cli
 from tests.integration.test_build_leftovers import base  # noqa: F401  (a fixture: the trixie base)
 from tests.integration.test_installed_package import installed, rocmforge  # noqa: F401  (a fixture)
@@ -30,6 +33,7 @@ from tests.integration.test_installed_package import installed, rocmforge  # noq
 pytestmark = pytest.mark.docker
 
 RUN = uuid.uuid4().hex[:8]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TARGET = "hip-runtime"
 
 
@@ -269,8 +273,67 @@ def test_pull_by_reference_from_an_empty_folder_with_the_installed_command(
     assert not any(empty.iterdir())
 
 
+# Quick-start lines that do not run here, each with why. Every other line runs as written.
+NOT_RUN_HERE = {
+    "pipx install .": "the installed fixture is that install (pip, no network for pipx's own venv)",
+    "rocmforge verify-repro --target hip-runtime": "optional in the README; test_verify_repro.py runs it",
+}
+
+
+def about_this_hosts_gpu(words: tuple[str, ...]) -> bool:
+    return words[1] == "run" or (words[1] == "doctor" and "--rocminfo" not in words)
+
+
+def test_the_readme_quick_start_as_written_from_an_empty_folder(
+    pushed,
+    installed,
+    keys,  # noqa: F811
+    tmp_path,
+):
+    """The README's three quick-start paths, each line run by bash as a newcomer pastes it, with the
+    installed `rocmforge` first on PATH, in a folder that holds only what the lines name (the
+    publisher's cosign.pub, a rocminfo output saved.txt); REF is the signed push's tag, and the
+    matrix (path 1) comes from $ROCMFORGE_MATRIX, as the README says. On a host without /dev/kfd,
+    doctor exits 1 naming it and the GEMM smoke reports no GPU: the lines still ran as written."""
+    record, _, matrix = pushed
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    shutil.copy(keys["ours"][1], empty / "cosign.pub")
+    shutil.copy(FIXTURES / "rocminfo" / "handwritten" / "mi210.txt", empty / "saved.txt")
+    gpu = Path("/dev/kfd").exists()
+    env = {
+        **os.environ,
+        "PATH": f"{installed / 'bin'}:{os.environ['PATH']}",
+        "PYTHONPATH": str(installed),
+        "ROCMFORGE_MATRIX": str(matrix),
+        "COLUMNS": "100",
+    }
+    ran = []
+    for line in quickstart.lines():
+        if line.text.split("  #")[0].strip() in NOT_RUN_HERE:
+            continue
+        if line.words[0].startswith("REF="):  # the example's registry is this test's
+            env["REF"] = f"{record['repository']}:{record['tags'][0]}"
+            continue
+        proc = subprocess.run(["bash", "-c", line.text], cwd=empty, env=env, capture_output=True, text=True)
+        shown = f"{line.text}\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+        ran.append(line.text)
+        assert "Traceback" not in proc.stderr, shown
+        assert "build.py" not in proc.stdout + proc.stderr, shown  # it names itself as invoked
+        if gpu or not about_this_hosts_gpu(line.words):
+            assert proc.returncode == 0, shown
+        elif line.words[1] == "doctor":
+            assert proc.returncode == 1 and "/dev/kfd" in proc.stdout + proc.stderr, shown
+        else:
+            assert '"status": "no-gpu"' in proc.stdout and "WITHOUT a GPU" in proc.stderr, shown
+        if "--json" in line.words:
+            json.loads(proc.stdout)
+    print("\n".join(f"ran: {t}" for t in ran))
+    assert len(ran) == len(quickstart.lines()) - len(NOT_RUN_HERE) - 1  # every line but those (and REF=)
+    assert sorted(p.name for p in empty.iterdir()) == ["cosign.pub", "saved.txt"]
+
+
 # -- 1b. the variants: one index, every entry signed, the host picks ----------------------------
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_the_variants_are_published_as_one_index_of_signed_images(pushed, keys, cosign):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocmforge.cli.parser import build_parser
+from tests import quickstart
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
@@ -138,6 +139,14 @@ def test_every_subcommand_is_documented():
     assert names, "no subcommands found in rocmforge.cli.parser"
     undocumented = [n for n in names if not re.search(rf"(?:build\.py|rocmforge)\s+{re.escape(n)}(?![\w-])", text)]
     assert not undocumented, f"subcommands named nowhere in README.md or docs/: {undocumented}"
+
+
+@pytest.mark.parametrize("line", [q for q in quickstart.lines() if q.words[0] == "rocmforge"], ids=lambda q: q.text)
+def test_each_quick_start_line_is_one_the_parser_takes(line):
+    """Every option the quick start shows exists, where it stands (the lines themselves run in
+    tests/integration/test_signing.py, with the installed command)."""
+    args = build_parser("rocmforge").parse_args(list(line.words[1:]))
+    assert callable(args.run)
 
 
 def test_the_checks_catch_a_real_mismatch(tmp_path):
