@@ -14,7 +14,7 @@ from rocmforge.define.kinds import LockEntry
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptmirror, aptsources, registrybase
 from rocmforge.host.container import TrackedContainer, remove_session_leftovers
-from rocmforge.resolve import bases, bootstrap, entries, lockfile
+from rocmforge.resolve import bases, bootstrap, debhashes, entries, lockfile
 from rocmforge.resolve.image_packages import DPKG_STATUS, parse_dpkg_status
 from rocmforge.resolve.lockmodel import SECTIONS, BaseEntry, Lock
 from rocmforge.shared import program
@@ -277,6 +277,9 @@ def resolve(
         for p in sessions.values():
             if isinstance(p, AptSession):
                 p.close()
+    resolved, failed = debhashes.resolve(lock, m, stacks)
+    out.resolved += resolved
+    out.failed += failed
     run = LockRun(client, m, names, lock, out, work, ca_bundle, log)
     for entry in _lock_entries(m, names):
         entries.resolve(entry, run)
@@ -351,6 +354,7 @@ def check(
             ]
             if moved:
                 out.problems.append(f"base {sname}: the bootstrapped base differs from the lock: " + "; ".join(moved))
+    out.problems += debhashes.check(lock, m, sorted({m.targets[n].stack for n in names}))
     run = LockRun(client, m, names, lock, out, work, None, log)
     for lock_entry in _lock_entries(m, names):
         entries.check(lock_entry, run)

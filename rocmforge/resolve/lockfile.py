@@ -14,7 +14,7 @@ from rocmforge.define.kinds import ComponentLock
 from rocmforge.define.matrix import Matrix
 from rocmforge.host import aptsources
 from rocmforge.resolve import lockmodel
-from rocmforge.resolve.lockmodel import SECTIONS, Lock
+from rocmforge.resolve.lockmodel import READABLE_SCHEMAS, SCHEMA, SECTIONS, Lock
 from rocmforge.shared import program, yamlsrc
 from rocmforge.shared.errors import UserError
 
@@ -89,23 +89,23 @@ def load(path: Path) -> Lock:
             (unknown[0],), f"not a section of a rocmforge lock (known: schema, {', '.join(SECTIONS)}); " + regenerate()
         )
     if "schema" not in data:
-        # `lock` writes sorted keys, so 'schema: 1' is its last line: without it the file was cut short.
+        # `lock` writes sorted keys, so 'schema:' is its last line: without it the file was cut short.
         last = len(path.read_bytes().splitlines()) or 1
         raise UserError(
-            f"no 'schema: 1', the line `build.py lock` writes last: the file is cut short or not a "
+            f"no 'schema: {SCHEMA}', the line `build.py lock` writes last: the file is cut short or not a "
             f"rocmforge lock; {regenerate()}",
             file=src.name,
             line=last,
             field="schema",
         )
-    if data["schema"] != 1:
-        raise src.error(("schema",), f"not a rocmforge lock (expected 'schema: 1'); {regenerate()}")
+    if data["schema"] not in READABLE_SCHEMAS:
+        raise src.error(("schema",), f"not a rocmforge lock (expected 'schema: {SCHEMA}'); {regenerate()}")
     for section in SECTIONS:
         value = data.setdefault(section, {})
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             raise src.error((section,), "must be a mapping of names")
     try:
-        return Lock.model_validate({**data, "schema": 1})
+        return Lock.model_validate({**data, "schema": int(data["schema"])})
     except ValidationError as exc:
         loc, message = lockmodel.refusal(tuple(exc.errors()[0]["loc"]), data)
         raise src.error(loc, message) from None
@@ -152,7 +152,7 @@ def apt_sources_stale(lock: Lock, m: Matrix, stack_name: str) -> str | None:
 def dump(lock: Lock) -> str:
     """matrix.lock's text for lock: the header, then each section with sorted keys (held only once it has
     entries)."""
-    ordered: dict = {"schema": 1}
+    ordered: dict = {"schema": SCHEMA}
     for section in SECTIONS:
         entries = lock.plain(section)
         if section == "held" and not entries:

@@ -14,7 +14,11 @@ from rocmforge.define.schema import COMMIT_RE, DIGEST_RE
 
 # held: per Python environment on a torch image, the torch family the image already has (pinned
 # as constraints) and the torch.__version__ / torch.version.hip the build must leave unchanged.
-SECTIONS = ("bases", "apt", "python", "git", "held")
+# debs: per stack, the SHA-256 of each locked .deb (name=version) as its archive's signed index gives
+# it: what the outside check downloads against. Since schema 2; a schema 1 lock has none.
+SECTIONS = ("bases", "apt", "debs", "python", "git", "held")
+SCHEMA: Literal[2] = 2  # what `build.py lock` writes
+READABLE_SCHEMAS = (1, 2)
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 IMAGE_ID_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -99,9 +103,10 @@ class Lock(BaseModel):
     """The whole lock; its writers (resolve/lock.py and resolve/entries.py) update its sections in place."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    schema_version: Literal[1] = Field(default=1, alias="schema")
+    schema_version: Literal[1, 2] = Field(default=SCHEMA, alias="schema")
     bases: dict[str, BaseEntry] = Field(default_factory=dict)
     apt: dict[str, dict[str, Version]] = Field(default_factory=dict)
+    debs: dict[str, dict[str, Sha256]] = Field(default_factory=dict)
     python: dict[str, dict[str, PythonFile] | None] = Field(default_factory=dict)
     held: dict[str, HeldEntry] = Field(default_factory=dict)
     git: dict[str, GitEntry | None] = Field(default_factory=dict)
@@ -161,6 +166,10 @@ def refusal(loc: tuple, data: dict) -> tuple[tuple, str]:
             return head, "must map package names to version strings"
         version = data[section][name][rest[0]]
         return head + rest[:1], f"{version!r} is not a version string (quote versions that look like numbers)"
+    if section == "debs":
+        if not rest:
+            return head, "must map name=version to the .deb's sha256"
+        return head + rest[:1], "is not a 64-hex sha256 (cut short?)"
     if section == "python":
         if not rest:
             return head, "must map package names to their version, file and sha256 hashes"

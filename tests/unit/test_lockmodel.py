@@ -60,6 +60,9 @@ bases:
     digest: null
     image: rocm/pytorch:tag
     kind: registry
+debs:
+  boot:
+    bash=5.2: {H}
 git:
   src:
     commit: null
@@ -73,7 +76,7 @@ python:
       - {H}
       version: 2.3.5
   unresolved-env: null
-schema: 1
+schema: 2
 """
 
 
@@ -89,6 +92,7 @@ def test_written_entries_dump_with_the_keys_they_were_given():
     )
     lock.apt["hip-runtime"] = {"libamdhip64-5": "5.7.1-1"}
     lock.apt["hip-python"] = {}
+    lock.debs["boot"] = {"bash=5.2": H}
     lock.python["env"] = {"numpy": PythonFile(version="2.3.5", file="numpy.whl", sha256=[H])}
     lock.python["unresolved-env"] = None
     lock.git["src"] = GitEntry(url="https://x.invalid/src", ref="main", commit=None)
@@ -110,6 +114,14 @@ def test_the_example_reads_back_as_written(tmp_path):
     assert lock.git["src"].commit is None and lock.held == {}
 
 
+def test_a_schema_1_lock_reads_without_deb_hashes_and_is_written_as_schema_2(tmp_path):
+    old = EXAMPLE.replace(f"debs:\n  boot:\n    bash=5.2: {H}\n", "").replace("schema: 2\n", "schema: 1\n")
+    (tmp_path / "matrix.lock").write_text(old, encoding="utf-8")
+    lock = lockfile.load(tmp_path / "matrix.lock")
+    assert lock.debs == {} and lock.apt["hip-runtime"] == {"libamdhip64-5": "5.7.1-1"}
+    assert lockfile.dump(lock) == old.replace("git:\n", "debs: {}\ngit:\n").replace("schema: 1\n", "schema: 2\n")
+
+
 def test_keys_the_model_does_not_name_are_kept(tmp_path):
     text = EXAMPLE.replace("    kind: registry\n", "    kind: registry\n    noted_by: hand\n")
     (tmp_path / "matrix.lock").write_text(text, encoding="utf-8")
@@ -129,7 +141,7 @@ def test_an_entry_without_keys_is_false_like_the_empty_mapping_it_is(tmp_path):
 def test_no_lock_is_the_empty_lock(tmp_path):
     lock = lockfile.load(tmp_path / "matrix.lock")
     assert lock == Lock()
-    assert lockfile.dump(lock) == lockfile.HEADER + "apt: {}\nbases: {}\ngit: {}\npython: {}\nschema: 1\n"
+    assert lockfile.dump(lock) == lockfile.HEADER + "apt: {}\nbases: {}\ndebs: {}\ngit: {}\npython: {}\nschema: 2\n"
 
 
 BASE = f"""apt:
@@ -479,12 +491,21 @@ REFUSALS = [
         "must be a mapping of names",
     ),
     ("section-number-key", "git:\n", "git:\n  5: null\n", 17, "git", "must be a mapping of names"),
+    (
+        "deb-hash-short",
+        "git:\n",
+        "debs:\n  boot:\n    bash=5.2: abc\ngit:\n",
+        19,
+        "debs.boot.bash=5.2",
+        "is not a 64-hex sha256 (cut short?)",
+    ),
 ]
 
 
 def test_the_base_lock_is_valid(tmp_path):
     (tmp_path / "matrix.lock").write_text(BASE, encoding="utf-8")
-    assert lockfile.dump(lockfile.load(tmp_path / "matrix.lock")) == lockfile.HEADER + BASE
+    dumped = BASE.replace("git:\n", "debs: {}\ngit:\n").replace("schema: 1\n", "schema: 2\n")
+    assert lockfile.dump(lockfile.load(tmp_path / "matrix.lock")) == lockfile.HEADER + dumped
 
 
 @pytest.mark.parametrize("case,old,new,line,field,message", REFUSALS, ids=[c[0] for c in REFUSALS])

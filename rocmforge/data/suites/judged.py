@@ -37,12 +37,14 @@ def judge_for(loaded_plan, matrix, target_name: str | None, target) -> Judge:
     known or its stack's packages are not Debian's)."""
     suite = None
     packages: dict[str, str] = {}
+    locked: dict[str, str] = {}
     if target is not None and not isinstance(loaded_plan, UserError):
         boot = matrix.stacks[target.stack].base.bootstrap
         suite = boot.suite if boot else None
         packages = expected_packages(loaded_plan.lock, matrix, target_name).packages
+        locked = loaded_plan.lock.debs.get(target.stack, {})
     try:
-        return for_image(suite, packages)
+        return for_image(suite, packages, locked)
     except BuildError as exc:
         pytest.fail(f"the probes' interpreter cannot be had from outside the image: {exc}", pytrace=False)
 

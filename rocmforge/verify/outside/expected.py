@@ -46,12 +46,13 @@ class Expected:
     pruned: bool
     sources: list[debs.AptSource] = field(default_factory=list)  # where the packages come from
     removed: dict[str, str] = field(default_factory=dict)  # base paths the build removes -> why
+    locked_debs: dict[str, str] = field(default_factory=dict)  # name=version -> the .deb's sha256 (matrix.lock)
 
     def deb(self, name: str) -> debs.DebContents:
         """The .deb of any package the image holds (one of the base's is fetched when first asked)."""
         if name not in self.packages:
             version = self.all_packages[name]
-            src, pool, sha = debs.locate(self.sources, {name: version})[name]
+            src, pool, sha = debs.locate(self.sources, {name: version}, self.locked_debs)[name]
             self.packages[name] = debs.contents(src, pool, sha, name, version)
         return self.packages[name]
 
@@ -164,7 +165,8 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
     pkgs = expected_packages(plan.lock, plan.matrix, top.name)
     base_pkgs = dict(plan.lock.base(stack).packages or {})
     above = {n: v for n, v in pkgs.packages.items() if base_pkgs.get(n) != v}
-    located = debs.locate(sources, above) if above else {}
+    locked = dict(plan.lock.debs.get(stack, {}))
+    located = debs.locate(sources, above, locked) if above else {}
     contents = {n: debs.contents(src, pool, sha, n, above[n]) for n, (src, pool, sha) in located.items()}
     paths: dict[str, Want] = {}
     for name, deb in sorted(contents.items()):
@@ -192,4 +194,4 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
         for name, line in policy.replace.items():
             written = hashlib.sha256((line + "\n").encode()).hexdigest()
             paths[f"{lists}/{name}"] = Want("f", 0o644, 0, 0, written, "the stack's apt_sources")
-    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed)
+    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed, locked)

@@ -60,9 +60,10 @@ def _tree(raws: list[bytes]) -> bytes:
     return buf.getvalue()
 
 
-def for_image(suite: str | None, packages: dict[str, str]) -> Judge:
+def for_image(suite: str | None, packages: dict[str, str], locked: dict[str, str] | None = None) -> Judge:
     """The judge for an image holding packages (name -> version) from Debian suite (None: the
-    stack's packages do not come from Debian's archive alone: the image's own interpreter)."""
+    stack's packages do not come from Debian's archive alone: the image's own interpreter); locked:
+    the .debs' hashes matrix.lock records (name=version -> sha256)."""
     version = _version(packages)
     fallback = Judge(("/usr/bin/python3", "-E", "-s", "-S"), b"", "the image's own /usr/bin/python3", "")
     if suite is None or version is None:
@@ -70,7 +71,7 @@ def for_image(suite: str | None, packages: dict[str, str]) -> Judge:
     names = {p.format(v=version): packages.get(p.format(v=version)) for p in _PARTS}
     if any(v is None for v in names.values()):
         return fallback
-    located = debs.locate([debs.debian(suite)], {n: v for n, v in names.items() if v})
+    located = debs.locate([debs.debian(suite)], {n: v for n, v in names.items() if v}, locked)
     key = hashlib.sha256("".join(sha for _, _, sha in located.values()).encode()).hexdigest()
     kept = user_cache("judge") / f"{key}.tar"
     try:
