@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocmforge.define.kinds import WheelsFetch
 from rocmforge.host import aptsources
 from rocmforge.render.plan import BuildPlan, TargetPlan
 from rocmforge.resolve.image_packages import expected_packages
 from rocmforge.shared.errors import BuildError
 from rocmforge.shared.files import atomic_write, user_cache
-from rocmforge.verify.outside import debs
+from rocmforge.verify.outside import debs, wheels
 
 if TYPE_CHECKING:
     from rocmforge.verify.outside.imagefs import ImageFS
@@ -47,6 +48,8 @@ class Expected:
     sources: list[debs.AptSource] = field(default_factory=list)  # where the packages come from
     removed: dict[str, str] = field(default_factory=dict)  # base paths the build removes -> why
     locked_debs: dict[str, str] = field(default_factory=dict)  # name=version -> the .deb's sha256 (matrix.lock)
+    # each locked wheel's RECORD path in the image -> (the wheel, its site-packages, the rows it must hold)
+    records: dict[str, tuple[wheels.Wheel, str, dict[str, str]]] = field(default_factory=dict)
 
     def deb(self, name: str) -> debs.DebContents:
         """The .deb of any package the image holds (one of the base's is fetched when first asked)."""
@@ -154,6 +157,30 @@ def _stage_outputs(tp: TargetPlan) -> dict[str, Want]:
     }
 
 
+def _locked_wheels(plan: BuildPlan, tps: list[TargetPlan], paths: dict[str, Want]) -> wheels.Installed:
+    """Puts what the locked wheels of the chain's venvs install into paths, in place of what the
+    builder stage recorded for them: below a wheel's top-level paths only its files, what pip
+    writes for it (judged by generated.py's rules) and byte-compiled files stay."""
+    found = wheels.Installed()
+    for tp in tps:
+        for item in tp.fetches:
+            if isinstance(item, WheelsFetch):
+                locked = plan.lock.python.get(item.component) or {}
+                made = wheels.installed(
+                    [wheels.wheel(n, e, item.python) for n, e in sorted(locked.items())], item.python
+                )
+                found.paths.update(made.paths)
+                found.roots |= made.roots
+                found.records.update(made.records)
+    for rel in list(paths):
+        below = any(rel == r or rel.startswith(r + "/") for r in found.roots)
+        if below and rel not in found.paths and "/__pycache__" not in rel:
+            del paths[rel]
+    for rel, (kind, mode, sha, source) in found.paths.items():
+        paths[rel] = Want(kind, mode, 0, 0, sha, source)
+    return found
+
+
 # -- packages -------------------------------------------------------------------------------------
 
 
@@ -185,6 +212,7 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
     for tp in tps:
         paths.update(_context_copies(tp))
         paths.update(_stage_outputs(tp))
+    records = _locked_wheels(plan, tps, paths).records
     pruned = any(plan.matrix.targets[tp.name].prune_archs for tp in tps)
     removed = {}
     policy = plan.matrix.stacks[stack].apt_sources
@@ -194,4 +222,4 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
         for name, line in policy.replace.items():
             written = hashlib.sha256((line + "\n").encode()).hexdigest()
             paths[f"{lists}/{name}"] = Want("f", 0o644, 0, 0, written, "the stack's apt_sources")
-    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed, locked)
+    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed, locked, records)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rocmforge.verify.outside.wheels import VENV
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -142,6 +144,25 @@ GENERATED = (
         "journalctl --update-catalog, run by systemd's postinst, compiles the packaged catalogs: binary, so only "
         "its header is checked",
         "journal_catalog",
+    ),
+    Entry(
+        re.compile(
+            rf"^{re.escape(VENV)}/lib/python3\.\d+/site-packages/[^/]+\.dist-info/(INSTALLER|REQUESTED|RECORD|direct_url\.json)$"
+        ),
+        "pip-install",
+        "what pip writes into a distribution's .dist-info as it installs a wheel: for a wheel the lock pins, "
+        "INSTALLER is 'pip', REQUESTED empty, direct_url.json names the wheel's file and hash, and RECORD lists the "
+        "wheel's every file with the hash and size read from the wheel (plus pip's own files and byte-compiled ones); "
+        "a distribution the lock does not pin (a builder stage's wheel, the venv's own pip): as its stage recorded it",
+        "pip_written",
+    ),
+    Entry(
+        re.compile(rf"^{re.escape(VENV)}/bin/[^/]+$"),
+        "venv-bin",
+        "the venv's bin, first on PATH: a console script pip writes for an entry point of a wheel the lock pins is "
+        "regenerated (pip's launcher, run as the venv's python) and compared; the rest (the venv's interpreter links "
+        "and activate scripts, its own pip's scripts, torch's twins) as the builder stage recorded it",
+        "venv_bin",
     ),
     Entry(
         re.compile(r"^opt/rocmforge/prune/[^/]+\.json$"),

@@ -15,6 +15,7 @@ from rocmforge.shared import packagedata
 from rocmforge.verify.outside.declared import Declared
 from rocmforge.verify.outside.formats import control_fields, divert_calls, ld_cache_entries, resolve
 from rocmforge.verify.outside.generated import MADE_BY_SCRIPTS, REMOVED_BY_BUILD, Verdict, entry
+from rocmforge.verify.outside.piprules import PipRules
 
 if TYPE_CHECKING:
     from rocmforge.verify.outside.expected import Expected, Want
@@ -31,7 +32,7 @@ def _perarch():
     return perarch
 
 
-class Rules:
+class Rules(PipRules):
     """The generated files' rules over one image: files (what it holds), base (what its base holds),
     exp (what its sources say); contents(rel) reads a small generated file from the image's layers."""
 

@@ -1,0 +1,188 @@
+"""Python distributions, wheel by wheel: each wheel a python-env component's venv installs, fetched
+on the host by the SHA-256 matrix.lock records for it (host.fetch, as a build fetches it), and read
+from the wheel's own zip, never from the RECORD the install wrote or the wheel carries. What the
+image must hold for it: each file of the wheel where pip installs it into the venv (pip's scheme
+for a venv, its shebang fix for scripts, 0755 for what the zip marks executable, else 0644), plus
+what pip writes itself: INSTALLER, RECORD, the console scripts the wheel's entry points name
+(pip's launcher text, run as the venv's python) and, where it writes them, REQUESTED and
+direct_url.json (generated.py lists those, and rules.py judges them against the wheel).
+
+Only each wheel's file list is kept in the user's cache (by the wheel's SHA-256); the wheels
+themselves are kept where host.fetch keeps what it downloads."""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import hashlib
+import io
+import json
+import posixpath
+import zipfile
+from dataclasses import dataclass, field
+
+from rocmforge.host import fetch
+from rocmforge.shared.errors import BuildError
+from rocmforge.shared.files import atomic_write, user_cache
+
+VENV = "opt/rocmforge/venv"  # where python-env's builder stage makes the venv (templates/kinds/python-env.j2)
+PYTHON = f"/{VENV}/bin/python"  # the interpreter pip runs as there: what it writes into shebangs
+FORMAT = 1  # bump when what a cached file list holds changes
+INSTALLER = b"pip\n"
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One locked wheel as its zip has it."""
+
+    name: str
+    version: str
+    file: str  # the wheel's file name
+    sha256: str  # of the wheel
+    files: dict[str, tuple[str, int, bool]]  # zip path -> (sha256 as installed, size, executable)
+    scripts: dict[str, str]  # console and gui scripts: name -> "module:attr"
+
+    @property
+    def what(self) -> str:
+        return f"wheel {self.name} {self.version}"
+
+
+@dataclass
+class Installed:
+    """What the image must hold for the locked wheels of its venvs."""
+
+    paths: dict[str, tuple[str, int, str, str]] = field(default_factory=dict)  # rel -> (type, mode, sha256, source)
+    roots: set[str] = field(default_factory=set)  # the wheels' top-level paths: nothing else may be below them
+    records: dict[str, tuple[Wheel, str, dict[str, str]]] = field(default_factory=dict)
+    # ^ a dist-info's RECORD path -> (its wheel, its site-packages, RECORD row path -> "sha256=...,size")
+
+
+def record_hash(sha256_hex: str) -> str:
+    """A sha256 as RECORD writes it (urlsafe base64, unpadded)."""
+    return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(sha256_hex)).rstrip(b"=").decode()
+
+
+def launcher(entry: str, python: str = PYTHON) -> bytes:
+    """The console script pip writes for an entry point ("module:attr [extras]") with distlib's
+    template, the shebang naming the interpreter pip ran as."""
+    module, _, attr = entry.split("[", 1)[0].strip().partition(":")
+    attr = attr.strip() or "main"
+    return (
+        f"#!{python}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+        f"from {module.strip()} import {attr.split('.')[0]}\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        f"    sys.exit({attr}())\n"
+    ).encode()
+
+
+def _read(raw: bytes, name: str, version: str, file: str, sha256: str) -> Wheel:
+    files: dict[str, tuple[str, int, bool]] = {}
+    scripts: dict[str, str] = {}
+    with zipfile.ZipFile(io.BytesIO(raw)) as z:
+        for info in z.infolist():
+            if info.is_dir():
+                continue
+            data = z.read(info)
+            parts = info.filename.split("/")
+            if (
+                len(parts) == 3
+                and parts[0].endswith(".data")
+                and parts[1] == "scripts"
+                and data.startswith(b"#!python")
+            ):
+                data = f"#!{PYTHON}\n".encode() + data.split(b"\n", 1)[-1]  # pip's fix_script
+            files[info.filename] = (
+                hashlib.sha256(data).hexdigest(),
+                len(data),
+                bool((info.external_attr >> 16) & 0o111),
+            )
+            if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "entry_points.txt":
+                points = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+                points.optionxform = str  # type: ignore[assignment,method-assign]  # names keep their case
+                points.read_string(data.decode())
+                for section in ("console_scripts", "gui_scripts"):
+                    scripts.update(points[section] if points.has_section(section) else {})
+    return Wheel(name, version, file, sha256, files, scripts)
+
+
+def wheel(name: str, entry: fetch.LockedWheel, python: str) -> Wheel:
+    """The locked wheel's file list: kept in the user's cache, else read from the wheel fetched by
+    its locked SHA-256 (host.fetch checks the bytes against it)."""
+    digest = entry.sha256[0]
+    listed = user_cache("wheels") / f"{digest}.v{FORMAT}.json"
+    try:
+        d = json.loads(listed.read_text())
+        return Wheel(name, entry.version, d["file"], digest, {k: tuple(v) for k, v in d["files"].items()}, d["scripts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        raw = fetch.wheels_for({name: entry}, python, user_cache("wheels"))
+    except fetch.FetchError as exc:
+        raise BuildError(f"the locked wheel {name}=={entry.version} cannot be had: {exc}") from None
+    file = next(iter(raw))
+    found = _read(raw[file], name, entry.version, file, digest)
+    atomic_write(listed, json.dumps({"file": file, "files": found.files, "scripts": found.scripts}).encode())
+    return found
+
+
+def _scheme(w: Wheel, site: str, python: str) -> dict[str, str]:
+    """zip path -> the image path pip installs it to (the .dist-info's own RECORD is not copied)."""
+    out = {}
+    for path in w.files:
+        top, _, rest = path.partition("/")
+        if top.endswith(".dist-info") and rest == "RECORD":
+            continue
+        if top.endswith(".data"):
+            kind, _, below = rest.partition("/")
+            into = {
+                "purelib": site,
+                "platlib": site,
+                "scripts": f"{VENV}/bin",
+                "headers": f"{VENV}/include/site/python{python}/{w.name}",
+                "data": VENV,
+            }.get(kind)
+            if into is None:
+                raise BuildError(f"{w.file} has {path}: a .data folder pip does not know")
+            out[path] = f"{into}/{below}"
+        else:
+            out[path] = f"{site}/{path}"
+    return out
+
+
+def installed(wheels: list[Wheel], python: str) -> Installed:
+    """What pip installing wheels into the venv (CPython python, "3.13") makes."""
+    site = f"{VENV}/lib/python{python}/site-packages"
+    out = Installed()
+    for w in wheels:
+        rows: dict[str, str] = {}
+        dist_info = ""
+        for path, into in _scheme(w, site, python).items():
+            sha, size, executable = w.files[path]
+            scripts = into.startswith(f"{VENV}/bin/")
+            out.paths[into] = ("f", 0o755 if executable or scripts else 0o644, sha, w.what)
+            rows[posixpath.relpath(into, site)] = f"{record_hash(sha)},{size}"
+            if into.startswith(site + "/"):
+                out.roots.add(f"{site}/{into[len(site) + 1 :].split('/')[0]}")
+            if path.split("/")[0].endswith(".dist-info"):
+                dist_info = f"{site}/{path.split('/')[0]}"
+        if not dist_info:
+            raise BuildError(f"{w.file} has no .dist-info folder: not a wheel")
+        pip = f"pip (installing {w.what})"
+        out.paths[f"{dist_info}/INSTALLER"] = ("f", 0o644, hashlib.sha256(INSTALLER).hexdigest(), pip)
+        rows[posixpath.relpath(f"{dist_info}/INSTALLER", site)] = (
+            f"{record_hash(hashlib.sha256(INSTALLER).hexdigest())},{len(INSTALLER)}"
+        )
+        out.paths[f"{dist_info}/RECORD"] = ("f", 0o644, "", pip)  # its rows: the rule regenerates them
+        for script, entry in sorted(w.scripts.items()):
+            text = launcher(entry)
+            sha = hashlib.sha256(text).hexdigest()
+            out.paths[f"{VENV}/bin/{script}"] = ("f", 0o755, sha, f"{pip} (its entry point {script} = {entry})")
+            rows[posixpath.relpath(f"{VENV}/bin/{script}", site)] = f"{record_hash(sha)},{len(text)}"
+        out.records[f"{dist_info}/RECORD"] = (w, site, rows)
+    for rel in list(out.paths):  # the folders pip makes for them, below the venv's own
+        parent = rel.rpartition("/")[0]
+        while parent.startswith(site + "/") or parent.startswith(f"{VENV}/include/site/"):
+            out.paths.setdefault(parent, ("d", 0o755, "", out.paths[rel][3]))
+            parent = parent.rpartition("/")[0]
+    return out

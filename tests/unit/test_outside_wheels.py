@@ -1,0 +1,123 @@
+"""Python distributions wheel by wheel (verify/outside/wheels.py, piprules.py): what a locked wheel
+installs is read from the wheel's zip, never from a RECORD, and what pip writes beside it is
+regenerated; an edited file with its RECORD row rewritten to match fails on both."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+
+import pytest
+
+from rocmforge.verify.outside import account, wheels
+from rocmforge.verify.outside.expected import Expected, Want
+from rocmforge.verify.outside.imagefs import Have
+
+SITE = f"{wheels.VENV}/lib/python3.13/site-packages"
+SHA = "c" * 64
+
+
+def _zip(files: dict[str, tuple[bytes, int]]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, (data, mode) in files.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100000 | mode) << 16
+            z.writestr(info, data)
+    return buf.getvalue()
+
+
+RAW = _zip(
+    {
+        "demo/__init__.py": (b"VERSION = '1.0'\n", 0o644),
+        "demo/_native.so": (b"\x7fELF", 0o755),
+        "demo-1.0.dist-info/METADATA": (b"Name: demo\nVersion: 1.0\n", 0o644),
+        "demo-1.0.dist-info/entry_points.txt": (b"[console_scripts]\ndemo-run = demo.cli:main.run\n", 0o644),
+        "demo-1.0.dist-info/RECORD": (b"whatever the wheel says\n", 0o644),
+        "demo-1.0.data/scripts/demo-tool": (b"#!python\nprint('x')\n", 0o644),
+    }
+)
+
+
+def _image() -> tuple[dict[str, Have], dict[str, Have], Expected, dict[str, bytes]]:
+    """A venv holding the demo wheel exactly as pip installs it: (files, base, exp, small files' bytes)."""
+    wheel = wheels._read(RAW, "demo", "1.0", "demo-1.0-py3-none-any.whl", SHA)
+    made = wheels.installed([wheel], "3.13")
+    exp = Expected({k: Want(t, m, 0, 0, d, s) for k, (t, m, d, s) in made.paths.items()}, {}, {}, {}, (), False)
+    exp.records = made.records
+    files = {
+        rel: Have(w.type, w.mode, 0, 0, w.data) for rel, w in exp.paths.items() if rel.rpartition("/")[2] != "RECORD"
+    }
+    record = "".join(f"{p},{v}\n" for p, v in made.records[f"{SITE}/demo-1.0.dist-info/RECORD"][2].items())
+    record += "demo/__pycache__/__init__.cpython-313.pyc,,\ndemo-1.0.dist-info/RECORD,,\n"
+    small = {f"{SITE}/demo-1.0.dist-info/RECORD": record.encode()}
+    files[f"{SITE}/demo-1.0.dist-info/RECORD"] = Have("f", 0o644, 0, 0, hashlib.sha256(record.encode()).hexdigest())
+    base = {}
+    parts = SITE.split("/")
+    for rel in [*("/".join(parts[:n]) for n in range(1, len(parts) + 1)), f"{wheels.VENV}/bin"]:
+        base[rel] = files[rel] = Have("d", 0o755, 0, 0, "")
+    return files, base, exp, small
+
+
+def _findings(files, base, exp, small) -> list[str]:
+    for rel, data in small.items():
+        files[rel] = Have("f", 0o644, 0, 0, hashlib.sha256(data).hexdigest(), len(data))
+    return account.account(files, base, exp, f"/{wheels.VENV}/bin:/usr/bin", contents=small.get).findings
+
+
+def test_a_wheel_installed_as_pip_installs_it_is_accounted_for():
+    files, base, exp, small = _image()
+    assert exp.paths[f"{SITE}/demo/_native.so"].mode == 0o755 and exp.paths[f"{SITE}/demo/__init__.py"].mode == 0o644
+    tool = exp.paths[f"{wheels.VENV}/bin/demo-tool"]  # a .data script: pip's shebang fix, executable
+    assert tool.mode == 0o755 and tool.data == hashlib.sha256(f"#!{wheels.PYTHON}\nprint('x')\n".encode()).hexdigest()
+    assert b"from demo.cli import main\n" in wheels.launcher("demo.cli:main.run")
+    assert b"sys.exit(main.run())" in wheels.launcher("demo.cli:main.run")
+    assert f"{wheels.VENV}/bin/demo-run" in exp.paths and f"{SITE}/demo-1.0.dist-info/RECORD" in exp.records
+    assert _findings(files, base, exp, small) == []
+
+
+def test_an_edited_file_with_its_record_row_rewritten_fails_on_both():
+    files, base, exp, small = _image()
+    edited = b"VERSION = '1.0'\nimport os\n"
+    rel = f"{SITE}/demo/__init__.py"
+    files[rel] = Have("f", 0o644, 0, 0, hashlib.sha256(edited).hexdigest(), len(edited))
+    record = small[f"{SITE}/demo-1.0.dist-info/RECORD"].decode().splitlines()
+    row = f"demo/__init__.py,{wheels.record_hash(files[rel].data)},{len(edited)}"
+    small[f"{SITE}/demo-1.0.dist-info/RECORD"] = "\n".join(
+        row if ln.startswith("demo/__init__.py,") else ln for ln in record
+    ).encode()
+    found = _findings(files, base, exp, small)
+    assert any(f.startswith(f"/{rel}: content differs from wheel demo 1.0 ") for f in found), found
+    assert any(
+        f.startswith(f"/{SITE}/demo-1.0.dist-info/RECORD: records demo/__init__.py as sha256=") for f in found
+    ), found
+
+
+@pytest.mark.parametrize(
+    "rel, have, said",
+    [
+        (f"{SITE}/demo/extra.py", Have("f", 0o644, 0, 0, "e" * 64), "no package, wheel or build step accounts for it"),
+        (f"{SITE}/demo-1.0.dist-info/INSTALLER", Have("f", 0o644, 0, 0, "e" * 64), "is not pip's INSTALLER ('pip')"),
+        (
+            f"{SITE}/demo-1.0.dist-info/REQUESTED",
+            Have("f", 0o644, 0, 0, "e" * 64, 3),
+            "is not the empty file pip writes",
+        ),
+        (
+            f"{wheels.VENV}/bin/demo-run",
+            Have("f", 0o755, 0, 0, "e" * 64),
+            "differs from pip (installing wheel demo 1.0)",
+        ),
+        (
+            f"{wheels.VENV}/bin/python9",
+            Have("f", 0o755, 0, 0, "e" * 64),
+            "a program on PATH (the venv's bin) no locked",
+        ),
+    ],
+)
+def test_what_neither_the_wheel_nor_pip_makes_is_named(rel, have, said):
+    files, base, exp, small = _image()
+    files[rel] = have
+    found = _findings(files, base, exp, small)
+    assert any(f.startswith(f"/{rel}: {said}") for f in found), found
