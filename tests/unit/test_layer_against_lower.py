@@ -387,12 +387,33 @@ def test_index_built_once_then_read_from_the_cache(tmp_path):
     assert reads == [0, 1] and idx.get(b"opt/app/sub/x").type == F and idx.get(b"srv") is not None
     idx.apply([gnu([(ti("more"), b"m")])])  # the working copy, not the cache
     idx.close()
-    cached = cache / (chain_ids(ids)[-1][7:] + ".sqlite")
+    cached = lowerindex.cache_file(cache, chain_ids(ids)[-1])
+    assert cached.name == f"{chain_ids(ids)[-1][7:]}.v{lowerindex.FORMAT}.sqlite"
     assert cached.exists() and list(cache.iterdir()) == [cached]
     idx = open_lower(tmp_path / "w2.sqlite", ids, layer, cache=cache, log=logs.append)
     assert reads == [0, 1] and idx.get(b"more") is None and idx.get(b"srv") is not None
     idx.close()
     assert lowerindex.is_cached(cache, ids) and not lowerindex.is_cached(cache, ids[:1])
+
+
+def test_index_keeps_the_hard_links_a_later_layer_leaves_alone(tmp_path):
+    """A tar hard link names its partner; a later layer that rewrites one of its names (overlay's
+    copy-up) leaves two files, and one that removes it leaves one."""
+    linked = gnu(
+        [
+            (ti("srv", D, mode=0o755), None),
+            (ti("srv/a"), b"one file\n"),
+            (ti("srv/b", H, linkname="srv/a"), None),
+            (ti("srv/c", H, linkname="srv/a"), None),
+            (ti("srv/d", H, linkname="srv/a"), None),
+        ]
+    )
+    later = gnu([(ti("srv/c", mode=0o4755), b"one file\n"), (ti("srv/.wh.d"), b"")])
+    idx = index_of(tmp_path, [BASE, linked])
+    assert idx.hardlinks() == [(b"srv/b", b"srv/a"), (b"srv/c", b"srv/a"), (b"srv/d", b"srv/a")]
+    assert idx.get(b"srv/b") == idx.get(b"srv/a")
+    idx.apply([later])
+    assert idx.hardlinks() == [(b"srv/b", b"srv/a")]
 
 
 def test_longer_chain_starts_from_the_cached_prefix(tmp_path):
@@ -419,7 +440,7 @@ def test_damaged_cache_rebuilt(tmp_path, damage):
         return [BASE]
 
     open_lower(tmp_path / "w.sqlite", ids, layer, cache=cache, log=logs.append).close()
-    cached = cache / (ids[0][7:] + ".sqlite")
+    cached = lowerindex.cache_file(cache, chain_ids(ids)[-1])
     data = cached.read_bytes()
     if damage == "garbage":
         cached.write_bytes(b"\0garbage" * 999)

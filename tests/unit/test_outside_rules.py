@@ -19,6 +19,7 @@ def _exp(paths: dict[str, Want]) -> Expected:
 
 
 PKG = Want("f", 0o755, 0, 0, "a" * 64, "package python3.13-minimal 3.13.5")
+PERL = Have("f", 0o755, 0, 0, "p" * 64)
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,22 @@ def test_accounting_fails_an_extra_file_and_a_missing_one_and_keeps_the_base():
     assert "/usr/bin/python3: missing; package python3.13-minimal 3.13.5 ships it" in acc.findings
     assert "/usr/bin/extra: a program on PATH" in acc.findings
     assert acc.checked.get("base") == 3
+
+
+def test_a_hard_link_no_package_makes_names_both_paths():
+    su = Have("f", 0o4755, 0, 0, "s" * 64)
+    files = {"usr/bin/su": su, "tmp/su": Have("f", 0o4755, 0, 0, "s" * 64, link="usr/bin/su")}
+    files |= {"usr/bin/perlbug": PERL, "usr/bin/perlthanks": Have("f", 0o755, 0, 0, "p" * 64, link="usr/bin/perlbug")}
+    exp = _exp({"usr/bin/su": Want("f", 0o4755, 0, 0, "s" * 64, "package login 1")})
+    exp.paths |= {
+        p: Want("f", 0o755, 0, 0, "p" * 64, "package perl 5.40") for p in ("usr/bin/perlbug", "usr/bin/perlthanks")
+    }
+    exp.links = {"usr/bin/perlbug": "usr/bin/perlbug", "usr/bin/perlthanks": "usr/bin/perlbug"}
+    acc = account.account(files, {}, exp, "/usr/bin")
+    assert acc.checked.get("hard-link") == 1  # the package's own pair, in the other order than its tar
+    assert "/tmp/su: a hard link of /usr/bin/su (one file, two names), which no package links" in acc.findings
+    base = {"usr/bin/su": su, "tmp/su": files["tmp/su"]}
+    assert not [f for f in account.account(files, base, exp, "/usr/bin").findings if "hard link" in f]
 
 
 def test_dpkg_divert_calls_are_read_in_any_option_order_with_variables():

@@ -30,7 +30,9 @@ from rocmforge.shared.errors import ImageArchiveError
 from rocmforge.shared.files import keep_most_recent
 from rocmforge.shared.streams import ChunkStream, HashingWindow
 
-FORMAT = 1  # bump when what a row holds changes: older cache files are rebuilt
+# Bump when what a row holds changes. The format is in a cache file's name, so a checkout that still
+# writes the older one (sharing the user's cache) neither reads nor replaces this one's files.
+FORMAT = 2  # 2: hard links (their own table)
 KEEP = 16  # cached indexes kept (most recently used): one per base in use
 OPAQUE = b".wh..wh..opq"
 WHITEOUT = b".wh."
@@ -106,6 +108,9 @@ class LowerIndex:
                 "gid INT, size INT, mtime INT, data BLOB, xattrs BLOB, gen INT, PRIMARY KEY (parent, name)) "
                 "WITHOUT ROWID;"
                 "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+                # a tar hard link: (parent, name) is another name of (tparent, tname), made in layer gen
+                "CREATE TABLE hardlink (parent BLOB NOT NULL, name BLOB NOT NULL, tparent BLOB, tname BLOB, gen INT, "
+                "PRIMARY KEY (parent, name)) WITHOUT ROWID;"
             )
             self._set_meta(format=FORMAT, chain="", layers=0, rows=0)
 
@@ -129,6 +134,20 @@ class LowerIndex:
         return [
             r[0]
             for r in self.db.execute("SELECT name FROM node WHERE parent = ? AND name != x'' ORDER BY name", (rel,))
+        ]
+
+    def hardlinks(self) -> list[tuple[bytes, bytes]]:
+        """(path, the path it is a hard link of) for each hard link the final filesystem still holds:
+        both names last written by the layer that linked them (a later layer that rewrites or
+        removes either one leaves two files, or one)."""
+        return [
+            (join(bytes(r[0]), bytes(r[1])), join(bytes(r[2]), bytes(r[3])))
+            for r in self.db.execute(
+                "SELECT h.parent, h.name, h.tparent, h.tname FROM hardlink h "
+                "JOIN node a ON a.parent = h.parent AND a.name = h.name AND a.gen = h.gen "
+                "JOIN node b ON b.parent = h.tparent AND b.name = h.tname AND b.gen = h.gen "
+                "ORDER BY h.parent, h.name"
+            )
         ]
 
     def rows(self) -> int:
@@ -174,6 +193,10 @@ class LowerIndex:
             node = self.get(layer_path(e.linkname))
             if node is None:
                 return
+            self.db.execute(
+                "INSERT OR REPLACE INTO hardlink VALUES (?, ?, ?, ?, ?)",
+                (*split(rel), *split(layer_path(e.linkname)), gen),
+            )
         elif e.type == REG:
             h = hashlib.sha256()
             for piece in reader.data():
@@ -194,8 +217,9 @@ class LowerIndex:
 # --- the cache ----------------------------------------------------------------------------------
 
 
-def _cache_file(cache: Path, chain: str) -> Path:
-    return cache / f"{chain.split(':')[-1]}.sqlite"
+def cache_file(cache: Path, chain: str) -> Path:
+    """Where cache keeps the index of the layers whose chain ID is chain."""
+    return cache / f"{chain.split(':')[-1]}.v{FORMAT}.sqlite"
 
 
 def _valid(path: Path, chain: str) -> bool:
@@ -217,7 +241,7 @@ def _valid(path: Path, chain: str) -> bool:
 def _cached(cache: Path | None, chain: str, log: Callable[[str], None]) -> Path | None:
     if cache is None:
         return None
-    path = _cache_file(cache, chain)
+    path = cache_file(cache, chain)
     if not path.exists():
         return None
     if _valid(path, chain):
@@ -238,7 +262,7 @@ def _store(cache: Path, work: Path, chain: str) -> None:
     """Copies the finished index into the cache under its chain ID, atomically (a reader sees the
     old file or the whole new one), and drops the least recently used beyond KEEP."""
     cache.mkdir(parents=True, exist_ok=True)
-    dst = _cache_file(cache, chain)
+    dst = cache_file(cache, chain)
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
     try:
         shutil.copyfile(work, tmp)
@@ -292,7 +316,7 @@ def open_lower(
                 _store(cache, work, chains[-1])
                 log(
                     f"  lower index of {len(diff_ids)} layer(s) cached in {cache}: "
-                    f"{_cache_file(cache, chains[-1]).name[:12]}"
+                    f"{cache_file(cache, chains[-1]).name[:12]}"
                 )
             except OSError as exc:  # a cache that cannot be written costs a re-read next time, not the build
                 log(f"  lower index not cached ({exc.strerror or exc}: {exc.filename or cache})")

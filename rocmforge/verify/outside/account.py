@@ -81,6 +81,21 @@ def effect(rel: str, have: Have, exp: Expected, path_dirs: list[str]) -> str:
     return "no package, wheel or build step accounts for it"
 
 
+def _hard_links(files: dict[str, Have], base: dict[str, Have], exp: Expected, acc: Accounting) -> None:
+    """Each hard link the image holds is one a package's data.tar makes (its names in either order,
+    as a layer's tar may write either first) or the base's own, both names unchanged."""
+    for rel, have in files.items():
+        if not have.link:
+            continue
+        other = have.link
+        if exp.links.get(rel) is not None and exp.links.get(rel) == exp.links.get(other):
+            acc.count("hard-link")
+        elif rel in base and base[rel].link == other and base[rel] == have and base.get(other) == files.get(other):
+            acc.count("base")
+        else:
+            acc.findings.append(f"/{rel}: a hard link of /{other} (one file, two names), which no package links")
+
+
 def account(
     files: dict[str, Have],
     base: dict[str, Have],
@@ -136,5 +151,6 @@ def account(
     for rel in base:
         if rel not in files and not rules.removal_excused(rel):
             acc.findings.append(f"/{rel}: removed; the base ships it")
+    _hard_links(files, base, exp, acc)
     acc.findings.extend(rules.whole_image_findings())
     return acc

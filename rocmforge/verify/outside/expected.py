@@ -50,6 +50,8 @@ class Expected:
     locked_debs: dict[str, str] = field(default_factory=dict)  # name=version -> the .deb's sha256 (matrix.lock)
     # each locked wheel's RECORD path in the image -> (the wheel, its site-packages, the rows it must hold)
     records: dict[str, tuple[wheels.Wheel, str, dict[str, str]]] = field(default_factory=dict)
+    # the names a package's data.tar makes one file: each name -> the name its hard links point to
+    links: dict[str, str] = field(default_factory=dict)
 
     def deb(self, name: str) -> debs.DebContents:
         """The .deb of any package the image holds (one of the base's is fetched when first asked)."""
@@ -196,6 +198,7 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
     located = debs.locate(sources, above, locked) if above else {}
     contents = {n: debs.contents(src, pool, sha, n, above[n]) for n, (src, pool, sha) in located.items()}
     paths: dict[str, Want] = {}
+    links: dict[str, str] = {}
     for name, deb in sorted(contents.items()):
         src = f"package {name} {deb.version}"
         for rel, f in deb.files.items():
@@ -204,6 +207,7 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
                 if target is None:
                     continue
                 paths[rel] = Want("f", target.mode, target.uid, target.gid, target.sha256, src)
+                links[rel] = links[f.link] = f.link
             elif f.type in "fdl":
                 data = f.sha256 if f.type == "f" else f.link if f.type == "l" else ""
                 if f.type == "d" and rel in paths:
@@ -222,4 +226,6 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
         for name, line in policy.replace.items():
             written = hashlib.sha256((line + "\n").encode()).hexdigest()
             paths[f"{lists}/{name}"] = Want("f", 0o644, 0, 0, written, "the stack's apt_sources")
-    return Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed, locked, records)
+    return Expected(
+        paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed, locked, records, links
+    )

@@ -16,7 +16,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,7 +51,8 @@ _KIND = {b"0": "f", b"5": "d", b"2": "l", b"3": "c", b"4": "b", b"6": "p"}
 @dataclass(frozen=True)
 class Have:
     """One path as the image holds it. type: f file, d directory, l symlink, c/b device, p fifo;
-    data: a file's sha256 (hex), a symlink's target, a device's "major,minor"."""
+    data: a file's sha256 (hex), a symlink's target, a device's "major,minor"; link: for a file
+    that is a hard link, the other name its layer links it to (the one the tar wrote first)."""
 
     type: str
     mode: int
@@ -61,6 +62,7 @@ class Have:
     size: int = 0
     xattrs: bytes = b""
     layer: int = 0  # which layer (1 = the first) last wrote it: where its bytes are stored
+    link: str = ""
 
     def brief(self) -> tuple[str, int, int, int, str]:
         return (self.type, self.mode, self.uid, self.gid, self.data)
@@ -95,8 +97,12 @@ class ImageFS:
             yield lowerindex.join(parent, name), node, gen
 
     def files(self) -> dict[str, Have]:
-        """Every path (relative, str) and what it is."""
-        return {rel.decode(errors="surrogateescape"): have_of(node, gen) for rel, node, gen in self.nodes()}
+        """Every path (relative, str) and what it is, hard links naming their partner."""
+        out = {rel.decode(errors="surrogateescape"): have_of(node, gen) for rel, node, gen in self.nodes()}
+        for rel, target in self.index.hardlinks():
+            name = rel.decode(errors="surrogateescape")
+            out[name] = replace(out[name], link=target.decode(errors="surrogateescape"))
+        return out
 
     def under(self, roots: list[str]) -> dict[str, tuple[str, int, int, int, str]]:
         """Each path at or below one of roots, briefly."""
@@ -159,7 +165,7 @@ def open_image(client: Engine, ref: str, *, log: Callable[[str], None] = lambda 
         tmp = Path(tmpname)
         layers = _Layers(client, ref, tmp, log)
         diff_ids = layers.diff_ids
-        kept = image_cache() / f"{chain_ids(diff_ids)[-1].split(':')[-1]}.sqlite" if diff_ids else None
+        kept = lowerindex.cache_file(image_cache(), chain_ids(diff_ids)[-1]) if diff_ids else None
         if kept is not None and lowerindex.is_cached(image_cache(), diff_ids):
             shutil.copyfile(kept, tmp / "image.sqlite")
             index = LowerIndex(tmp / "image.sqlite")
