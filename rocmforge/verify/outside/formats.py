@@ -1,11 +1,15 @@
 """Reading the formats the generated files' rules parse: dpkg control stanzas, dpkg-divert calls in
-maintainer scripts, glibc's ld.so.cache; and following symlinks inside an image's file list."""
+maintainer scripts, glibc's ld.so.cache, an ELF library's SONAME; and following symlinks inside an
+image's file list."""
 
 from __future__ import annotations
 
 import re
 import struct
+import tempfile
 from typing import TYPE_CHECKING
+
+from rocmforge.shared import packagedata
 
 if TYPE_CHECKING:
     from rocmforge.verify.outside.imagefs import Have
@@ -106,30 +110,9 @@ def ld_cache_entries(data: bytes) -> list[tuple[str, str]] | None:
 
 
 def elf_soname(data: bytes) -> str | None:
-    """A 64-bit little-endian ELF library's DT_SONAME (what ldconfig names its link after), or None."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return None
-    phoff, phentsize, phnum = struct.unpack_from("<Q", data, 32)[0], *struct.unpack_from("<HH", data, 54)
-    loads, dynamic = [], None
-    for i in range(min(phnum, 256)):
-        kind, _flags, offset, vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
-        if kind == 1:
-            loads.append((vaddr, filesz, offset))
-        elif kind == 2:
-            dynamic = (offset, filesz)
-    if dynamic is None:
-        return None
-    strtab = soname = None
-    for i in range(dynamic[0], dynamic[0] + dynamic[1] - 15, 16):
-        tag, val = struct.unpack_from("<qQ", data, i)
-        if tag == 0:
-            break
-        strtab = val if tag == 5 else strtab
-        soname = val if tag == 14 else soname
-    if strtab is None or soname is None:
-        return None
-    base = next((off + strtab - va for va, size, off in loads if va <= strtab < va + size), None)
-    if base is None:
-        return None
-    end = data.find(b"\0", base + soname)
-    return data[base + soname : end].decode(errors="replace") or None
+    """A 64-bit ELF library's DT_SONAME (what ldconfig names its link after), or None: read by the
+    linkage probe's own reader (probes/load.py, which reads files), from a temporary copy."""
+    with tempfile.NamedTemporaryFile(prefix="rocmforge-elf-") as f:
+        f.write(data)
+        f.flush()
+        return packagedata.probe("load").elf_soname(f.name)

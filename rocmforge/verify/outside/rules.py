@@ -7,7 +7,6 @@ import hashlib
 import json
 import re
 import struct
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -20,16 +19,6 @@ from rocmforge.verify.outside.piprules import PipRules
 if TYPE_CHECKING:
     from rocmforge.verify.outside.expected import Expected, Want
     from rocmforge.verify.outside.imagefs import Have
-
-
-def _perarch():
-    """The prune step's own logic (the probe perarch.py), run here on the host's copy."""
-    folder = str(packagedata.PROBES)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    import perarch  # type: ignore[import-not-found]
-
-    return perarch
 
 
 class Rules(PipRules):
@@ -89,7 +78,7 @@ class Rules(PipRules):
         logic over the .deb's names, never by the image's record)."""
         if not self.exp.pruned or not self.exp.keep_archs:
             return None
-        perarch = _perarch()
+        perarch = packagedata.probe("perarch")  # the prune step's own logic, run on the host's copy
         folder, _, name = rel.rpartition("/")
         kind = perarch.data_dir_kind("/" + folder)
         if kind is None:
