@@ -307,6 +307,19 @@ def _familiar(host: str, repo: str) -> str:
     return f"{host}/{repo}"
 
 
+def held(client: Engine, image: str, digest: str) -> str | None:
+    """A reference the engine answers for the registry image pinned by digest, or None when it does
+    not hold it. A manifest digest names the same image under any repository, so one pulled through
+    a registry mirror (stored under the mirror's name) is found by its digest alone."""
+    if client.shown_id(f"{image}@{digest}"):
+        return f"{image}@{digest}"
+    for img in client.list_images():
+        named = [d for d in img.get("RepoDigests") or () if d.endswith("@" + digest)]
+        if named:
+            return named[0]
+    return None
+
+
 def pull(
     client: Engine, image: str, digest: str, *, mirror: Mirror | str | None = None, fetch: bool = True
 ) -> str | None:

@@ -340,3 +340,25 @@ def test_cache_registry_option_and_environment(monkeypatch):
     with pytest.raises(UserError) as err:
         registry_cache.from_options("cache")  # would be read as a Docker Hub namespace
     assert err.value.field == "--cache-registry"
+
+
+def test_a_registry_base_is_held_under_its_own_name_or_any_mirror_s():
+    """What the outside check and the suites both look a pinned registry base up by (registrybase.held)."""
+    digest = "sha256:" + "d" * 64
+
+    class Engine:
+        def __init__(self, shown, images):
+            self.shown, self.images = shown, images
+
+        def shown_id(self, ref):
+            return self.shown.get(ref)
+
+        def list_images(self):
+            return self.images
+
+    mirrored = [{"Id": "sha256:1", "RepoDigests": [f"127.0.0.1:5000/rocm/pytorch@{digest}"]}]
+    assert reg.held(Engine({f"rocm/pytorch@{digest}": "sha256:1"}, []), "rocm/pytorch", digest) == (
+        f"rocm/pytorch@{digest}"
+    )
+    assert reg.held(Engine({}, mirrored), "rocm/pytorch", digest) == f"127.0.0.1:5000/rocm/pytorch@{digest}"
+    assert reg.held(Engine({}, [{"Id": "sha256:2", "RepoDigests": ["x@sha256:" + "e" * 64]}]), "x", digest) is None

@@ -20,7 +20,7 @@ import pytest
 from rocmforge.data.suites import judged
 from rocmforge.data.suites.judged import PROBES_IN_CONTAINER, probe_container
 from rocmforge.define.matrix import load_matrix
-from rocmforge.host import engines
+from rocmforge.host import engines, registrybase
 from rocmforge.host.container import IMAGE_PYTHON, host_gpu_access
 from rocmforge.render.plan import load_plan
 from rocmforge.resolve.image_packages import expected_packages
@@ -192,17 +192,11 @@ def target_chain(matrix, target_name):
 
 
 def registry_base_image(client, image: str, digest: str, image_id: str | None = None) -> str | None:
-    """The engine's ID of a registry base pinned by digest, or None when the engine does not hold it.
-    A manifest digest names the same image under any repository, so a base pulled through a mirror
-    (stored under the mirror's name) is found by its digest alone."""
-    for ref in filter(None, (image_id, digest and f"{image}@{digest}")):
-        shown = client.shown_id(ref)
-        if shown:
-            return shown
-    for img in client.list_images() if digest else ():
-        if any(d.endswith("@" + digest) for d in img.get("RepoDigests") or ()):
-            return img["Id"]
-    return None
+    """The engine's ID of a registry base pinned by digest, or None when the engine does not hold it
+    (found as the outside check finds it: host.registrybase.held)."""
+    shown = client.shown_id(image_id) if image_id else None
+    ref = None if shown or not digest else registrybase.held(client, image, digest)
+    return shown or (client.shown_id(ref) if ref else None)
 
 
 @pytest.fixture(scope="session")

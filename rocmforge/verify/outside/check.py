@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rocmforge.host import registrybase
 from rocmforge.shared.errors import BuildError
 from rocmforge.verify.outside import account, aptsrc, declared, expected, imagefs
 from rocmforge.verify.outside import rules as generated_rules
@@ -28,15 +29,9 @@ def root_base(client: Engine, plan: BuildPlan, key: str) -> str:
                 continue
             return ref
     if root.registry_base is not None:
-        image, digest = root.registry_base
-        if client.identity(f"{image}@{digest}"):
-            return f"{image}@{digest}"
-        # A manifest digest names the same image under any repository: one pulled through a
-        # registry mirror is stored under the mirror's name.
-        for img in client.list_images():
-            named = [d for d in img.get("RepoDigests") or () if d.endswith("@" + digest)]
-            if named:
-                return named[0]
+        found = registrybase.held(client, *root.registry_base)
+        if found:
+            return found
     raise BuildError(
         f"the base {root.final_from or root.stack} pinned in matrix.lock ({lock.image_id or 'by digest'}) is not on "
         f"this engine: the image's files cannot be told from its base's. Build {root.key} here, or pull its base"
