@@ -2,12 +2,13 @@
 every suite (issue 51), each a row of TAMPERING, fails the contents suite with a finding that names
 the path and what it does.
 
-The rows are data: a RUN line that tampers with a copy of the genuine hip-runtime image (found by
-its content tag in this checkout, built here when the engine lacks it) and the findings it must
-produce. The rows edit different files, so one copy holds all of them and one `build.py test` run
-judges it (a finding names one path: another row's edits cannot stand in for it); each row is its
-own test id, reading that run's report. The outside check's every finding is in its figures. The
-tampered copy gets a unique tag and is removed."""
+The rows are data: a RUN line that tampers with a copy of the genuine image of its target
+(hip-runtime, or hip-python for a venv's wheels; found by its content tag in this checkout, built
+here when the engine lacks it) and the findings it must produce. A target's rows edit different
+files, so one copy of its image holds all of them and one `build.py test` run judges it (a finding
+names one path: another row's edits cannot stand in for it); each row is its own test id, reading
+that run's report. The outside check's every finding is in its figures. Each tampered copy gets a
+unique tag and is removed."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ from tests.conftest import ROOT, build_image, run_cli
 pytestmark = pytest.mark.docker
 LIB = "/usr/lib/x86_64-linux-gnu"
 SITE = "/usr/local/lib/python3.13/dist-packages"  # debian13-rocm5.7: Python 3.13
-TARGET = "hip-runtime"
+VENV_SITE = "/opt/rocmforge/venv/lib/python3.13/site-packages"  # hip-python's numpy-env
+# A file's RECORD hash (urlsafe base64 of its sha256, unpadded), as a shell word: $(record_hash FILE)
+RECORD_HASH = (
+    "python3 -c \"import base64,hashlib,sys; d=open(sys.argv[1],'rb').read();"
+    " print(base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode())\""
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,13 @@ class Tampering:
     name: str
     run: str  # shell, run as root in a copy of the genuine image
     findings: tuple[str, ...]  # regexes, each of which some outside finding must match
+    target: str = "hip-runtime"  # whose genuine image is copied
+
+
+def _linked(a: str, b: str) -> str:
+    """The finding of a hard link between a and b, whichever name the layer's tar wrote first."""
+    a, b = re.escape(a), re.escape(b)
+    return rf"^/({a}: a hard link of /{b}|{b}: a hard link of /{a}) \(one file, two names\), which no package links$"
 
 
 TAMPERING = [
@@ -74,8 +87,7 @@ TAMPERING = [
         f"mkdir {SITE}/extra-1.0.dist-info && echo 'import os' > {SITE}/extra.py"
         f" && printf 'Metadata-Version: 2.1\\nName: extra\\nVersion: 1.0\\n' > {SITE}/extra-1.0.dist-info/METADATA"
         f" && (cd {SITE} && for f in extra.py extra-1.0.dist-info/METADATA; do"
-        " h=$(python3 -c \"import base64,hashlib,sys; d=open(sys.argv[1],'rb').read();"
-        " print(base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode())\" $f);"
+        f" h=$({RECORD_HASH} $f);"
         " echo \"$f,sha256=$h,$(stat -c %s $f)\"; done; echo 'extra-1.0.dist-info/RECORD,,')"
         f" > {SITE}/extra-1.0.dist-info/RECORD && rm -rf {SITE}/__pycache__",
         (rf"^{re.escape(SITE)}/extra-1\.0\.dist-info: an extra Python distribution$",),
@@ -135,6 +147,30 @@ TAMPERING = [
             r"^/etc/dpkg/dpkg\.cfg\.d/excused: changes what dpkg unpacks or excuses$",
         ),
     ),
+    # -- hard links ---------------------------------------------------------------------------
+    Tampering(
+        "hard-link-to-a-setuid-program",
+        "ln /usr/bin/su /tmp/.su",
+        (_linked("tmp/.su", "usr/bin/su"),),
+    ),
+    Tampering(
+        "hard-link-naming-python-on-path",
+        "ln /usr/bin/python3.13 /usr/local/bin/python",
+        (_linked("usr/local/bin/python", "usr/bin/python3.13"), r"^/usr/local/bin/python: a program on PATH$"),
+    ),
+    # -- a wheel's file, its RECORD rewritten to match ------------------------------------------
+    Tampering(
+        "wheel-file-edited-record-rewritten",
+        f"cd {VENV_SITE} && echo 'import os' >> numpy/version.py"
+        f' && row="numpy/version.py,sha256=$({RECORD_HASH} numpy/version.py),$(stat -c %s numpy/version.py)"'
+        ' && sed -i "s|^numpy/version\\.py,.*|$row|" numpy-2.3.5.dist-info/RECORD',
+        (
+            rf"^{re.escape(VENV_SITE)}/numpy/version\.py: content differs from wheel numpy 2\.3\.5 ",
+            rf"^{re.escape(VENV_SITE)}/numpy-2\.3\.5\.dist-info/RECORD: records numpy/version\.py as sha256=\S+, "
+            r"wheel numpy 2\.3\.5 has sha256=",
+        ),
+        target="hip-python",
+    ),
     # -- the judge --------------------------------------------------------------------------------
     Tampering(
         "probe-edited",
@@ -144,31 +180,43 @@ TAMPERING = [
 ]
 
 
-@pytest.fixture(scope="module")
-def judged(docker_client):
-    """The report of `build.py test --json` on one copy of the genuine image holding every row's
-    tampering, and the outside check's findings in it."""
-    proc = run_cli("build", "--target", TARGET)
-    assert proc.returncode == 0, f"build of {TARGET} failed:\n{proc.stderr[-3000:]}"
-    genuine = load_plan(ROOT / "matrix.yaml").targets[TARGET].content_tag
-    tag = f"rocmforge-test/tampered-{TARGET}:{uuid.uuid4().hex[:12]}"
-    runs = "".join(f"RUN {t.run}\n" for t in TAMPERING)
+def _judge(docker_client, target: str) -> tuple[int, dict, dict]:
+    """The report of `build.py test --json` on one copy of target's genuine image holding every one
+    of its rows' tampering, and the outside check's result in it."""
+    proc = run_cli("build", "--target", target)
+    assert proc.returncode == 0, f"build of {target} failed:\n{proc.stderr[-3000:]}"
+    genuine = load_plan(ROOT / "matrix.yaml").targets[target].content_tag
+    tag = f"rocmforge-test/tampered-{target}:{uuid.uuid4().hex[:12]}"
+    runs = "".join(f"RUN {t.run}\n" for t in TAMPERING if t.target == target)
     build_image(docker_client, f'FROM {genuine}\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\n{runs}', tag=tag)
     try:
-        proc = run_cli("test", "--image", tag, "--target", TARGET, "--json", "--suite", "contents")
+        proc = run_cli("test", "--image", tag, "--target", target, "--json", "--suite", "contents")
     finally:
         docker_client.images.remove(tag, force=True)
     assert proc.stdout.strip(), proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     outside = next(t for t in report["tests"] if t["test"] == "test_every_file_accounted_for_from_outside")
     # What the note's fault table is read from: every finding of the tampered copy.
-    print("\nOUTSIDE FINDINGS\n  " + "\n  ".join((outside.get("figures") or {}).get("findings") or []))
+    print(f"\nOUTSIDE FINDINGS ({target})\n  " + "\n  ".join((outside.get("figures") or {}).get("findings") or []))
     return proc.returncode, report, outside
+
+
+@pytest.fixture(scope="module")
+def judged(docker_client):
+    """Each target's judged copy, made when a row of it first asks."""
+    made: dict[str, tuple[int, dict, dict]] = {}
+
+    def of(target: str) -> tuple[int, dict, dict]:
+        if target not in made:
+            made[target] = _judge(docker_client, target)
+        return made[target]
+
+    return of
 
 
 @pytest.mark.parametrize("row", TAMPERING, ids=[t.name for t in TAMPERING])
 def test_tampering_fails_the_outside_check_naming_the_path(judged, row):
-    rc, report, outside = judged
+    rc, report, outside = judged(row.target)
     assert rc == 1 and not report["ok"], json.dumps(report["suites"], indent=1)[:3000]
     assert report["suites"]["contents"]["status"] == "failed"
     assert outside["outcome"] == "failed", outside

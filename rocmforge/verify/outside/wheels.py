@@ -98,7 +98,7 @@ def _read(raw: bytes, name: str, version: str, file: str, sha256: str) -> Wheel:
                 bool((info.external_attr >> 16) & 0o111),
             )
             if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "entry_points.txt":
-                points = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+                points = configparser.ConfigParser(delimiters=("=",), interpolation=None, strict=False)
                 points.optionxform = str  # type: ignore[assignment,method-assign]  # names keep their case
                 points.read_string(data.decode())
                 for section in ("console_scripts", "gui_scripts"):
