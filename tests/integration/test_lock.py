@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from rocmforge.host import fetch
-from rocmforge.resolve import lockfile
+from rocmforge.resolve import lockfile, lockmodel
 from tests.conftest import ROOT, copy_project, run_cli
 
 pytestmark = pytest.mark.docker
@@ -126,7 +126,7 @@ def test_git_branch_to_commit_moved_branch_and_missing_commit(docker_client, tmp
 
 def test_malformed_lock_is_a_user_error(tmp_path):
     matrix = copy_project(tmp_path)
-    text = (tmp_path / "matrix.lock").read_text().replace("schema: 1", "schema: 7")
+    text = (tmp_path / "matrix.lock").read_text().replace(f"schema: {lockmodel.SCHEMA}", "schema: 7")
     (tmp_path / "matrix.lock").write_text(text)
     proc = run_cli("--matrix", str(matrix), "list")
     assert proc.returncode == 2 and "matrix.lock" in proc.stderr and "schema" in proc.stderr
