@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pytest
 
 from rocmforge.render.plan import load_plan
-from tests.conftest import ROOT, build_image, run_cli
+from tests.conftest import ROOT, build_image, copy_project, run_cli
 
 pytestmark = pytest.mark.docker
 LIB = "/usr/lib/x86_64-linux-gnu"
@@ -223,6 +223,24 @@ def test_tampering_fails_the_outside_check_naming_the_path(judged, row):
     findings = (outside.get("figures") or {}).get("findings") or []
     for wanted in row.findings:
         assert any(re.search(wanted, f) for f in findings), f"no finding matches {wanted!r}:\n" + "\n".join(findings)
+
+
+def test_a_deb_whose_signed_index_hash_is_not_the_locks_fails_the_check(docker_client, tmp_path):
+    """The lock's .deb hashes are a source too: a lock (or an archive) that disagrees with the signed
+    index about a package the image installs stops the outside check, naming the package."""
+    matrix = copy_project(tmp_path)
+    lock = tmp_path / "matrix.lock"
+    line = next(ln for ln in lock.read_text().splitlines() if ln.strip().startswith("libamdhip64-5="))
+    lock.write_text(lock.read_text().replace(line, line.rsplit(" ", 1)[0] + " " + "f" * 64))
+    genuine = load_plan(ROOT / "matrix.yaml").targets["hip-runtime"].content_tag
+    proc = run_cli(
+        "--matrix", str(matrix), "test", "--image", genuine, "--target", "hip-runtime", "--json", "--suite", "contents"
+    )
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    outside = next(t for t in report["tests"] if t["test"] == "test_every_file_accounted_for_from_outside")
+    assert proc.returncode == 1 and outside["outcome"] == "failed", outside
+    assert "another .deb than matrix.lock records for libamdhip64-5=" in (outside.get("detail") or ""), outside
 
 
 def test_table_is_well_formed():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import zipfile
 
 import pytest
@@ -121,3 +122,22 @@ def test_what_neither_the_wheel_nor_pip_makes_is_named(rel, have, said):
     files[rel] = have
     found = _findings(files, base, exp, small)
     assert any(f.startswith(f"/{rel}: {said}") for f in found), found
+
+
+@pytest.mark.parametrize(
+    "url, said",
+    [
+        ("file:///tmp/wheels/demo-1.0-py3-none-any.whl", None),
+        ("file:///tmp/wheels/demo-1.0-evil.whl", "names file:///tmp/wheels/demo-1.0-evil.whl, not demo-1.0-py3"),
+    ],
+)
+def test_direct_url_json_names_the_locked_wheel(url, said):
+    files, base, exp, small = _image()
+    rel = f"{SITE}/demo-1.0.dist-info/direct_url.json"
+    small[rel] = json.dumps({"url": url, "archive_info": {"hashes": {"sha256": SHA}}}).encode()
+    record = small[f"{SITE}/demo-1.0.dist-info/RECORD"].decode()
+    written = wheels.record_hash(hashlib.sha256(small[rel]).hexdigest())
+    row = f"demo-1.0.dist-info/direct_url.json,{written},{len(small[rel])}"
+    small[f"{SITE}/demo-1.0.dist-info/RECORD"] = f"{record}{row}\n".encode()
+    found = [f for f in _findings(files, base, exp, small) if "direct_url" in f]
+    assert found == ([] if said is None else [f"/{rel}: {said}-none-any.whl at its locked sha256"]), found
