@@ -17,6 +17,12 @@ from rocmforge.verify.outside.imagefs import Have
 
 SITE = f"{wheels.VENV}/lib/python3.13/site-packages"
 SHA = "c" * 64
+# distlib's launcher template, as pip 25.1's vendored distlib has it
+CLASSIC = (
+    "# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom %(module)s import %(import_name)s\n"
+    "if __name__ == '__main__':\n    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+    "    sys.exit(%(func)s())\n"
+)
 
 
 def _zip(files: dict[str, tuple[bytes, int]]) -> bytes:
@@ -41,16 +47,28 @@ RAW = _zip(
 )
 
 
-def _image() -> tuple[dict[str, Have], dict[str, Have], Expected, dict[str, bytes]]:
-    """A venv holding the demo wheel exactly as pip installs it: (files, base, exp, small files' bytes)."""
+# demo-run as a pip rocmforge cannot read wrote it, and its builder stage recorded it
+STAGE_SCRIPT = b"#!/opt/rocmforge/venv/bin/python\nfrom demo.cli import main\nmain.run()\n"
+
+
+def _image(template: str | None = CLASSIC) -> tuple[dict[str, Have], dict[str, Have], Expected, dict[str, bytes]]:
+    """A venv holding the demo wheel exactly as pip installs it, the pip that installs it of launcher
+    template (None: one rocmforge cannot read): (files, base, exp, small files' bytes)."""
     wheel = wheels._read(RAW, "demo", "1.0", "demo-1.0-py3-none-any.whl", SHA)
-    made = wheels.installed([wheel], "3.13")
+    made = wheels.installed([wheel], "3.13", template)
     exp = Expected({k: Want(t, m, 0, 0, d, s) for k, (t, m, d, s) in made.paths.items()}, {}, {}, {}, (), False)
     exp.records = made.records
+    rows = dict(made.records[f"{SITE}/demo-1.0.dist-info/RECORD"][2])
+    if template is None:
+        sha = hashlib.sha256(STAGE_SCRIPT).hexdigest()
+        exp.paths[f"{wheels.VENV}/bin/demo-run"] = Want("f", 0o755, 0, 0, sha, "builder stage output of demo")
+        rows["../../../bin/demo-run"] = f"{wheels.record_hash(sha)},{len(STAGE_SCRIPT)}"
     files = {
         rel: Have(w.type, w.mode, 0, 0, w.data) for rel, w in exp.paths.items() if rel.rpartition("/")[2] != "RECORD"
     }
-    record = "".join(f"{p},{v}\n" for p, v in made.records[f"{SITE}/demo-1.0.dist-info/RECORD"][2].items())
+    if template is None:
+        files[f"{wheels.VENV}/bin/demo-run"] = Have("f", 0o755, 0, 0, sha, len(STAGE_SCRIPT))
+    record = "".join(f"{p},{v}\n" for p, v in rows.items())
     record += "demo/__pycache__/__init__.cpython-313.pyc,,\ndemo-1.0.dist-info/RECORD,,\n"
     small = {f"{SITE}/demo-1.0.dist-info/RECORD": record.encode()}
     files[f"{SITE}/demo-1.0.dist-info/RECORD"] = Have("f", 0o644, 0, 0, hashlib.sha256(record.encode()).hexdigest())
@@ -72,8 +90,8 @@ def test_a_wheel_installed_as_pip_installs_it_is_accounted_for():
     assert exp.paths[f"{SITE}/demo/_native.so"].mode == 0o755 and exp.paths[f"{SITE}/demo/__init__.py"].mode == 0o644
     tool = exp.paths[f"{wheels.VENV}/bin/demo-tool"]  # a .data script: pip's shebang fix, executable
     assert tool.mode == 0o755 and tool.data == hashlib.sha256(f"#!{wheels.PYTHON}\nprint('x')\n".encode()).hexdigest()
-    assert b"from demo.cli import main\n" in wheels.launcher("demo.cli:main.run")
-    assert b"sys.exit(main.run())" in wheels.launcher("demo.cli:main.run")
+    assert b"from demo.cli import main\n" in wheels.launcher("demo.cli:main.run", CLASSIC)
+    assert b"sys.exit(main.run())" in wheels.launcher("demo.cli:main.run", CLASSIC)
     assert f"{wheels.VENV}/bin/demo-run" in exp.paths and f"{SITE}/demo-1.0.dist-info/RECORD" in exp.records
     assert _findings(files, base, exp, small) == []
 
@@ -141,3 +159,66 @@ def test_direct_url_json_names_the_locked_wheel(url, said):
     small[f"{SITE}/demo-1.0.dist-info/RECORD"] = f"{record}{row}\n".encode()
     found = [f for f in _findings(files, base, exp, small) if "direct_url" in f]
     assert found == ([] if said is None else [f"/{rel}: {said}-none-any.whl at its locked sha256"]), found
+
+
+# pip 26's own launcher template, as pip/_internal/operations/install/wheel.py sets it
+NEW = (
+    "import sys\nfrom %(module)s import %(import_name)s\nif __name__ == '__main__':\n"
+    "    sys.argv[0] = sys.argv[0].removesuffix('.exe')\n    sys.exit(%(func)s())\n"
+)
+PIP_MAKER = b'''
+class PipScriptMaker(ScriptMaker):
+    script_template = textwrap.dedent("""\\
+        import sys
+        from %(module)s import %(import_name)s
+        if __name__ == '__main__':
+            sys.argv[0] = sys.argv[0].removesuffix('.exe')
+            sys.exit(%(func)s())
+""")
+'''
+
+
+def test_the_launcher_template_is_read_from_the_installing_pip_s_own_source():
+    distlib = b"SCRIPT_TEMPLATE = r'''" + CLASSIC.encode() + b"'''\n"
+    with zipfile.ZipFile(io.BytesIO(_zip({"pip/_vendor/distlib/scripts.py": (distlib, 0o644)}))) as z:
+        assert wheels.script_template(z) == CLASSIC  # pip 25: its vendored distlib's
+    both = {
+        "pip/_vendor/distlib/scripts.py": (distlib, 0o644),
+        "pip/_internal/operations/install/wheel.py": (PIP_MAKER, 0o644),
+    }
+    with zipfile.ZipFile(io.BytesIO(_zip(both))) as z:
+        assert wheels.script_template(z) == NEW  # pip 26: PipScriptMaker's own
+    with zipfile.ZipFile(io.BytesIO(RAW)) as z:
+        assert wheels.script_template(z) is None
+
+
+def test_without_the_installing_pip_s_template_scripts_are_left_to_the_builder_stage_record():
+    wheel = wheels._read(RAW, "demo", "1.0", "demo-1.0-py3-none-any.whl", SHA)
+    made = wheels.installed([wheel], "3.13")
+    assert f"{wheels.VENV}/bin/demo-run" not in made.paths
+    assert made.records[f"{SITE}/demo-1.0.dist-info/RECORD"][2]["../../../bin/demo-run"] == ""
+    files, base, exp, small = _image(None)
+    assert _findings(files, base, exp, small) == []
+    # RECORD's row for the script must still name the image's own file
+    record = small[f"{SITE}/demo-1.0.dist-info/RECORD"].decode()
+    wrong = f"../../../bin/demo-run,{wheels.record_hash('e' * 64)},9"
+    small[f"{SITE}/demo-1.0.dist-info/RECORD"] = "\n".join(
+        wrong if ln.startswith("../../../bin/demo-run,") else ln for ln in record.splitlines()
+    ).encode()
+    found = _findings(files, base, exp, small)
+    said = f"/{SITE}/demo-1.0.dist-info/RECORD: records ../../../bin/demo-run as {wrong.split(',', 1)[1]}, which is not"
+    assert any(f.startswith(said) for f in found), found
+
+
+def test_the_installing_pip_s_template_writes_every_wheel_s_scripts():
+    wheel = wheels._read(RAW, "demo", "1.0", "demo-1.0-py3-none-any.whl", SHA)
+    for template in (CLASSIC, NEW):
+        made = wheels.installed([wheel], "3.13", template)
+        sha = hashlib.sha256(wheels.launcher("demo.cli:main.run", template)).hexdigest()
+        assert made.paths[f"{wheels.VENV}/bin/demo-run"][2] == sha
+    files, base, exp, small = _image(NEW)  # scripts written by pip 26, judged as pip 25 would write them
+    classic = wheels.launcher("demo.cli:main.run", CLASSIC)
+    files[f"{wheels.VENV}/bin/demo-run"] = Have("f", 0o755, 0, 0, hashlib.sha256(classic).hexdigest(), len(classic))
+    found = _findings(files, base, exp, small)
+    said = f"/{wheels.VENV}/bin/demo-run: differs from pip (installing wheel demo 1.0)"
+    assert any(f.startswith(said) for f in found), found

@@ -5,19 +5,21 @@ image must hold for it: each file of the wheel where pip installs it into the ve
 for a venv, its shebang fix for scripts, 0755 for what the zip marks executable, else 0644), plus
 what pip writes itself: INSTALLER, RECORD, the console scripts the wheel's entry points name
 (pip's launcher text, run as the venv's python) and, where it writes them, REQUESTED and
-direct_url.json (generated.py lists those, and rules.py judges them against the wheel).
+direct_url.json (generated.py lists those, and piprules.py judges them against the wheel).
 
 Only each wheel's file list is kept in the user's cache (by the wheel's SHA-256); the wheels
 themselves are kept where host.fetch keeps what it downloads."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import configparser
 import hashlib
 import io
 import json
 import posixpath
+import textwrap
 import zipfile
 from dataclasses import dataclass, field
 
@@ -27,7 +29,7 @@ from rocmforge.shared.files import atomic_write, user_cache
 
 VENV = "opt/rocmforge/venv"  # where python-env's builder stage makes the venv (templates/kinds/python-env.j2)
 PYTHON = f"/{VENV}/bin/python"  # the interpreter pip runs as there: what it writes into shebangs
-FORMAT = 1  # bump when what a cached file list holds changes
+FORMAT = 2  # bump when what a cached file list holds changes
 INSTALLER = b"pip\n"
 
 
@@ -41,6 +43,8 @@ class Wheel:
     sha256: str  # of the wheel
     files: dict[str, tuple[str, int, bool]]  # zip path -> (sha256 as installed, size, executable)
     scripts: dict[str, str]  # console and gui scripts: name -> "module:attr"
+    shebang: str = PYTHON  # the interpreter pip ran as
+    template: str | None = None  # a pip wheel's: the launcher template that pip writes scripts with
 
     @property
     def what(self) -> str:
@@ -54,7 +58,8 @@ class Installed:
     paths: dict[str, tuple[str, int, str, str]] = field(default_factory=dict)  # rel -> (type, mode, sha256, source)
     roots: set[str] = field(default_factory=set)  # the wheels' top-level paths: nothing else may be below them
     records: dict[str, tuple[Wheel, str, dict[str, str]]] = field(default_factory=dict)
-    # ^ a dist-info's RECORD path -> (its wheel, its site-packages, RECORD row path -> "sha256=...,size")
+    # ^ a dist-info's RECORD path -> (its wheel, its site-packages, RECORD row path -> "sha256=...,size",
+    #   or "": the image's own file's, for a script no known pip template regenerates)
 
 
 def record_hash(sha256_hex: str) -> str:
@@ -62,18 +67,50 @@ def record_hash(sha256_hex: str) -> str:
     return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(sha256_hex)).rstrip(b"=").decode()
 
 
-def launcher(entry: str, python: str = PYTHON) -> bytes:
-    """The console script pip writes for an entry point ("module:attr [extras]") with distlib's
-    template, the shebang naming the interpreter pip ran as."""
+def launcher(entry: str, template: str, python: str = PYTHON) -> bytes:
+    """The console script pip writes for an entry point ("module:attr [extras]") with its launcher
+    template (distlib's way: the shebang naming the interpreter pip ran as, then the template)."""
     module, _, attr = entry.split("[", 1)[0].strip().partition(":")
     attr = attr.strip() or "main"
     return (
-        f"#!{python}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
-        f"from {module.strip()} import {attr.split('.')[0]}\n"
-        "if __name__ == '__main__':\n"
-        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
-        f"    sys.exit({attr}())\n"
+        f"#!{python}\n" + template % {"module": module.strip(), "import_name": attr.split(".")[0], "func": attr}
     ).encode()
+
+
+def _assigned(tree: ast.AST, name: str) -> ast.expr | None:
+    return next(
+        (
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == name for t in n.targets)
+        ),
+        None,
+    )
+
+
+def script_template(z: zipfile.ZipFile) -> str | None:
+    """The launcher template a pip wheel's pip writes console scripts with, read from its own source
+    (the way pip's version does it, never a guess from the number): PipScriptMaker's script_template
+    where pip sets one (a string, or textwrap.dedent of one), else its vendored distlib's
+    SCRIPT_TEMPLATE. None for a wheel that is not pip's."""
+    for path, cls, name in (
+        ("pip/_internal/operations/install/wheel.py", "PipScriptMaker", "script_template"),
+        ("pip/_vendor/distlib/scripts.py", None, "SCRIPT_TEMPLATE"),
+    ):
+        try:
+            tree: ast.AST = ast.parse(z.read(path))
+        except (KeyError, SyntaxError):
+            continue
+        if cls is not None:
+            tree = next(
+                (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls), ast.Module([], [])
+            )
+        value = _assigned(tree, name)
+        if isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "dedent" and value.args:
+            return textwrap.dedent(ast.literal_eval(value.args[0]))
+        if value is not None:
+            return ast.literal_eval(value)
+    return None
 
 
 def _read(raw: bytes, name: str, version: str, file: str, sha256: str) -> Wheel:
@@ -103,7 +140,8 @@ def _read(raw: bytes, name: str, version: str, file: str, sha256: str) -> Wheel:
                 points.read_string(data.decode())
                 for section in ("console_scripts", "gui_scripts"):
                     scripts.update(points[section] if points.has_section(section) else {})
-    return Wheel(name, version, file, sha256, files, scripts)
+        template = script_template(z)
+    return Wheel(name, version, file, sha256, files, scripts, template=template)
 
 
 def wheel(name: str, entry: fetch.LockedWheel, python: str) -> Wheel:
@@ -113,7 +151,8 @@ def wheel(name: str, entry: fetch.LockedWheel, python: str) -> Wheel:
     listed = user_cache("wheels") / f"{digest}.v{FORMAT}.json"
     try:
         d = json.loads(listed.read_text())
-        return Wheel(name, entry.version, d["file"], digest, {k: tuple(v) for k, v in d["files"].items()}, d["scripts"])
+        files = {k: tuple(v) for k, v in d["files"].items()}
+        return Wheel(name, entry.version, d["file"], digest, files, d["scripts"], template=d["template"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     try:
@@ -122,7 +161,8 @@ def wheel(name: str, entry: fetch.LockedWheel, python: str) -> Wheel:
         raise BuildError(f"the locked wheel {name}=={entry.version} cannot be had: {exc}") from None
     file = next(iter(raw))
     found = _read(raw[file], name, entry.version, file, digest)
-    atomic_write(listed, json.dumps({"file": file, "files": found.files, "scripts": found.scripts}).encode())
+    doc = {"file": file, "files": found.files, "scripts": found.scripts, "template": found.template}
+    atomic_write(listed, json.dumps(doc).encode())
     return found
 
 
@@ -150,8 +190,12 @@ def _scheme(w: Wheel, site: str, python: str) -> dict[str, str]:
     return out
 
 
-def installed(wheels: list[Wheel], python: str) -> Installed:
-    """What pip installing wheels into the venv (CPython python, "3.13") makes."""
+def installed(wheels: list[Wheel], python: str, template: str | None = None) -> Installed:
+    """What pip installing wheels into the venv (CPython python, "3.13") makes. template: the
+    launcher template of the pip that runs the install (the venv's own, read from its wheel), which
+    regenerates the console scripts; without it (a venv whose pip rocmforge cannot read) the
+    scripts are left to the builder stage's record, and RECORD's rows for them must name the
+    image's own files."""
     site = f"{VENV}/lib/python{python}/site-packages"
     out = Installed()
     for w in wheels:
@@ -175,7 +219,10 @@ def installed(wheels: list[Wheel], python: str) -> Installed:
         )
         out.paths[f"{dist_info}/RECORD"] = ("f", 0o644, "", pip)  # its rows: the rule regenerates them
         for script, entry in sorted(w.scripts.items()):
-            text = launcher(entry)
+            if template is None:
+                rows[posixpath.relpath(f"{VENV}/bin/{script}", site)] = ""
+                continue
+            text = launcher(entry, template, w.shebang)
             sha = hashlib.sha256(text).hexdigest()
             out.paths[f"{VENV}/bin/{script}"] = ("f", 0o755, sha, f"{pip} (its entry point {script} = {entry})")
             rows[posixpath.relpath(f"{VENV}/bin/{script}", site)] = f"{record_hash(sha)},{len(text)}"
