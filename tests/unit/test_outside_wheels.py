@@ -7,11 +7,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import tarfile
 import zipfile
 
 import pytest
 
-from rocmforge.verify.outside import account, wheels
+from rocmforge.verify.outside import account, debs, wheels
 from rocmforge.verify.outside.expected import Expected, Want
 from rocmforge.verify.outside.imagefs import Have
 
@@ -161,6 +162,19 @@ def test_direct_url_json_names_the_locked_wheel(url, said):
     assert found == ([] if said is None else [f"/{rel}: {said}-none-any.whl at its locked sha256"]), found
 
 
+def _deb(files: dict[str, bytes]) -> bytes:
+    """A .deb (ar) whose data.tar holds files."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"./{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    data = buf.getvalue()
+    header = f"{'data.tar/':<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
+    return b"!<arch>\n" + header + data + (b"\n" if len(data) % 2 else b"")
+
+
 # pip 26's own launcher template, as pip/_internal/operations/install/wheel.py sets it
 NEW = (
     "import sys\nfrom %(module)s import %(import_name)s\nif __name__ == '__main__':\n"
@@ -222,3 +236,41 @@ def test_the_installing_pip_s_template_writes_every_wheel_s_scripts():
     found = _findings(files, base, exp, small)
     said = f"/{wheels.VENV}/bin/demo-run: differs from pip (installing wheel demo 1.0)"
     assert any(f.startswith(said) for f in found), found
+
+
+def test_the_venv_s_own_pip_is_the_wheel_its_debian_package_ships(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    pip = _zip(
+        {
+            "pip/__init__.py": (b"", 0o644),
+            "pip/_internal/operations/install/wheel.py": (PIP_MAKER, 0o644),
+            "pip-25.1.dist-info/entry_points.txt": (
+                b"[console_scripts]\npip = pip._internal.cli.main:main\n"
+                b"pip3 = pip._internal.cli.main:main\n"
+                b"pip3.11 = pip._internal.cli.main:main\n",
+                0o644,
+            ),
+        }
+    )
+    name = "usr/share/python-wheels/pip-25.1-py3-none-any.whl"
+    listed = {name: debs.DebFile("f", 0o644, 0, 0, len(pip), hashlib.sha256(pip).hexdigest(), "")}
+    deb = debs.DebContents("python3-pip-whl", "25.1+dfsg-1", "d" * 64, listed, {})
+    found = wheels.venv_pip(deb, lambda: _deb({name: pip}))
+    assert found is not None and (found.name, found.version, found.sha256) == ("pip", "25.1", listed[name].sha256)
+    assert found.template == NEW
+    made = wheels.installed([found], "3.13", found.template)
+    # as pip names its own scripts, for this python (the wheel's pip3.11 dropped)
+    assert sorted(p.rpartition("/")[2] for p in made.paths if p.startswith(f"{wheels.VENV}/bin/")) == [
+        "pip",
+        "pip3",
+        "pip3.13",
+    ]
+    script = made.paths[f"{wheels.VENV}/bin/pip3.13"]
+    launched = wheels.launcher("pip._internal.cli.main:main", NEW, f"{wheels.PYTHON}3")
+    assert launched.startswith(
+        b"#!/opt/rocmforge/venv/bin/python3\nimport sys\nfrom pip._internal.cli.main import main\n"
+    )
+    assert script[2] == hashlib.sha256(launched).hexdigest()
+    assert "in package python3-pip-whl 25.1+dfsg-1, installed by ensurepip" in script[3]
+    assert wheels.venv_pip(deb, lambda: b"") == found  # the second time from the cache
+    assert wheels.venv_pip(debs.DebContents("x", "1", "e" * 64, {}, {}), lambda: b"") is None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from rocmforge.define.kinds import WheelsFetch
 from rocmforge.host import aptsources
 from rocmforge.render.plan import BuildPlan, TargetPlan
+from rocmforge.resolve import lockfile
 from rocmforge.resolve.image_packages import expected_packages
 from rocmforge.shared.errors import BuildError
 from rocmforge.shared.files import atomic_write, user_cache
@@ -159,18 +160,37 @@ def _stage_outputs(tp: TargetPlan) -> dict[str, Want]:
     }
 
 
-def _locked_wheels(plan: BuildPlan, tps: list[TargetPlan], paths: dict[str, Want]) -> wheels.Installed:
-    """Puts what the locked wheels of the chain's venvs install into paths, in place of what the
-    builder stage recorded for them: below a wheel's top-level paths only its files, what pip
-    writes for it (judged by generated.py's rules) and byte-compiled files stay."""
+def _venv_pip(plan: BuildPlan, tp: TargetPlan, component: str, exp: Expected) -> wheels.Wheel | None:
+    """The pip the venv's own ensurepip installs, when it comes from a locked Debian package
+    (python3-pip-whl in the builder stage's image, on a stack whose venv is Debian's python3)."""
+    stack = plan.matrix.stacks[tp.stack]
+    if not stack.base.bootstrap or stack.python_bin != "/usr/bin/python3":
+        return None
+    pins = dict(plan.lock.base(tp.stack).packages or {})
+    pins.update(lockfile.builder_image_pins(plan.lock, plan.matrix, tp.name, component)[0])
+    if "python3-pip-whl" not in pins:
+        return None
+    version = pins["python3-pip-whl"]
+    src, pool, sha = debs.locate(exp.sources, {"python3-pip-whl": version}, exp.locked_debs)["python3-pip-whl"]
+    deb = debs.contents(src, pool, sha, "python3-pip-whl", version)
+    return wheels.venv_pip(deb, lambda: debs.download(src, pool, sha))
+
+
+def _locked_wheels(plan: BuildPlan, tps: list[TargetPlan], paths: dict[str, Want], exp: Expected) -> None:
+    """Puts what the locked wheels of the chain's venvs install (and the venv's own pip, from its
+    Debian package) into paths, in place of what the builder stage recorded for them: below a
+    wheel's top-level paths only its files, what pip writes for it (judged by generated.py's rules)
+    and byte-compiled files stay."""
     found = wheels.Installed()
     for tp in tps:
         for item in tp.fetches:
             if isinstance(item, WheelsFetch):
                 locked = plan.lock.python.get(item.component) or {}
-                made = wheels.installed(
-                    [wheels.wheel(n, e, item.python) for n, e in sorted(locked.items())], item.python
-                )
+                pinned = [wheels.wheel(n, e, item.python) for n, e in sorted(locked.items())]
+                own = _venv_pip(plan, tp, item.component, exp)  # it runs the install: its template
+                if own is not None and "pip" not in locked:  # (a pip the lock pins replaces it)
+                    pinned.append(own)
+                made = wheels.installed(pinned, item.python, own.template if own else None)
                 found.paths.update(made.paths)
                 found.roots |= made.roots
                 found.records.update(made.records)
@@ -180,7 +200,7 @@ def _locked_wheels(plan: BuildPlan, tps: list[TargetPlan], paths: dict[str, Want
             del paths[rel]
     for rel, (kind, mode, sha, source) in found.paths.items():
         paths[rel] = Want(kind, mode, 0, 0, sha, source)
-    return found
+    exp.records = found.records
 
 
 # -- packages -------------------------------------------------------------------------------------
@@ -216,7 +236,6 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
     for tp in tps:
         paths.update(_context_copies(tp))
         paths.update(_stage_outputs(tp))
-    records = _locked_wheels(plan, tps, paths).records
     pruned = any(plan.matrix.targets[tp.name].prune_archs for tp in tps)
     removed = {}
     policy = plan.matrix.stacks[stack].apt_sources
@@ -226,6 +245,6 @@ def expected(plan: BuildPlan, key: str, keep_archs: tuple[str, ...], sources: li
         for name, line in policy.replace.items():
             written = hashlib.sha256((line + "\n").encode()).hexdigest()
             paths[f"{lists}/{name}"] = Want("f", 0o644, 0, 0, written, "the stack's apt_sources")
-    return Expected(
-        paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed, locked, records, links
-    )
+    exp = Expected(paths, contents, pkgs.packages, base_pkgs, keep_archs, pruned, sources, removed, locked, links=links)
+    _locked_wheels(plan, tps, paths, exp)
+    return exp

@@ -150,18 +150,19 @@ GENERATED = (
             rf"^{re.escape(VENV)}/lib/python3\.\d+/site-packages/[^/]+\.dist-info/(INSTALLER|REQUESTED|RECORD|direct_url\.json)$"
         ),
         "pip-install",
-        "what pip writes into a distribution's .dist-info as it installs a wheel: for a wheel the lock pins, "
-        "INSTALLER is 'pip', REQUESTED empty, direct_url.json names the wheel's file and hash, and RECORD lists the "
-        "wheel's every file with the hash and size read from the wheel (plus pip's own files and byte-compiled ones); "
-        "a distribution the lock does not pin (a builder stage's wheel, the venv's own pip): as its stage recorded it",
+        "what pip writes into a distribution's .dist-info as it installs a wheel: for a wheel the lock pins (or the "
+        "venv's own pip, from the wheel python3-pip-whl ships), INSTALLER is 'pip', REQUESTED empty, direct_url.json "
+        "names the wheel's file and hash, and RECORD lists the wheel's every file with the hash and size read from "
+        "the wheel (plus pip's own files and byte-compiled ones); another distribution (a builder stage's wheel): as "
+        "its stage recorded it",
         "pip_written",
     ),
     Entry(
         re.compile(rf"^{re.escape(VENV)}/bin/[^/]+$"),
         "venv-bin",
-        "the venv's bin, first on PATH: a console script pip writes for an entry point of a wheel the lock pins is "
-        "regenerated (pip's launcher, run as the venv's python) and compared; the rest (the venv's interpreter links "
-        "and activate scripts, its own pip's scripts, torch's twins) as the builder stage recorded it",
+        "the venv's bin, first on PATH: a console script pip writes for an entry point of a wheel the lock pins (or "
+        "of the venv's own pip) is regenerated (pip's launcher, run as the venv's python) and compared; the rest "
+        "(the venv's interpreter links and activate scripts, torch's twins) as the builder stage recorded it",
         "venv_bin",
     ),
     Entry(

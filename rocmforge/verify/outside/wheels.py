@@ -5,7 +5,9 @@ image must hold for it: each file of the wheel where pip installs it into the ve
 for a venv, its shebang fix for scripts, 0755 for what the zip marks executable, else 0644), plus
 what pip writes itself: INSTALLER, RECORD, the console scripts the wheel's entry points name
 (pip's launcher text, run as the venv's python) and, where it writes them, REQUESTED and
-direct_url.json (generated.py lists those, and piprules.py judges them against the wheel).
+direct_url.json (generated.py lists those, and piprules.py judges them against the wheel). The
+venv's own pip, which `python -m venv` installs with ensurepip, is read the same way from the
+wheel its Debian package ships (python3-pip-whl, fetched by the lock's hash like any .deb).
 
 Only each wheel's file list is kept in the user's cache (by the wheel's SHA-256); the wheels
 themselves are kept where host.fetch keeps what it downloads."""
@@ -19,13 +21,16 @@ import hashlib
 import io
 import json
 import posixpath
+import re
 import textwrap
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocmforge.host import fetch
 from rocmforge.shared.errors import BuildError
 from rocmforge.shared.files import atomic_write, user_cache
+from rocmforge.verify.outside import debs
 
 VENV = "opt/rocmforge/venv"  # where python-env's builder stage makes the venv (templates/kinds/python-env.j2)
 PYTHON = f"/{VENV}/bin/python"  # the interpreter pip runs as there: what it writes into shebangs
@@ -44,11 +49,12 @@ class Wheel:
     files: dict[str, tuple[str, int, bool]]  # zip path -> (sha256 as installed, size, executable)
     scripts: dict[str, str]  # console and gui scripts: name -> "module:attr"
     shebang: str = PYTHON  # the interpreter pip ran as
+    origin: str = ""  # where the wheel came from when not the lock's python section
     template: str | None = None  # a pip wheel's: the launcher template that pip writes scripts with
 
     @property
     def what(self) -> str:
-        return f"wheel {self.name} {self.version}"
+        return f"wheel {self.name} {self.version}" + (f" ({self.origin})" if self.origin else "")
 
 
 @dataclass
@@ -190,6 +196,17 @@ def _scheme(w: Wheel, site: str, python: str) -> dict[str, str]:
     return out
 
 
+def _console_scripts(w: Wheel, python: str) -> dict[str, str]:
+    """The console scripts pip writes for w: its entry points, except that pip names its own after
+    the interpreter (pip's get_console_script_specs, as `python -m venv`'s ensurepip --default-pip
+    and a plain install both run it): pip, pipX and pipX.Y, its other pipN entries dropped."""
+    entry = w.scripts.get("pip")
+    if w.name != "pip" or entry is None:
+        return w.scripts
+    kept = {k: v for k, v in w.scripts.items() if not re.fullmatch(r"pip(\d+(\.\d+)?)?", k)}
+    return kept | {"pip": entry, f"pip{python.split('.')[0]}": entry, f"pip{python}": entry}
+
+
 def installed(wheels: list[Wheel], python: str, template: str | None = None) -> Installed:
     """What pip installing wheels into the venv (CPython python, "3.13") makes. template: the
     launcher template of the pip that runs the install (the venv's own, read from its wheel), which
@@ -218,7 +235,7 @@ def installed(wheels: list[Wheel], python: str, template: str | None = None) -> 
             f"{record_hash(hashlib.sha256(INSTALLER).hexdigest())},{len(INSTALLER)}"
         )
         out.paths[f"{dist_info}/RECORD"] = ("f", 0o644, "", pip)  # its rows: the rule regenerates them
-        for script, entry in sorted(w.scripts.items()):
+        for script, entry in sorted(_console_scripts(w, python).items()):
             if template is None:
                 rows[posixpath.relpath(f"{VENV}/bin/{script}", site)] = ""
                 continue
@@ -233,3 +250,32 @@ def installed(wheels: list[Wheel], python: str, template: str | None = None) -> 
             out.paths.setdefault(parent, ("d", 0o755, "", out.paths[rel][3]))
             parent = parent.rpartition("/")[0]
     return out
+
+
+def venv_pip(deb: debs.DebContents, raw: Callable[[], bytes]) -> Wheel | None:
+    """The pip `python -m venv` puts into the venv (ensurepip, from the wheel deb ships in
+    usr/share/python-wheels; raw() gives the .deb's bytes), as ensurepip installs it: by that
+    pip itself, run as the venv's python3 (venv's own interpreter path, which the scripts' shebang
+    names). None when deb ships no pip wheel."""
+    name = next((p for p in deb.files if re.fullmatch(r"usr/share/python-wheels/pip-[^/]+\.whl", p)), None)
+    if name is None:
+        return None
+    file = name.rsplit("/", 1)[1]
+    listed = user_cache("wheels") / f"{deb.sha256}.{file}.v{FORMAT}.json"
+    try:
+        d = json.loads(listed.read_text())
+        files, scripts, template = {k: tuple(v) for k, v in d["files"].items()}, d["scripts"], d["template"]
+    except (OSError, ValueError, KeyError, TypeError):
+        members = debs.ar_members(raw())
+        data = next(n for n in members if n.startswith("data.tar"))
+        with debs.open_tar(data, members[data]) as tf:
+            member = next((m for m in tf if debs.rel_path(m.name) == name), None)
+            held = tf.extractfile(member) if member is not None else None
+            if held is None:
+                raise BuildError(f"{deb.package}'s .deb lists {name} and holds no such file") from None
+            found = _read(held.read(), "pip", "", file, deb.files[name].sha256)
+        files, scripts, template = found.files, found.scripts, found.template
+        atomic_write(listed, json.dumps({"files": files, "scripts": scripts, "template": template}).encode())
+    version = file.split("-")[1]
+    origin = f"in package {deb.package} {deb.version}, installed by ensurepip"
+    return Wheel("pip", version, file, deb.files[name].sha256, files, scripts, f"{PYTHON}3", origin, template)
