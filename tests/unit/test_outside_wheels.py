@@ -114,6 +114,20 @@ def test_an_edited_file_with_its_record_row_rewritten_fails_on_both():
     ), found
 
 
+def test_every_rewritten_record_row_is_named():
+    files, base, exp, small = _image()
+    rows = {}
+    for name, edited in (("demo/__init__.py", b"import os\n"), ("demo/_native.so", b"\x7fELF!")):
+        rel = f"{SITE}/{name}"
+        files[rel] = Have("f", exp.paths[rel].mode, 0, 0, hashlib.sha256(edited).hexdigest(), len(edited))
+        rows[name] = f"{name},{wheels.record_hash(files[rel].data)},{len(edited)}"
+    record = small[f"{SITE}/demo-1.0.dist-info/RECORD"].decode().splitlines()
+    small[f"{SITE}/demo-1.0.dist-info/RECORD"] = "\n".join(rows.get(ln.split(",")[0], ln) for ln in record).encode()
+    found = [f for f in _findings(files, base, exp, small) if f.startswith(f"/{SITE}/demo-1.0.dist-info/RECORD: ")]
+    assert len(found) == 1 and found[0].count("; records ") == 1, found
+    assert "records demo/__init__.py as sha256=" in found[0] and "records demo/_native.so as sha256=" in found[0]
+
+
 @pytest.mark.parametrize(
     "rel, have, said",
     [

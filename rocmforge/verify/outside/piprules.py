@@ -72,18 +72,19 @@ class PipRules:
 
     def _record(self, text: str, wheel: Wheel, site: str, rows: dict[str, str], dist_info: str) -> str | None:
         """RECORD as pip writes it for the wheel: each of its files with the hash and size read from
-        the wheel, pip's own files with theirs, byte-compiled files of its sources without."""
+        the wheel, pip's own files with theirs, byte-compiled files of its sources without. Every
+        row that is not is named ("; " between them)."""
         got = {row[0]: ",".join(row[1:3]) for row in csv.reader(io.StringIO(text)) if row}
+        wrong: list[str] = []
         for path, want in sorted(rows.items()):
             if path not in got:
-                return f"does not list {path}, which {wheel.what} ships"
-            if want == "":  # a script no known pip template regenerates: the builder stage's record judges it
+                wrong.append(f"does not list {path}, which {wheel.what} ships")
+            elif want == "":  # a script no known pip template regenerates: the builder stage's record judges it
                 have = self.files.get(posixpath.normpath(f"{site}/{path}"))
                 if have is None or got[path] != f"{record_hash(have.data)},{have.size}":
-                    return f"records {path} as {got[path]}, which is not the image's file"
-                continue
-            if got[path] != want:
-                return f"records {path} as {got[path]}, {wheel.what} has {want}"
+                    wrong.append(f"records {path} as {got[path]}, which is not the image's file")
+            elif got[path] != want:
+                wrong.append(f"records {path} as {got[path]}, {wheel.what} has {want}")
         for path, value in sorted(got.items()):
             target = posixpath.normpath(f"{site}/{path}")
             folder, _, name = target.rpartition("/")
@@ -94,10 +95,10 @@ class PipRules:
                     and path not in rows
                     and (have is None or value != f"{record_hash(have.data)},{have.size}")
                 ):
-                    return f"records {path} as {value}, which is not the image's file"
+                    wrong.append(f"records {path} as {value}, which is not the image's file")
                 continue
             source = f"{folder.removesuffix('/__pycache__')}/{name.split('.', 1)[0]}.py"
             if folder.endswith("/__pycache__") and name.endswith(".pyc") and posixpath.relpath(source, site) in rows:
                 continue
-            return f"lists {path}, which neither {wheel.what} nor pip's install writes"
-        return None
+            wrong.append(f"lists {path}, which neither {wheel.what} nor pip's install writes")
+        return "; ".join(wrong) or None
