@@ -26,6 +26,7 @@ pytestmark = pytest.mark.docker
 LIB = "/usr/lib/x86_64-linux-gnu"
 SITE = "/usr/local/lib/python3.13/dist-packages"  # debian13-rocm5.7: Python 3.13
 VENV_SITE = "/opt/rocmforge/venv/lib/python3.13/site-packages"  # hip-python's numpy-env
+PIP = re.escape("25.1.1")  # the pip of debian13-rocm5.7's python3-pip-whl (matrix.lock): the venv's own
 # A file's RECORD hash (urlsafe base64 of its sha256, unpadded), as a shell word: $(record_hash FILE)
 RECORD_HASH = (
     "python3 -c \"import base64,hashlib,sys; d=open(sys.argv[1],'rb').read();"
@@ -168,6 +169,35 @@ TAMPERING = [
             rf"^{re.escape(VENV_SITE)}/numpy/version\.py: content differs from wheel numpy 2\.3\.5 ",
             rf"^{re.escape(VENV_SITE)}/numpy-2\.3\.5\.dist-info/RECORD: records numpy/version\.py as sha256=\S+, "
             r"wheel numpy 2\.3\.5 has sha256=",
+        ),
+        target="hip-python",
+    ),
+    # -- the venv's own pip, read from the wheel its Debian package ships ------------------------
+    Tampering(
+        "venv-pip-file-edited-record-rewritten",
+        f"cd {VENV_SITE} && echo 'import os' >> pip/__init__.py"
+        f' && row="pip/__init__.py,sha256=$({RECORD_HASH} pip/__init__.py),$(stat -c %s pip/__init__.py)"'
+        ' && sed -i "s|^pip/__init__\\.py,.*|$row|" pip-*.dist-info/RECORD',
+        (
+            rf"^{re.escape(VENV_SITE)}/pip/__init__\.py: content differs from wheel pip {PIP} \(in package "
+            rf"python3-pip-whl {PIP}\S*, installed by ensurepip\) ",
+            # (one finding per RECORD: the next row's edit to it comes first, "; " between them)
+            rf"^{re.escape(VENV_SITE)}/pip-{PIP}\.dist-info/RECORD: (.*; )?records pip/__init__\.py as sha256=\S+, "
+            rf"wheel pip {PIP} \(in package python3-pip-whl \S+, installed by ensurepip\) has sha256=",
+        ),
+        target="hip-python",
+    ),
+    Tampering(
+        "venv-pip-script-edited-record-rewritten",
+        "cd /opt/rocmforge/venv/bin && echo 'import os' >> pip3"
+        f' && row="../../../bin/pip3,sha256=$({RECORD_HASH} pip3),$(stat -c %s pip3)"'
+        f' && sed -i "s|^\\.\\./\\.\\./\\.\\./bin/pip3,.*|$row|" {VENV_SITE}/pip-*.dist-info/RECORD',
+        (
+            rf"^/opt/rocmforge/venv/bin/pip3: differs from pip \(installing wheel pip {PIP} \(in package "
+            r"python3-pip-whl \S+, installed by ensurepip\)\) "
+            r"\(its entry point pip3 = pip\._internal\.cli\.main:main\)$",
+            rf"^{re.escape(VENV_SITE)}/pip-{PIP}\.dist-info/RECORD: records \.\./\.\./\.\./bin/pip3 as sha256=\S+, "
+            rf"wheel pip {PIP} \(in package python3-pip-whl \S+, installed by ensurepip\) has sha256=",
         ),
         target="hip-python",
     ),
