@@ -34,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocmforge.assemble import engine  # noqa: E402
+from rocmforge.assemble import buildstream, engine  # noqa: E402
 from rocmforge.render.plan import load_plan  # noqa: E402
 from rocmforge.resolve import lockfile  # noqa: E402
 from rocmforge.workflow.pipeline import Pipeline  # noqa: E402
@@ -98,7 +98,7 @@ def warm_docker_build(matrix: Path, target: str, change) -> float:
     made: list[str] = []
 
     def context():  # the same files `build.py context` writes
-        return engine.context_tar(Pipeline(Project(matrix, matrix.parent / "state")).context(target), None)
+        return buildstream.context_tar(Pipeline(Project(matrix, matrix.parent / "state")).context(target), None)
 
     def build(ctx) -> float:
         t0 = time.perf_counter()
@@ -106,7 +106,7 @@ def warm_docker_build(matrix: Path, target: str, change) -> float:
             if "error" in chunk:
                 raise SystemExit(f"docker build failed: {chunk['error']}")
             for line in chunk.get("stream", "").splitlines():
-                if engine.STEP_IMAGE_RE.match(line):
+                if buildstream.STEP_IMAGE_RE.match(line):
                     made.append(line.split()[-1])
         return time.perf_counter() - t0
 

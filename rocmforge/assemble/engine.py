@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import io
-import re
-import tarfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocmforge.assemble import steplock
-from rocmforge.host import aptmirror, aptsources, engines, registrybase
+from rocmforge.assemble import buildstream, steplock
+from rocmforge.assemble.buildstream import BuildRequest, BuildTrace
+from rocmforge.host import aptmirror, aptsources, builders, engines, registrybase
 from rocmforge.host.enginebase import EngineError
-from rocmforge.render.contexts import CA_PLACEHOLDER
 from rocmforge.render.dockerfile import TrailingLabels
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
@@ -24,11 +21,8 @@ from rocmforge.shared.errors import BuildError, UserError
 if TYPE_CHECKING:
     from collections.abc import Callable, Set
 
+    from rocmforge.host.builders import Builder
     from rocmforge.host.engines import Engine
-
-STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-STEP_IMAGE_RE = re.compile(r"^ ---> ([0-9a-f]{12})$")  # the image a finished step left
-ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def connect() -> Engine:
@@ -40,31 +34,6 @@ def image_id(client: Engine, ref: str) -> str | None:
     """The image's identity (its config digest) on any store; None when ref names no image. Use
     ref, not this, to name the image to the engine: the containerd store knows it by manifest."""
     return client.identity(ref)
-
-
-def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
-    """The build context as a tar with fixed owners and mtimes, so checkout mtimes never leak in.
-    The CA bundle, when given, fills the placeholder that only builder stages read."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        dirs: set[str] = set()
-        for rel in sorted(files):
-            data = files[rel]
-            if rel == CA_PLACEHOLDER and ca_bundle is not None:
-                data = ca_bundle.read_bytes()
-            parts = rel.split("/")[:-1]
-            for i in range(1, len(parts) + 1):
-                d = "/".join(parts[:i])
-                if d not in dirs:
-                    dirs.add(d)
-                    info = tarfile.TarInfo(d)
-                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
-                    tar.addfile(info)
-            info = tarfile.TarInfo(rel)
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    return buf
 
 
 def final_base(client: Engine, tp: TargetPlan, *, fetch: bool = True) -> str | None:
@@ -108,10 +77,12 @@ def build(
     tag: str | None = None,
     nocache: bool = False,
     made: list[str] | None = None,
+    builder: Builder | None = None,
 ) -> RawBuild:
-    """Build tp; returns the (raw, not yet normalised) image, tagged `tag` (default: a
-    temporary tag). The caller moves the real tags after normalising, then discards `made`: the
-    image of every step (every stage's, not only the last stage's), which this function discards
+    """Build tp with builder (default: the engine's classic builder); returns the (raw, not yet
+    normalised) image, tagged `tag` (default: a temporary tag). The caller moves the real tags after
+    normalising, then discards `made`: the image of every step (every stage's, not only the last
+    stage's; BuildKit makes none, so there it is the raw image alone), which this function discards
     itself when the build fails or is interrupted."""
     with steplock.building():  # our step images may be another build's cache hits, and theirs ours
         return _build(
@@ -124,6 +95,7 @@ def build(
             tag=tag,
             nocache=nocache,
             made=[] if made is None else made,
+            builder=builder or builders.ClassicBuilder(client),
         )
 
 
@@ -144,41 +116,20 @@ def merged_steps(tp: TargetPlan) -> int:
     return given.count if given else 0
 
 
+def labelled(dockerfile: bytes, labels: dict[str, str]) -> bytes:
+    """The Dockerfile with labels set by one more LABEL instruction (a step in its history on
+    every builder, as the classic builder records the labels it is given)."""
+    if not labels:
+        return dockerfile
+    text = dockerfile.decode()
+    line = "LABEL " + " ".join(f'{k}="{v}"' for k, v in labels.items())
+    return (text + ("" if text.endswith("\n") else "\n") + line + "\n").encode()
+
+
 def history_steps(tp: TargetPlan) -> list[str]:
     """The image's own history entries, as rocmforge words them on every engine (render.dockerfile)."""
     labels = " ".join(f"{k}={v}" for k, v in build_labels(tp).items())
     return [*tp.steps, f"LABEL {labels}"]
-
-
-@dataclass(frozen=True)
-class BuildRequest:
-    """One call of the engine's build API: what it is given."""
-
-    name: str
-    content_tag: str
-    context: dict[str, bytes]  # the target's files and the fetched inputs
-    tag: str
-    labels: dict[str, str]
-    buildargs: dict[str, str]
-    nocache: bool
-    ca_bundle: Path | None
-    log_path: Path
-
-
-@dataclass
-class BuildTrace:
-    """What the build's output named as it went: on a failure or an interrupt, the step in progress
-    is stopped from it and the step images are discarded from it."""
-
-    made: list[str]  # the image of every step, in order
-    reused: set[str] = field(default_factory=set)  # cache hits: an earlier build's, not ours to discard
-    running: list[str] = field(default_factory=list)  # the container of the step in progress (last)
-    step: str = "(before the first step)"
-    image_id: str | None = None
-    error: str | None = None
-
-    def ours(self) -> list[str]:
-        return [m for m in self.made if m not in self.reused]
 
 
 def _build(
@@ -192,6 +143,7 @@ def _build(
     tag: str | None,
     nocache: bool,
     made: list[str],
+    builder: Builder,
 ) -> RawBuild:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
@@ -215,16 +167,21 @@ def _build(
     if given:  # the classic builder makes a step of each label it is given: one LABEL line instead
         files["Dockerfile"] = given.with_labels(labels).encode()
         labels = {}
+    elif not builder.makes_step_images:  # BuildKit sets labels it is given with no history entry
+        files["Dockerfile"] = labelled(files["Dockerfile"], labels)
+        labels = {}
     request = BuildRequest(
-        tp.name, tp.content_tag, files, tag or raw_tag(tp), labels, buildargs, nocache, ca_bundle, log_path
+        tp.name, tp.content_tag, files, tag or raw_tag(tp), labels, buildargs, nocache, ca_bundle, log_path, builder
     )
     trace = BuildTrace(made)
     try:
-        _stream_build(client, request, trace, progress)
+        buildstream.run_logged(request, trace, progress)
     except BaseException:
         # Ctrl-C: the classic builder goes on when the client hangs up (it would commit the step,
         # finish the build and tag it), so the step in progress is killed; the build then fails there.
-        _stop_step(client, trace)
+        # (BuildKit's CLI is stopped as its stream is closed.)
+        if builder.makes_step_images:
+            _stop_step(client, trace)
         discard(client, trace.ours())
         raise
     if trace.error or not trace.image_id:
@@ -262,51 +219,6 @@ def _stop_step(client: Engine, trace: BuildTrace, wait: float = 5.0) -> None:
             break
         time.sleep(0.25)
     time.sleep(1)  # the builder fails the step and removes the container (forcerm)
-
-
-def _stream_build(client: Engine, req: BuildRequest, trace: BuildTrace, progress: Callable[[str], None]) -> None:
-    try:
-        _stream_build_logged(client, req, trace, progress)
-    except OSError as exc:  # a full disk under the log: a write names no path, so say which
-        if exc.errno is not None and exc.filename is None:
-            exc.filename = str(req.log_path)
-        raise
-
-
-def _stream_build_logged(client: Engine, req: BuildRequest, trace: BuildTrace, progress: Callable[[str], None]) -> None:
-    cached = False
-    started = time.monotonic()
-    with open(req.log_path, "w", encoding="utf-8", buffering=1) as log:  # line by line: people tail it
-        log.write(f"# rocmforge build {req.name} -> {req.content_tag}\n")
-        stream = client.build(
-            context_tar(req.context, req.ca_bundle),
-            tag=req.tag,
-            labels=req.labels,
-            buildargs=req.buildargs,
-            nocache=req.nocache,
-        )
-        for chunk in stream:
-            if "stream" in chunk:
-                text = ANSI_RE.sub("", chunk["stream"])
-                log.write(text)
-                for line in text.splitlines():
-                    if line.startswith(" ---> Running in "):
-                        trace.running.append(line.split()[-1])
-                    if STEP_IMAGE_RE.match(line):
-                        trace.made.append(line.split()[-1])
-                        if cached:
-                            trace.reused.add(trace.made[-1])
-                    cached = line.strip() == "---> Using cache"
-                    m = STEP_RE.match(line.strip())
-                    if m:
-                        trace.step = line.strip()
-                        progress(trace.step)
-            if "aux" in chunk and "ID" in chunk["aux"]:
-                trace.image_id = chunk["aux"]["ID"]
-            if "error" in chunk:
-                trace.error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-                log.write(f"ERROR: {trace.error}\n")
-        log.write(f"# finished in {time.monotonic() - started:.1f}s\n")
 
 
 def discard(client: Engine, made: list[str]) -> None:

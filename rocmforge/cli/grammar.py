@@ -158,6 +158,14 @@ def build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
         help="only pull from the cache registry (pull requests)",
     )
     p.add_argument(
+        "--builder",
+        dest=f"{prefix}builder",
+        default=None,
+        metavar="auto|classic|buildkit",
+        help="the engine's classic builder, or BuildKit through docker buildx (auto: BuildKit when buildx is "
+        "found); either gives the same image ID (default $ROCMFORGE_BUILDER, else classic)",
+    )
+    p.add_argument(
         "--check-disk",
         dest=f"{prefix}check_disk",
         action="store_true",

@@ -108,5 +108,6 @@ class Invocation:
             cache_registry=self.option("cache_registry"),
             cache_readonly=bool(self.option("cache_readonly")),
             check_disk=bool(self.option("check_disk")),
+            builder=self.option("builder"),
         )
         return Pipeline(self.project, self.progress, options)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmforge.assemble import buildcache, engine, image, inflight
-from rocmforge.host import fetch
+from rocmforge.host import builders, fetch
 from rocmforge.host.engines import Engine, EngineError
 from rocmforge.resolve import bases, bootstrap, inputs
 from rocmforge.shared import background
@@ -39,6 +39,7 @@ class BuildOptions:
     cache_registry: str | None = None  # HOST[:PORT][/NS] of the cache registry, or None
     cache_readonly: bool = False
     check_disk: bool = False
+    builder: str | None = None  # --builder as given; None: $ROCMFORGE_BUILDER, else builders.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,11 @@ class Pipeline:
         """The CA bundle of builder stages (a bad one is a UserError)."""
         return ca_bundle(self.options.ca_bundle)
 
+    @cached_property
+    def chosen(self) -> builders.Chosen:
+        """The builder this run's builds use (a bad choice is a UserError, found without the engine)."""
+        return builders.choose(self.options.builder)
+
     def check_ca(self) -> Path | None:
         """The CA bundle, read now: a bad one, like a bad setting, is refused before anything is built."""
         return self.ca
@@ -90,6 +96,7 @@ class Pipeline:
     # -- the chain of a target ----------------------------------------------------------------
     def build(self, name: str) -> list[BuiltTarget]:
         """Build name and its prerequisites: each is taken from the engine, the cache registry or built."""
+        self.chosen  # noqa: B018 (a bad --builder or a missing buildx is said before the engine is reached)
         connecting = background.Background(engine.connect)  # the engine answers while the plan is made
         self.project.target(name)
         self.project.writable_state()
@@ -265,6 +272,7 @@ class Pipeline:
             tag=raw_tag,
             nocache=nocache,
             made=made,
+            builder=self.chosen.on(client),
         )
         built = time.monotonic()
         base = raw.final_base  # pulled (a registry base) or built before this build started

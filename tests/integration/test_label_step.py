@@ -8,7 +8,7 @@ import uuid
 import pytest
 import yaml
 
-from rocmforge.assemble import engine
+from rocmforge.assemble import buildstream, engine
 from rocmforge.assemble.image.normalise import normalise_image
 from rocmforge.render.plan import load_plan
 from rocmforge.workflow.pipeline import Pipeline
@@ -55,7 +55,7 @@ def test_one_label_step_gives_the_image_of_one_step_per_label(docker_client, tmp
         # label given as rocmforge gave it before: normalised, the same image
         context = Pipeline(Project(matrix, state)).context(name)
         for chunk in docker_client.api.build(
-            fileobj=engine.context_tar(context, None),
+            fileobj=buildstream.context_tar(context, None),
             custom_context=True,
             tag=by_hand,
             labels=engine.build_labels(tp),
@@ -64,7 +64,7 @@ def test_one_label_step_gives_the_image_of_one_step_per_label(docker_client, tmp
         ):
             assert "error" not in chunk, chunk
             for line in chunk.get("stream", "").splitlines():
-                if engine.STEP_IMAGE_RE.match(line):
+                if buildstream.STEP_IMAGE_RE.match(line):
                     made.append(line.split()[-1])
         raw = docker_client.api.history(by_hand)
         assert sum(" LABEL " in (h.get("CreatedBy") or "") for h in raw[:2]) == 2  # two steps on this side
