@@ -47,6 +47,7 @@ class CanonicalResult(LayerResult):
     copyups_dropped: int = 0  # C
     targets_kept: int = 0  # C: equal, kept for a hard link
     whiteouts_dropped: int = 0  # D
+    built_paths: list[bytes] = field(default_factory=list, repr=False, compare=False)  # paths before lowerrules
 
     @classmethod
     def of(cls, res: LayerResult) -> CanonicalResult:
@@ -210,7 +211,7 @@ def canonicalise(path: Path, lower: LowerIndex | None, res: LayerResult) -> Cano
     write when anything changes; nothing of it is held in memory but its names."""
     out = CanonicalResult.of(res)
     plan = _plan(path, lower, out) if lower is not None else _first_plan(path, out)
-    out.paths = _final_paths(out.paths, plan)
+    out.built_paths, out.paths = out.paths, _final_paths(out.paths, plan)
     if not out.changed_by_lower:
         return out
     tmp = path.with_suffix(".lower")

@@ -129,10 +129,49 @@ def _finish_image(
     merged: int = 0,
 ) -> RewrittenImage:
     """The rewritten image whose layers are results (their files: files) under the canonical config."""
+    config, results, files = without_empty_layers(config, results, files)
     cfg_bytes = normalise_config(config, [r.diff_id for r in results], epoch=epoch, steps=steps, merged=merged)
     return RewrittenImage(
         cfg_bytes, "sha256:" + hashlib.sha256(cfg_bytes).hexdigest(), files, results, config, source_layers
     )
+
+
+# The diff ID of a tar with no entries (1024 zero bytes).
+EMPTY_TAR = "sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
+BUILDKIT_STEP = "buildkit.dockerfile.v0"  # the comment BuildKit gives each history entry it writes
+# What BuildKit's layer of a step that changed no file holds: /etc, where it mounts the step's
+# hosts and resolv.conf (the classic builder's containers keep those mount points below the layer).
+BUILDKIT_MOUNT_PATHS = frozenset({b"etc/"})
+
+
+def without_empty_layers(
+    config: dict, results: list[LayerResult], files: list[tuple[str, Path | None, int]]
+) -> tuple[dict, list[LayerResult], list[tuple[str, Path | None, int]]]:
+    """The image without the layers BuildKit commits for steps that changed no file. The classic
+    builder commits no layer for such a step (`RUN true`) and marks its history entry empty_layer;
+    BuildKit commits a layer holding /etc (its mount points), which lowerrules makes empty. Such a
+    layer (BuildKit's history entry, canonically empty, nothing but BUILDKIT_MOUNT_PATHS before
+    lowerrules) is dropped and its history entry marked, so both builders give one config. Nothing
+    else changes: a layer the classic builder made, or one that held anything else, stays (an empty
+    one as well), and a history that does not pair with the layers is left alone."""
+    history = [dict(h) for h in config.get("history") or []]
+    layered = [h for h in history if not h.get("empty_layer")]
+    if len(layered) != len(results):
+        return config, results, files
+    empty = [
+        i
+        for i, (r, h) in enumerate(zip(results, layered))
+        if not r.inherited
+        and h.get("comment") == BUILDKIT_STEP
+        and r.diff_id == EMPTY_TAR
+        and set(getattr(r, "built_paths", r.paths)) <= BUILDKIT_MOUNT_PATHS
+    ]
+    if not empty:
+        return config, results, files
+    for i in empty:
+        layered[i]["empty_layer"] = True
+    keep = [i for i in range(len(results)) if i not in set(empty)]
+    return {**config, "history": history}, [results[i] for i in keep], [files[i] for i in keep]
 
 
 class _Tee:
