@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -167,6 +168,12 @@ def context(inv: Invocation) -> int:
     files = inv.pipeline.context(name)
     for rel, data in sorted(files.items()):
         atomic_write(out / rel, data)
+    # The times rocmforge's own context carries (assemble.buildstream.context_tar): BuildKit's cache
+    # keys ignore file times, so a hand build with the checkout's times would hand a later rocmforge
+    # build COPY layers with those times (a different image ID).
+    for path in sorted(out.rglob("*"), reverse=True):
+        os.utime(path, (0, 0))
+    os.utime(out, (0, 0))
     tp = inv.plan.targets[name]
     print(f"{out}: {len(files)} files; build it with: docker build -t {tp.readable_tag} {out}")
     return 0
