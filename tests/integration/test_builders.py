@@ -1,0 +1,165 @@
+"""Either builder gives the same image (issue 55): a target built with `--builder classic` (the
+engine's own builder, through its API) and with `--builder buildkit` (BuildKit inside the engine,
+through the pinned buildx: tests/buildx.py) normalises to one image ID. BuildKit writes its history,
+its layers and its config its own way and makes no step images; none of that may reach the image
+ID, and a BuildKit build leaves nothing behind either. Each test builds a target of its own name,
+so that it shares nothing with builds that run on the same engine meanwhile."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+import yaml
+
+from rocmforge.render.plan import load_plan
+from tests import buildx
+from tests.conftest import ROOT, run_cli
+from tests.integration.test_build_leftovers import (
+    assert_nothing_left,
+    base,  # noqa: F401 (the fixture: the bootstrapped base)
+    cache_images,
+    engine_state,
+    project,
+)
+
+pytestmark = pytest.mark.docker
+STACK = "debian13-rocm5.7"
+
+# Steps BuildKit records otherwise than the classic builder: a WORKDIR that makes its folder, a RUN
+# that changes nothing, a symlink, a deletion, a COPY into the working directory, ENV and USER.
+SCRATCH_STEPS = "\n".join(
+    [
+        "WORKDIR /opt/rocmforge/work",
+        "RUN true",
+        "RUN mkdir -p /opt/x && printf 'hi\\n' > /opt/x/y && ln -s y /opt/x/z && rm /etc/issue",
+        "COPY probes/archs.py probes/gfxnames.py ./",
+        "ENV SCRATCH_STEP=1",
+        "USER root",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def buildkit_env():
+    """The environment of a BuildKit build: DOCKER_CONFIG naming the pinned buildx's folder."""
+    return {"DOCKER_CONFIG": str(buildx.install())}
+
+
+def probe_project(root, name: str, variants: list | None = None):
+    """tests/integration/test_engines.py's small target (hip-runtime without rocBLAS) under name."""
+    from tests.integration.test_engines import TARGET
+    from tests.integration.test_engines import probe_project as engines_probe
+
+    matrix = engines_probe(root, variants)
+    data = yaml.safe_load(matrix.read_text())
+    data["targets"][name] = data["targets"].pop(TARGET)
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    lock = yaml.safe_load((root / "matrix.lock").read_text())
+    lock["apt"][name] = lock["apt"].pop(TARGET)
+    (root / "matrix.lock").write_text(yaml.safe_dump(lock))
+    return matrix
+
+
+def build_ids(docker_client, matrix, state, name: str, builder: str, env: dict | None = None) -> dict[str, str]:
+    """Builds name (and its variants) with builder; each image's ID by its key."""
+    proc = run_cli(
+        "--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name, "--builder", builder, env=env
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    log = (state / "logs" / f"{name}.log").read_text()
+    assert f"({builder} builder)" in log.splitlines()[0]
+    plan = load_plan(matrix)
+    return {tp.key: docker_client.identity(tp.content_tag) for tp in plan.images_of(name)}
+
+
+def clean(docker_client, matrix, state, name: str) -> None:
+    """`clean --target name`, and the build cache its variants kept (`clean` leaves that)."""
+    from rocmforge.assemble import buildcache
+
+    proc = run_cli("--matrix", str(matrix), "--state-dir", str(state), "clean", "--target", name)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for tp in load_plan(matrix).images_of(name):
+        if tp.variant:
+            buildcache.forget(docker_client.engine, state, tp.key)
+
+
+def test_a_scratch_target_is_one_image_from_either_builder(docker_client, base, buildkit_env, tmp_path):
+    matrix, state, name = project(tmp_path, SCRATCH_STEPS)
+    before = engine_state(docker_client, name)
+    try:
+        classic = build_ids(docker_client, matrix, state, name, "classic")
+        clean(docker_client, matrix, state, name)
+        assert_nothing_left(docker_client, before)
+        kit = build_ids(docker_client, matrix, state, name, "buildkit", buildkit_env)
+        print(f"classic {classic}\nbuildkit {kit}")
+        assert kit == classic
+        # BuildKit makes no step images: its raw image is the build cache it keeps, and nothing else stays.
+        image = docker_client.identity(load_plan(matrix).targets[name].content_tag)
+        assert_nothing_left(docker_client, before, {image} | cache_images(docker_client, state, name))
+    finally:
+        clean(docker_client, matrix, state, name)
+    assert_nothing_left(docker_client, before)
+
+
+def test_the_small_target_and_its_variant_are_one_image_from_either_builder(docker_client, buildkit_env, tmp_path):
+    name = f"bk-probe-{uuid.uuid4().hex[:8]}"
+    matrix = probe_project(tmp_path, name, [["gfx1100"]])
+    state = tmp_path / "state"
+    try:
+        kit = build_ids(docker_client, matrix, state, name, "buildkit", buildkit_env)
+        clean(docker_client, matrix, state, name)
+        classic = build_ids(docker_client, matrix, state, name, "classic")
+        print(json.dumps({"classic": classic, "buildkit": kit}, indent=1))
+        assert len(kit) == 2 and kit == classic
+    finally:
+        clean(docker_client, matrix, state, name)
+
+
+def test_a_failed_buildkit_build_says_where_and_leaves_nothing(docker_client, base, buildkit_env, tmp_path):
+    matrix, state, name = project(tmp_path, "RUN echo about to fail && exit 3")
+    before = engine_state(docker_client, name)
+    proc = run_cli(
+        "--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name, "--builder", "buildkit",
+        env=buildkit_env,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert f"build of {name} failed at Step" in proc.stderr and "exit 3" in proc.stderr.replace("code: 3", "exit 3")
+    assert "about to fail" in (state / "logs" / f"{name}.log").read_text()
+    assert_nothing_left(docker_client, before)
+
+
+def test_hip_runtime_and_its_variants_are_one_image_from_either_builder(
+    docker_client, buildkit_env, monkeypatch, tmp_path
+):
+    """The multi-stage target: its last stage COPYs --from a builder stage on hip-devel. Its images
+    as the classic builder makes them (`build`; up to date where the engine has them), then each
+    built again by BuildKit and normalised under a tag of this test's own: the same image IDs."""
+    from rocmforge.assemble import engine
+    from rocmforge.workflow.pipeline import BuildOptions, Pipeline, Progress
+    from rocmforge.workflow.project import Project
+
+    state = tmp_path / "state"
+    proc = run_cli("--state-dir", str(state), "build", "--target", "hip-runtime")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    monkeypatch.setenv("DOCKER_CONFIG", buildkit_env["DOCKER_CONFIG"])
+    pipe = Pipeline(Project(ROOT / "matrix.yaml", state), Progress(), BuildOptions(builder="buildkit"))
+    client = engine.connect()
+    run = uuid.uuid4().hex[:8]
+    seen = {}
+    for tp in pipe.plan.images_of("hip-runtime"):
+        tag = f"rocmforge-test/buildkit-{tp.key}:{run}"
+        try:
+            with pipe.progress.status(f"{tp.key} with BuildKit") as status:
+                built = pipe.build_image(client, tp, tags=[tag], status=status, raw_tag=f"{tag}-raw", log_name=tag[15:])
+            pipe.discard_raw(client, f"{tag}-raw", built.made)
+            seen[tp.key] = (docker_client.identity(tp.content_tag), built.image_id)
+        finally:
+            for ref in (tag, f"{tag}-raw"):
+                try:
+                    client.remove_image(ref, force=True)
+                except Exception:  # noqa: BLE001 - not made, or gone
+                    pass
+    print(json.dumps(seen, indent=1))
+    assert len(seen) == 3 and all(classic == kit for classic, kit in seen.values()), seen
