@@ -8,14 +8,20 @@ so that it shares nothing with builds that run on the same engine meanwhile."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 import yaml
 
 from rocmforge.render.plan import load_plan
 from tests import buildx
-from tests.conftest import ROOT, run_cli
+from tests.conftest import BUILD_PY, ROOT, interruptible, run_cli
 from tests.integration.test_build_leftovers import (
     assert_nothing_left,
     base,  # noqa: F401 (the fixture: the bootstrapped base)
@@ -163,3 +169,58 @@ def test_hip_runtime_and_its_variants_are_one_image_from_either_builder(
                     pass
     print(json.dumps(seen, indent=1))
     assert len(seen) == 3 and all(classic == kit for classic, kit in seen.values()), seen
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_buildkit_build_stops_its_step_and_leaves_nothing(
+    docker_client, base, buildkit_env, tmp_path, sig
+):
+    """SIGINT reaches buildx too (one process group), SIGTERM only rocmforge, which stops buildx: either
+    way the step's process ends (BuildKit cancels the build) and no image or tag stays."""
+    nonce = f"120.{uuid.uuid4().int % 10**9:09d}"  # sleep's own argument: bash may exec sleep in its place
+    matrix, state, name = project(tmp_path, f"RUN echo start && sleep {nonce}")
+    before = engine_state(docker_client, name)
+    log = state / "logs" / f"{name}.log"
+    proc = subprocess.Popen(
+        [sys.executable, str(BUILD_PY), "--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name,
+         "--builder", "buildkit"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **buildkit_env},
+        preexec_fn=interruptible,
+        start_new_session=True,  # a process group of its own, as a terminal's job
+    )  # fmt: skip
+    try:
+        while not running(nonce):
+            assert proc.poll() is None, f"the build ended before its step ran: {proc.communicate()}"
+            time.sleep(0.2)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, out + err
+    assert "interrupted" in err and "Traceback" not in err, err
+    deadline = time.monotonic() + 60
+    while running(nonce):
+        assert time.monotonic() < deadline, "the interrupted step still runs"
+        time.sleep(1)
+    assert f"sleep {nonce}" in log.read_text()
+    tp = load_plan(matrix).targets[name]
+    assert not docker_client.api.images(name=tp.content_tag.rsplit(":", 1)[0])
+    assert_nothing_left(docker_client, before)
+
+
+def running(nonce: str) -> bool:
+    """A process on this host runs `sleep nonce` (BuildKit's runc runs a step's processes here too)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes() == b"sleep\0" + nonce.encode() + b"\0":
+                return True
+        except OSError:  # gone meanwhile
+            continue
+    return False
