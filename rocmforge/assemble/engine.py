@@ -12,6 +12,7 @@ from rocmforge.assemble import buildstream, steplock
 from rocmforge.assemble.buildstream import BuildRequest, BuildTrace
 from rocmforge.host import aptmirror, aptsources, builders, engines, registrybase
 from rocmforge.host.enginebase import EngineError
+from rocmforge.render import bake
 from rocmforge.render.dockerfile import TrailingLabels
 from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
@@ -101,7 +102,7 @@ def build(
 
 def build_labels(tp: TargetPlan) -> dict[str, str]:
     """The labels a build is given through the API: the builder records them as one more step."""
-    return {"io.rocmforge.content-hash": tp.content_hash}
+    return {bake.HASH_LABEL: tp.content_hash}
 
 
 def given_as_labels(tp: TargetPlan) -> TrailingLabels | None:

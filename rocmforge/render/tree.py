@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rocmforge.render import bake
 from rocmforge.render.plan import BuildPlan
 from rocmforge.shared.files import atomic_write
 
@@ -16,14 +17,16 @@ SHARED_PREFIXES = ("probes/", "tools/")
 
 def expected_tree(plan: BuildPlan) -> dict[str, bytes]:
     """The committed images/ tree: each target's and each variant's (images/NAME-ARCHS/) rendered
-    files, without the shared ones."""
-    return {
+    files, without the shared ones, and the bake file of them all (render.bake)."""
+    tree = {
         f"{tp.key}/{rel}": data
         for name in plan.targets
         for tp in plan.images_of(name)
         for rel, data in tp.files.items()
         if not rel.startswith(SHARED_PREFIXES)
     }
+    tree[bake.FILE] = bake.bake_file(plan)
+    return tree
 
 
 def _existing(out: Path) -> dict[str, Path]:
