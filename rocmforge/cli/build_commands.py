@@ -18,7 +18,7 @@ from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.verify import suites
-from rocmforge.workflow import cleanup, locking
+from rocmforge.workflow import baked, cleanup, locking
 from rocmforge.workflow.project import writable_dir, writable_file
 from rocmforge.workflow.repro_check import verify_repro as run
 
@@ -158,7 +158,7 @@ def context(inv: Invocation) -> int:
     """The folder `docker build` takes by hand: the rendered files, the probes and the fetched inputs."""
     name = inv.required_target()
     out = Path(inv.args.out)
-    inv.project.buildable_target(name)
+    tp = inv.project.buildable_image(name)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(
             "must be an empty folder or not exist yet (nothing is overwritten)", file=str(out), field="--out"
@@ -174,8 +174,20 @@ def context(inv: Invocation) -> int:
     for path in sorted(out.rglob("*"), reverse=True):
         os.utime(path, (0, 0))
     os.utime(out, (0, 0))
-    tp = inv.plan.targets[name]
     print(f"{out}: {len(files)} files; build it with: docker build -t {tp.readable_tag} {out}")
+    return 0
+
+
+def normalise(inv: Invocation) -> int:
+    """`normalise --target KEY`: the image a bake build made, as rocmforge's own build makes it."""
+    key = inv.required_target()
+    tp = inv.project.buildable_image(key)
+    inv.project.writable_state()
+    client = engine.connect()
+    with inv.progress.status(f"{key}: normalising layers and config for a reproducible image ID"):
+        done = baked.normalise(inv.pipeline, client, tp, inv.args.image)
+    how = "pulled and normalised" if done.pulled else "normalised"
+    print(f"{key}: {done.source} {how}: {done.image_id}; tags {tp.content_tag}, {tp.readable_tag}")
     return 0
 
 

@@ -34,6 +34,8 @@ EXAMPLES = {
     "verify-repro": "%(prog)s --target hip-runtime",
     "manifest": "%(prog)s --target hip-runtime",
     "context": "%(prog)s --target hip-runtime --out ctx/ && docker build ctx/",
+    "normalise": "%(prog)s --target hip-runtime   (after `docker buildx bake --file images/docker-bake.json "
+    "hip-runtime`)\n  %(prog)s --target hip-runtime --image registry.example/rocmforge-bake/hip-runtime:TAG",
     "clean": "%(prog)s --target hip-runtime --dry-run",
     "push": "%(prog)s --target hip-runtime --registry ghcr.io/ORG --sign-key cosign.key",
     "pull": "%(prog)s --target hip-runtime\n  %(prog)s ghcr.io/ORG/hip-runtime:TAG --key cosign.pub",

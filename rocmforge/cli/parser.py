@@ -160,10 +160,30 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
     target_option(mf)
     mf.set_defaults(run=build("manifest"))
 
-    cx = command(sub, "context", help="write a target's complete build context to a folder, for `docker build` by hand")
-    target_option(cx)
+    cx = command(
+        sub,
+        "context",
+        help="write a target's complete build context to a folder, for `docker build` or `docker buildx bake`",
+    )
+    target_option(cx, help="a target, or a variant's key (hip-runtime-gfx1100)")
     cx.add_argument("--out", required=True, metavar="DIR", help="the folder (created; must be empty or absent)")
     cx.set_defaults(run=build("context"))
+
+    nm = command(
+        sub,
+        "normalise",
+        help="take a target's image built from images/docker-bake.json (on any builder) and give it "
+        "rocmforge's image ID, tags, manifest and SBOM",
+    )
+    target_option(nm, help="a target, or a variant's key (hip-runtime-gfx1100)")
+    nm.add_argument(
+        "--image",
+        default=None,
+        metavar="REF",
+        help="the image to take, pulled when the engine lacks it (default: the bake file's tag, "
+        "rocmforge-bake/NAME:content-HASH, removed once normalised)",
+    )
+    nm.set_defaults(run=build("normalise"))
 
     cl = command(
         sub,

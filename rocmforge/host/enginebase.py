@@ -116,6 +116,12 @@ class Engine:
         with translated():
             return self.docker.api.inspect_image(ref)
 
+    def history(self, ref: str) -> list[dict]:
+        """The image's history as the engine lists it (`docker history`), newest first: each entry's
+        CreatedBy, Size and Comment; ImageMissing when there is no such image."""
+        with translated():
+            return list(self.docker.api.history(ref))
+
     def find(self, ref: str) -> dict | None:
         """inspect, or None when ref names no image."""
         try:

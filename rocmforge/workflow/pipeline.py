@@ -389,7 +389,8 @@ class Pipeline:
             self.write_manifest(client, own, image_id, report=report)
         return report
 
-    def context(self, name: str) -> dict[str, bytes]:
-        """The complete build context of a target (rendered files, probes, fetched inputs), for `docker build`."""
-        tp = self.project.buildable_target(name)
+    def context(self, key: str) -> dict[str, bytes]:
+        """The complete build context of a target or variant (rendered files, probes, fetched inputs),
+        for `docker build` or `docker buildx bake`."""
+        tp = self.project.buildable_image(key)
         return {**tp.files, **self.fetch_inputs(tp)}

@@ -46,6 +46,15 @@ class Project:
             raise UserError(f"unknown target {name!r}; known: {', '.join(sorted(self.plan.targets))}", field=flag)
         return self.plan.targets[name]
 
+    def buildable_image(self, key: str):
+        """A target's main image by its name, or a variant by its key (hip-runtime-gfx1100), as
+        buildable_target: for the commands that take one image (context, normalise)."""
+        variants = {v.key: v for vs in self.plan.variants.values() for v in vs}
+        if key in self.plan.targets or key not in variants:
+            return self.buildable_target(key)
+        require_resolved(variants[key])
+        return variants[key]
+
     def buildable_target(self, name: str):
         """A target a command will build or needs built: refused while unresolved, without the engine."""
         tp = self.target(name)

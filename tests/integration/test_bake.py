@@ -1,0 +1,76 @@
+"""The bake file (issue 55): `render` writes images/docker-bake.json, `docker buildx bake` builds a
+target from it on the engine's BuildKit (through the pinned buildx: tests/buildx.py), and
+`normalise --target` turns that image into the one rocmforge's own build gives: the same image ID."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from rocmforge.render.plan import load_plan
+from tests.conftest import run_cli
+from tests.integration.test_build_leftovers import (
+    assert_nothing_left,
+    base,  # noqa: F401 (the fixture: the bootstrapped base)
+    engine_state,
+    project,
+)
+from tests.integration.test_builders import SCRATCH_STEPS, build_ids, buildkit_env, clean  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.docker
+
+
+def test_a_bake_build_normalises_to_the_image_rocmforge_builds(docker_client, base, buildkit_env, tmp_path):
+    matrix, state, name = project(tmp_path, SCRATCH_STEPS)
+    root = matrix.parent
+    tp = load_plan(matrix).targets[name]
+    bake_tag = f"rocmforge-bake/{name}:content-{tp.content_hash[:12]}"
+    before = engine_state(docker_client, name)
+    cli = ("--matrix", str(matrix), "--state-dir", str(state))
+    try:
+        own = build_ids(docker_client, matrix, state, name, "classic")[name]
+        clean(docker_client, matrix, state, name)
+        assert docker_client.identity(tp.content_tag) is None
+
+        proc = run_cli(*cli, "render")
+        assert proc.returncode == 0, proc.stderr
+        target = json.loads((root / "images" / "docker-bake.json").read_text())["target"][name]
+        assert target["tags"] == [bake_tag] and target["labels"] == {"io.rocmforge.content-hash": tp.content_hash}
+        proc = run_cli(*cli, "context", "--target", name, "--out", str(root / target["context"]))
+        assert proc.returncode == 0, proc.stderr
+        # bake reads the file's paths from the folder it runs in: the project's
+        baked = subprocess.run(
+            ["docker", "buildx", "bake", "--file", "images/docker-bake.json", "--progress", "plain", name],
+            cwd=root,
+            env={**os.environ, **buildkit_env},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert baked.returncode == 0, baked.stderr[-3000:]
+        raw = docker_client.identity(bake_tag)
+        assert raw and raw != own  # BuildKit's own image: its times, its history
+
+        proc = run_cli(*cli, "normalise", "--target", name)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        print(proc.stdout)
+        assert docker_client.identity(tp.content_tag) == own, (own, proc.stdout)
+        assert docker_client.identity(tp.readable_tag) == own
+        assert own in proc.stdout
+        assert docker_client.identity(bake_tag) is None  # taken: the raw image is gone with its tag
+        assert (state / "artifacts" / name / "manifest.json").is_file()
+
+        # an image that is no build of the target's current context (here its base) is refused
+        proc = run_cli(*cli, "normalise", "--target", name, "--image", tp.final_from)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert f"{tp.final_from} is not a build of {name}'s current context" in proc.stderr
+    finally:
+        clean(docker_client, matrix, state, name)
+        try:
+            docker_client.api.remove_image(bake_tag, force=True)
+        except Exception:  # noqa: BLE001 - taken by normalise, or never made
+            pass
+    assert_nothing_left(docker_client, before)
