@@ -7,7 +7,8 @@ own name, so that it shares nothing with builds that run on the same engine mean
 
 Two targets carry the proof: a scratch target with every kind of step BuildKit records otherwise,
 and hip-runtime with its variants (a real ROCm target: a builder stage on hip-devel, a COPY --from
-it, the per-arch pruning; BuildKit's cold builds of its three images take about 130 s here). The
+it, the per-arch pruning; BuildKit's cold builds of its three images take about 130 s here), whose
+gfx1100 variant is then also built from the committed bake file and normalised to the same ID. The
 engine-probe target (hip-runtime without rocBLAS, one stage) proved nothing those two do not, for
 another 105 s of CI, and is left to tests/integration/test_engines.py."""
 
@@ -145,6 +146,32 @@ def test_hip_runtime_and_its_variants_are_one_image_from_either_builder(
                     pass
     print(json.dumps(seen, indent=1))
     assert len(seen) == 3 and all(classic == kit for classic, kit in seen.values()), seen
+
+    # The committed bake file builds a variant (its builder stage FROM hip-devel's content tag) from
+    # the context `context` writes, on BuildKit's cache of the builds above; `normalise` gives its ID.
+    key, bake_file = "hip-runtime-gfx1100", ROOT / "images" / "docker-bake.json"
+    target = json.loads(bake_file.read_text())["target"][key]
+    cli = ("--state-dir", str(state))
+    proc = run_cli(*cli, "context", "--target", key, "--out", str(tmp_path / target["context"]))
+    assert proc.returncode == 0, proc.stderr
+    try:
+        baked = subprocess.run(
+            ["docker", "buildx", "bake", "--file", str(bake_file), "--progress", "plain", key],
+            cwd=tmp_path,  # where bake reads the target's context path from
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert baked.returncode == 0, baked.stderr[-3000:]
+        proc = run_cli(*cli, "normalise", "--target", key)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert seen[key][0] in proc.stdout, (seen[key][0], proc.stdout)
+    finally:
+        for ref in target["tags"]:
+            try:
+                client.remove_image(ref, force=True)
+            except Exception:  # noqa: BLE001 - taken by normalise, or never made
+                pass
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
