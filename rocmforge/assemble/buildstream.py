@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from rocmforge.render.contexts import CA_PLACEHOLDER
+from rocmforge.render.dockerfile import COPIED_DIR_MTIME, copied_dirs
 
 if TYPE_CHECKING:
     from rocmforge.host.builders import Builder
@@ -24,8 +25,10 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
-    """The build context as a tar with fixed owners and mtimes, so checkout mtimes never leak in.
-    The CA bundle, when given, fills the placeholder that only builder stages read."""
+    """The build context as a tar with fixed owners and mtimes, so checkout mtimes never leak in:
+    0, but COPIED_DIR_MTIME for a folder a COPY takes (render.dockerfile.copied_dirs). The CA
+    bundle, when given, fills the placeholder that only builder stages read."""
+    copied = copied_dirs(files["Dockerfile"].decode(), files) if "Dockerfile" in files else set()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
         dirs: set[str] = set()
@@ -39,7 +42,8 @@ def context_tar(files: dict[str, bytes], ca_bundle: Path | None) -> io.BytesIO:
                 if d not in dirs:
                     dirs.add(d)
                     info = tarfile.TarInfo(d)
-                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    info.mtime = COPIED_DIR_MTIME if d in copied else 0
                     tar.addfile(info)
             info = tarfile.TarInfo(rel)
             info.size, info.mode, info.mtime = len(data), 0o644, 0

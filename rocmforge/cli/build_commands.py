@@ -14,6 +14,7 @@ from rocmforge.cli import results, show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.define.matrix import variant_suffix
 from rocmforge.host import registry as registries
+from rocmforge.render.dockerfile import COPIED_DIR_MTIME, copied_dirs
 from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
@@ -168,11 +169,13 @@ def context(inv: Invocation) -> int:
     files = inv.pipeline.context(name)
     for rel, data in sorted(files.items()):
         atomic_write(out / rel, data)
-    # The times rocmforge's own context carries (assemble.buildstream.context_tar): BuildKit's cache
-    # keys ignore file times, so a hand build with the checkout's times would hand a later rocmforge
-    # build COPY layers with those times (a different image ID).
+    # The times rocmforge's own context carries (assemble.buildstream.context_tar: 0, a later time for
+    # a folder a COPY takes): BuildKit's cache keys ignore file times, so a hand build with the
+    # checkout's times would hand a later rocmforge build COPY layers with those times (another image ID).
+    copied = copied_dirs(files["Dockerfile"].decode(), files)
     for path in sorted(out.rglob("*"), reverse=True):
-        os.utime(path, (0, 0))
+        when = COPIED_DIR_MTIME if path.relative_to(out).as_posix() in copied else 0
+        os.utime(path, (when, when))
     os.utime(out, (0, 0))
     print(f"{out}: {len(files)} files; build it with: docker build -t {tp.readable_tag} {out}")
     return 0

@@ -8,6 +8,7 @@ The instruction as the Dockerfile states it is the same on every engine."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _FROM_RE = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?\s*$", re.IGNORECASE)
@@ -131,3 +132,29 @@ def trailing_labels(dockerfile: str) -> TrailingLabels | None:
     for pairs in labels:
         merged.update(pairs)
     return TrailingLabels("\n".join(text_lines[:first]) + "\n", merged, len(labels))
+
+
+# The time a context folder that a COPY (or ADD) takes as a source carries. Docker 28's BuildKit
+# gives the folder such a COPY makes the source folder's time, where the classic builder and
+# BuildKit 0.8 give it the build's time: a time after every epoch, which normalisation clamps to the
+# image's epoch, gives the same folder whichever builder ran (issue 55). Other files and folders of a
+# context carry time 0.
+COPIED_DIR_MTIME = 4102444800  # 2100-01-01T00:00:00Z
+
+
+def copied_dirs(dockerfile: str, paths: Iterable[str]) -> set[str]:
+    """The folders of a context (paths: its files) that the Dockerfile's COPY and ADD instructions
+    take as sources from the context (not --from another stage)."""
+    folders = {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)}
+    found = set()
+    for line in _logical_lines(dockerfile):
+        words = line.split()
+        if len(words) < 3 or words[0].upper() not in ("COPY", "ADD"):
+            continue
+        if any(w.startswith("--from") for w in words[1:]):
+            continue
+        for source in [w for w in words[1:] if not w.startswith("--")][:-1]:
+            name = source.removeprefix("./").strip("/")
+            if name in folders:
+                found.add(name)
+    return found
