@@ -1,6 +1,8 @@
 """The bake file (issue 55): `render` writes images/docker-bake.json, `docker buildx bake` builds a
 target from it on the engine's BuildKit (through the pinned buildx: tests/buildx.py), and
-`normalise --target` turns that image into the one rocmforge's own build gives: the same image ID."""
+`normalise --target` turns that image into the one rocmforge's own build gives: the same image ID,
+also when the bake runs on a second engine (Docker 28's BuildKit, in a container as the engine tests
+run it, reached by DOCKER_HOST as buildx reaches a remote builder)."""
 
 from __future__ import annotations
 
@@ -74,3 +76,46 @@ def test_a_bake_build_normalises_to_the_image_rocmforge_builds(docker_client, ba
         except Exception:  # noqa: BLE001 - taken by normalise, or never made
             pass
     assert_nothing_left(docker_client, before)
+
+
+@pytest.mark.parametrize("other_engine", ["docker28-overlay2"], indirect=True)
+def test_a_bake_build_on_a_second_engine_normalises_to_the_image_rocmforge_builds(
+    docker_client, base, buildkit_env, other_engine, tmp_path
+):
+    """The bake file on another engine's BuildKit (Docker 28's, newer than the host's 0.8), reached
+    as DOCKER_HOST names it, as buildx reaches a remote builder: normalised there, the host's ID."""
+    matrix, state, name = project(tmp_path, SCRATCH_STEPS)
+    root, tp = matrix.parent, load_plan(matrix).targets[name]
+    cli = ("--matrix", str(matrix), "--state-dir", str(state))
+    engine = {**other_engine.env(), **buildkit_env}
+    client = other_engine.client()
+    try:
+        own = build_ids(docker_client, matrix, state, name, "classic")[name]
+        # rocmforge's build there first (it brings the bootstrapped base the Dockerfile starts FROM)
+        assert run_cli(*cli, "build", "--target", name, env=engine).returncode == 0
+        assert client.identity(tp.content_tag) == own
+        assert run_cli(*cli, "clean", "--target", name, env=engine).returncode == 0
+        assert client.identity(tp.content_tag) is None
+
+        assert run_cli(*cli, "render").returncode == 0
+        target = json.loads((root / "images" / "docker-bake.json").read_text())["target"][name]
+        assert run_cli(*cli, "context", "--target", name, "--out", str(root / target["context"])).returncode == 0
+        baked = subprocess.run(
+            ["docker", "buildx", "bake", "--file", "images/docker-bake.json", "--progress", "plain", name],
+            cwd=root,
+            env={**os.environ, **engine},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert baked.returncode == 0, baked.stderr[-3000:]
+        assert client.identity(target["tags"][0]) not in (None, own)
+        assert docker_client.identity(target["tags"][0]) is None  # built there, not here
+
+        proc = run_cli(*cli, "normalise", "--target", name, env=engine)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        print(f"{other_engine.describe()}: {proc.stdout}")
+        assert client.identity(tp.content_tag) == own and own in proc.stdout
+    finally:
+        run_cli(*cli, "clean", "--target", name, env=engine)
+        clean(docker_client, matrix, state, name)
