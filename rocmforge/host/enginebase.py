@@ -73,6 +73,9 @@ class Engine:
     loads_partial_layouts = False  # an OCI layout may leave out the blobs of layers the engine holds
     loads_added_layers_only = True  # a docker-archive may leave out layers the engine already holds
     store_name = "the engine's store"
+    # An exec's output can come back empty although the command printed (podman's compatible API,
+    # when the command ends before the attach: containers/podman-py#506), so an empty answer is asked again.
+    exec_output_may_be_lost = False
 
     def __init__(self, client: DockerClient, described: engineinfo.EngineInfo):
         self.docker = client  # host/ only: the docker-py client behind this engine

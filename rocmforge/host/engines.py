@@ -61,6 +61,7 @@ class PodmanEngine(Engine):
     loads_partial_layouts = True
     loads_added_layers_only = False
     store_name = "podman storage"
+    exec_output_may_be_lost = True  # seen here: dpkg-query's whole list came back empty, exit 0 (podman 5.8)
 
     def layer_reader(self, image_id: str) -> PodmanStore | None:
         return PodmanStore.of(self.data_root(), self.described.driver)
