@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmforge.assemble import engine
+from rocmforge.assemble import engine, steplock
 from rocmforge.release import attestations as att
 from rocmforge.release import cosign as cosigns
 from rocmforge.release import imageindex, releaserecord, releasestore
@@ -569,12 +569,18 @@ class Small:
                 tar.addfile(info, io.BytesIO(data))
         buf.seek(0)
         labels = {"io.rocmforge.target": name, "io.rocmforge.content-hash": content, "io.rocmforge.stack": "s"}
-        image_id = None
-        for chunk in self.client.api.build(fileobj=buf, custom_context=True, labels=labels, rm=True, decode=True):
-            assert "error" not in chunk, chunk
-            image_id = (chunk.get("aux") or {}).get("ID") or image_id
-        self.images.add(image_id)
         repository, tag = f"{self.registry}/{name}", f"content-{content[:12]}"
+        image_id = None
+        # Nameless, an image with rocmforge's label is a leftover to `clean` (the other test lane runs
+        # it): built as a build on this engine, and named as it is made.
+        with steplock.building():
+            chunks = self.client.api.build(
+                fileobj=buf, custom_context=True, labels=labels, rm=True, decode=True, tag=f"{repository}:{tag}"
+            )
+            for chunk in chunks:
+                assert "error" not in chunk, chunk
+                image_id = (chunk.get("aux") or {}).get("ID") or image_id
+        self.images.add(image_id)
         return (repository, tag, self.push(image_id, repository, tag), image_id)
 
     def push(self, image_id: str, repository: str, tag: str) -> str:
