@@ -14,6 +14,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from rocmforge.shared import processes
+
 
 class RegistryUnavailable(RuntimeError):
     pass
@@ -35,16 +37,6 @@ def _ready(port: int, proc: subprocess.Popen, timeout: float = 15, host: str = "
         except OSError:
             time.sleep(0.1)
     return False
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextlib.contextmanager
@@ -70,12 +62,12 @@ def serve(host: str = "127.0.0.1", port: int | None = None) -> Iterator[str]:
                 proc = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
             if _ready(bound, proc, host=host):
                 break
-            _stop(proc)
+            processes.stop(proc)
             proc = None
         if proc is None:
             raise RegistryUnavailable("docker-registry did not answer:\n" + (root / "registry.log").read_text()[-2000:])
         yield f"{host}:{bound}"
     finally:
         if proc is not None:
-            _stop(proc)
+            processes.stop(proc)
         shutil.rmtree(root, ignore_errors=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, ClassVar, Protocol
 
+from rocmforge.shared import processes
 from rocmforge.shared.errors import UserError
 
 if TYPE_CHECKING:
@@ -184,13 +185,7 @@ class BuildKitBuilder:
             if image_id:
                 yield {"aux": {"ID": image_id}}
         finally:
-            if proc.poll() is None:  # closed early (an interrupt, a failure of the reader): stop the build
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            processes.stop(proc)  # closed early (an interrupt, a failure of the reader): stop the build
             shutil.rmtree(folder, ignore_errors=True)
 
 

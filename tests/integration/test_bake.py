@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,27 @@ from tests.integration.test_builders import SCRATCH_STEPS, build_ids, buildkit_e
 pytestmark = pytest.mark.docker
 
 
+def render_and_bake(cli: tuple[str, ...], root: Path, name: str, env: dict[str, str]) -> dict:
+    """`render`, the key's context where the bake file names it, then `docker buildx bake` of the key
+    on the engine env names; the bake file's target for the key."""
+    proc = run_cli(*cli, "render")
+    assert proc.returncode == 0, proc.stderr
+    target = json.loads((root / "images" / "docker-bake.json").read_text())["target"][name]
+    proc = run_cli(*cli, "context", "--target", name, "--out", str(root / target["context"]))
+    assert proc.returncode == 0, proc.stderr
+    # bake reads the file's paths from the folder it runs in: the project's
+    baked = subprocess.run(
+        ["docker", "buildx", "bake", "--file", "images/docker-bake.json", "--progress", "plain", name],
+        cwd=root,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert baked.returncode == 0, baked.stderr[-3000:]
+    return target
+
+
 def test_a_bake_build_normalises_to_the_image_rocmforge_builds(docker_client, base, buildkit_env, tmp_path):
     matrix, state, name = project(tmp_path, SCRATCH_STEPS)
     root = matrix.parent
@@ -37,22 +59,8 @@ def test_a_bake_build_normalises_to_the_image_rocmforge_builds(docker_client, ba
         clean(docker_client, matrix, state, name)
         assert docker_client.identity(tp.content_tag) is None
 
-        proc = run_cli(*cli, "render")
-        assert proc.returncode == 0, proc.stderr
-        target = json.loads((root / "images" / "docker-bake.json").read_text())["target"][name]
+        target = render_and_bake(cli, root, name, buildkit_env)
         assert target["tags"] == [bake_tag] and target["labels"] == {"io.rocmforge.content-hash": tp.content_hash}
-        proc = run_cli(*cli, "context", "--target", name, "--out", str(root / target["context"]))
-        assert proc.returncode == 0, proc.stderr
-        # bake reads the file's paths from the folder it runs in: the project's
-        baked = subprocess.run(
-            ["docker", "buildx", "bake", "--file", "images/docker-bake.json", "--progress", "plain", name],
-            cwd=root,
-            env={**os.environ, **buildkit_env},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert baked.returncode == 0, baked.stderr[-3000:]
         raw = docker_client.identity(bake_tag)
         assert raw and raw != own  # BuildKit's own image: its times, its history
 
@@ -97,18 +105,7 @@ def test_a_bake_build_on_a_second_engine_normalises_to_the_image_rocmforge_build
         assert run_cli(*cli, "clean", "--target", name, env=engine).returncode == 0
         assert client.identity(tp.content_tag) is None
 
-        assert run_cli(*cli, "render").returncode == 0
-        target = json.loads((root / "images" / "docker-bake.json").read_text())["target"][name]
-        assert run_cli(*cli, "context", "--target", name, "--out", str(root / target["context"])).returncode == 0
-        baked = subprocess.run(
-            ["docker", "buildx", "bake", "--file", "images/docker-bake.json", "--progress", "plain", name],
-            cwd=root,
-            env={**os.environ, **engine},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert baked.returncode == 0, baked.stderr[-3000:]
+        target = render_and_bake(cli, root, name, engine)
         assert client.identity(target["tags"][0]) not in (None, own)
         assert docker_client.identity(target["tags"][0]) is None  # built there, not here
 
