@@ -37,6 +37,7 @@ from rocmforge.host.container import TEST_LABEL
 from rocmforge.render.plan import load_plan
 from rocmforge.resolve import lockfile
 from rocmforge.resolve.lockmodel import PythonFile
+from rocmforge.shared import processes
 from rocmforge.verify import suites as suite_runs
 from tests import local_registry
 from tests.conftest import BUILD_PY, interruptible, run_cli
@@ -293,7 +294,7 @@ class Registry:
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
-            local_registry._stop(self.proc)
+            processes.stop(self.proc)
 
 
 @pytest.fixture
