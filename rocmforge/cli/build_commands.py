@@ -122,16 +122,18 @@ def test(inv: Invocation) -> int:
 
 
 def verify_repro(inv: Invocation) -> int:
-    """`verify-repro`: the target built twice without cache, a second apart; exit 1 when the image IDs differ."""
+    """`verify-repro`: the target built twice without cache, a second apart (or once, against the
+    built image); exit 1 when the image IDs differ."""
     name = inv.required_target()
-    result = run(inv.pipeline, name)
+    result = run(inv.pipeline, name, against_built=inv.args.against_built)
     if inv.args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
         for each in [result] + result.variants:
             a, b = each.image_ids
+            both = "the built image and its rebuild" if each.against == "built" else "both builds"
             print(
-                f"identical: both builds of {each.target} gave {a}"
+                f"identical: {both} of {each.target} gave {a}"
                 if a == b
                 else f"DIFFERENT: {each.target}: {a[7:19]} vs {b[7:19]}: {each.explanation}"
             )

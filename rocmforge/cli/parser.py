@@ -153,6 +153,12 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
 
     vr = command(sub, "verify-repro", help="build a target twice without cache and compare the image IDs")
     target_option(vr)
+    vr.add_argument(
+        "--against-built",
+        action="store_true",
+        help="build once without cache and compare with the image already built for the target "
+        "(and each variant): a rebuilder's check of an image you have, at half the cost",
+    )
     json_option(vr, "both builds' image IDs")
     vr.set_defaults(run=build("verify_repro"))
 

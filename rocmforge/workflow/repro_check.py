@@ -1,4 +1,6 @@
-"""`verify-repro`: build a target twice without cache, a second apart, and compare the image IDs."""
+"""`verify-repro`: build a target twice without cache, a second apart, and compare the image IDs; or,
+with `against_built`, rebuild it once without cache and compare with the image already built for
+it (a rebuilder's check of an image one has: half the builds)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from rocmforge.host.enginebase import EngineError
 from rocmforge.host.engines import Engine
 from rocmforge.release import matrix_report as reports
 from rocmforge.render.plan import TargetPlan
+from rocmforge.shared import program
+from rocmforge.shared.errors import UserError
 from rocmforge.workflow.pipeline import Pipeline
 
 RUNS = ("a", "b")
@@ -23,6 +27,7 @@ class ReproReport:
     difference: dict | None = None
     explanation: str | None = None
     variants: list[ReproReport] = field(default_factory=list)
+    against: str = "rebuilt"  # what the first ID is: a second no-cache build, or the image already built
 
     @property
     def identical(self) -> bool:
@@ -33,6 +38,7 @@ class ReproReport:
             "target": self.target,
             "identical": self.identical,
             "image_ids": self.image_ids,
+            "against": self.against,
             "timings": self.timings,
             "difference": self.difference,
             "explanation": self.explanation,
@@ -40,9 +46,11 @@ class ReproReport:
         }
 
 
-def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
+def verify_repro(pipe: Pipeline, name: str, *, against_built: bool = False) -> ReproReport:
     """The target's main image, then each of its variants: the report is the main image's, with
-    its variants' reports in `variants`, and identical only when every one is."""
+    its variants' reports in `variants`, and identical only when every one is. With against_built,
+    each is built once and compared with the image its content tag names (a UserError, before any
+    build, when one is not built)."""
     project = pipe.project
     project.target(name)
     project.writable_state()
@@ -51,18 +59,37 @@ def verify_repro(pipe: Pipeline, name: str) -> ReproReport:
     for dep in pipe.plan.order([name])[:-1]:  # prerequisites are inputs: built (or up to date) once, as usual
         pipe.build(dep)
     client = engine.connect()
+    variants = list(pipe.plan.variants.get(name, ()))
+    if against_built:
+        _require_built(client, [tp, *variants])
     pipe.ensure_base(client, tp)  # an engine that never built on this base has none yet
-    result = _twice(pipe, client, tp)
-    result.variants = [_twice(pipe, client, v) for v in pipe.plan.variants.get(name, ())]
+    result = _twice(pipe, client, tp, against_built)
+    result.variants = [_twice(pipe, client, v, against_built) for v in variants]
     reports.save_check(project.state, f"repro-{name}", result.to_json())
     return result
 
 
-def _twice(pipe: Pipeline, client: Engine, tp: TargetPlan) -> ReproReport:
+def _require_built(client: Engine, plans: list[TargetPlan]) -> None:
+    missing = [tp.content_tag for tp in plans if engine.image_id(client, tp.content_tag) is None]
+    if missing:
+        build = program.command("build --target " + plans[0].key)
+        raise UserError(
+            f"nothing built to compare with ({', '.join(missing)} not found); run `{build}` first, "
+            "or leave out --against-built to build twice",
+            field="--against-built",
+        )
+
+
+def _twice(pipe: Pipeline, client: Engine, tp: TargetPlan, against_built: bool = False) -> ReproReport:
     name = tp.key
-    result = ReproReport(name)
+    result = ReproReport(name, against="built" if against_built else "rebuilt")
+    if against_built:
+        built_id = engine.image_id(client, tp.content_tag)
+        assert built_id is not None  # _require_built
+        result.image_ids.append(built_id)
+    runs = RUNS[1:] if against_built else RUNS
     try:
-        for run in RUNS:
+        for run in runs:
             tag = f"rocmforge-repro/{name}:{run}"
             with pipe.progress.status(f"verify-repro {name}: build {run} (no cache)") as status:
                 built = pipe.build_image(
@@ -85,7 +112,8 @@ def _twice(pipe: Pipeline, client: Engine, tp: TargetPlan) -> ReproReport:
         a, b = result.image_ids
         if a != b:
             # by tag: the containerd store does not know an image by its config digest
-            result.difference = image.diff_images(client, *(f"rocmforge-repro/{name}:{run}" for run in RUNS))
+            first = tp.content_tag if against_built else f"rocmforge-repro/{name}:{RUNS[0]}"
+            result.difference = image.diff_images(client, first, f"rocmforge-repro/{name}:{RUNS[1]}")
             result.explanation = image.describe_difference(result.difference)
     finally:
         for run in RUNS:

@@ -1,9 +1,10 @@
-"""Bit-identical rebuilds through the CLI: verify-repro on hip-runtime, and an injected
-nondeterministic step that must be named."""
+"""Bit-identical rebuilds through the CLI: verify-repro on hip-runtime against its built image, and
+an injected nondeterministic step that two no-cache builds must name."""
 
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 import yaml
@@ -14,25 +15,27 @@ pytestmark = pytest.mark.docker
 
 
 def test_hip_runtime_rebuilds_bit_identically(docker_client, session_images, tmp_path):
+    """The built image (the normal build of the original checkout, whenever this run made it) and a
+    no-cache rebuild from a second checkout, at another time, are one image: the main image and
+    every variant. Two independent builds either way; `verify-repro` without --against-built (two
+    new builds) is run by test_injected_nondeterminism_is_named and, on the containerd store, by
+    test_engines."""
+    assert run_cli("build", "--target", "hip-runtime").returncode == 0
+    row = next(r for r in json.loads(run_cli("list", "--json").stdout) if r["name"] == "hip-runtime")
     # A second checkout whose files all carry other mtimes: checkouts must not matter.
     matrix = copy_project(tmp_path)
     for p in tmp_path.rglob("*"):
         if p.is_file():
             p.touch()
-    proc = run_cli("--matrix", str(matrix), "verify-repro", "--target", "hip-runtime", "--json")
+    proc = run_cli("--matrix", str(matrix), "verify-repro", "--target", "hip-runtime", "--against-built", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 0, report.get("explanation") or proc.stderr[-3000:]
-    assert report["identical"] and report["image_ids"][0] == report["image_ids"][1]
-    # and the normal build of the same inputs, from the original checkout, is that very image
-    assert run_cli("build", "--target", "hip-runtime").returncode == 0
-    plan_tag = json.loads(run_cli("list", "--json").stdout)
-    row = next(r for r in plan_tag if r["name"] == "hip-runtime")
-    assert docker_client.images.get(row["content_tag"]).id == report["image_ids"][0]
-    # Every variant, rebuilt twice, is the variant `build` made.
+    assert report["against"] == "built" and report["identical"]
+    assert report["image_ids"] == [docker_client.images.get(row["content_tag"]).id] * 2
     assert [v["target"] for v in report["variants"]] == [f"hip-runtime-{'-'.join(v['archs'])}" for v in row["variants"]]
     for rebuilt, built in zip(report["variants"], row["variants"]):
-        assert rebuilt["identical"] and rebuilt["image_ids"][0] == rebuilt["image_ids"][1]
-        assert docker_client.images.get(built["content_tag"]).id == rebuilt["image_ids"][0]
+        assert rebuilt["identical"] and rebuilt["against"] == "built"
+        assert rebuilt["image_ids"] == [docker_client.images.get(built["content_tag"]).id] * 2
 
 
 def test_injected_nondeterminism_is_named(docker_client, session_images, tmp_path):
@@ -50,9 +53,15 @@ def test_injected_nondeterminism_is_named(docker_client, session_images, tmp_pat
     tpl.write_text(
         tpl.read_text().replace(
             "COPY probes/ /opt/rocmforge/probes/",
-            "COPY probes/ /opt/rocmforge/probes/\n{% if name == 'stamp' %}RUN date +%s%N > /opt/stamp\n{% endif %}",
+            # the nonce: a target of this run's own, never built before whatever the engine holds
+            "COPY probes/ /opt/rocmforge/probes/\n{% if name == 'stamp' %}"
+            f"RUN date +%s%N > /opt/stamp # {uuid.uuid4().hex}\n{{% endif %}}",
         )
     )
+    # Nothing built yet to compare with: said before any build, with what to run.
+    proc = run_cli("--matrix", str(matrix), "verify-repro", "--target", "stamp", "--against-built")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--against-built: nothing built to compare with" in proc.stderr and "build --target stamp" in proc.stderr
     proc = run_cli("--matrix", str(matrix), "verify-repro", "--target", "stamp", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 1
@@ -60,3 +69,9 @@ def test_injected_nondeterminism_is_named(docker_client, session_images, tmp_pat
     diff = report["difference"]
     assert diff["where"] == "layer" and diff["path"].lstrip("/") == "opt/stamp" and diff["field"] == "content"
     assert "opt/stamp" in report["explanation"] and "date" in report["explanation"]
+    # The built image against its rebuild: the same difference, named the same way.
+    assert run_cli("--matrix", str(matrix), "build", "--target", "stamp").returncode == 0
+    proc = run_cli("--matrix", str(matrix), "verify-repro", "--target", "stamp", "--against-built", "--json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and report["against"] == "built" and not report["identical"]
+    assert report["difference"]["path"].lstrip("/") == "opt/stamp", report["difference"]
