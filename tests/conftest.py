@@ -29,6 +29,7 @@ INTEGRATION = ROOT / "tests" / "integration"
 OWN_ENGINE_LANE = frozenset(
     f"tests/integration/{name}.py"
     for name in (
+        "test_amd_standin",
         "test_debootstrap_versions",
         "test_engine_harness",
         "test_engines",
