@@ -1,9 +1,11 @@
 """A container whose lifetime the caller owns: started with the GPU devices the host has,
 every exec wrapped in `timeout` (docker-py has no read timeout), always removed. And one command
-run as `docker run IMAGE CMD...` runs it (run_as_users_do): the image's own entrypoint and config."""
+run as `docker run IMAGE CMD...` runs it (run_as_users_do): the image's own entrypoint and config.
+Every request goes through the engine boundary (`Engine`'s container methods), as builds do."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import os
@@ -12,9 +14,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, cast
 
-if TYPE_CHECKING:
-    from docker.models.containers import Container
+from rocmforge.host.enginebase import EngineError, ImageMissing
 
+if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
 
 TEST_LABEL = "io.rocmforge.test-session"
@@ -91,7 +93,7 @@ class TrackedContainer:
     image: str
     gpu: GpuAccess = field(default_factory=GpuAccess)
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    container: Container | None = None  # docker-py's, from start() until remove()
+    container_id: str | None = None  # from start() until remove()
     # The suites' judge: what a command's "python3" runs as (an interpreter copied in from outside,
     # by absolute path, its environment cleared), what IMAGE_PYTHON runs as (the image's own, by
     # the absolute path its PATH gives), and the tar put into /tmp before anything runs. Unset: as
@@ -102,27 +104,24 @@ class TrackedContainer:
     setup_tar: bytes = b""
 
     def start(self) -> TrackedContainer:
-        self.container = self.client.docker.containers.run(
+        self.container_id = self.client.create_container(
             self.image,
             ["infinity"],
             entrypoint=["sleep"],
-            detach=True,
             labels={TEST_LABEL: self.session},
             **_device_options(self.gpu),
         )
+        self.client.start_container(self.container_id)
         if self.setup_tar:
-            self._started().put_archive("/tmp", self.setup_tar)
+            self.client.put_archive(self.id, "/tmp", self.setup_tar)
         return self
-
-    def _started(self) -> Container:
-        # AttributeError, as reaching through the None gave before this check: callers see no change
-        if self.container is None:
-            raise AttributeError("the container is not started, or was removed")
-        return self.container
 
     @property
     def id(self) -> str:
-        return cast(str, self._started().id)  # the engine gives every container it created an ID
+        # AttributeError, as reaching through a None container gave before: callers see no change
+        if self.container_id is None:
+            raise AttributeError("the container is not started, or was removed")
+        return self.container_id
 
     def exec(self, cmd: list[str] | str, timeout: int = 300, env: dict | None = None) -> ExecResult:
         result = self._exec(cmd, timeout, env)
@@ -141,21 +140,15 @@ class TrackedContainer:
             env = None
         timeout_cmd = "/usr/bin/timeout" if self.probe_python else "timeout"
         argv = [timeout_cmd, "--kill-after=5", str(timeout)] + argv
-        api = self.client.docker.api
-        exec_id = api.exec_create(self.id, argv, environment=env, stdout=True, stderr=True)["Id"]
-        out, err = api.exec_start(exec_id, demux=True)
-        rc = api.exec_inspect(exec_id)["ExitCode"]
+        rc, out, err = self.client.exec_in(self.id, argv, env)
         return ExecResult(
-            rc=rc,
-            stdout=(out or b"").decode(errors="replace"),
-            stderr=(err or b"").decode(errors="replace"),
-            timed_out=rc in (124, 137),
+            rc=rc, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"), timed_out=rc in (124, 137)
         )
 
     def put_tree(self, folder: str, files: dict[str, bytes], mode: int = 0o755) -> None:
         """files as a new folder /tmp/<folder>, through the engine's archive API: no program in the
         image (mkdir) takes part."""
-        self._started().put_archive("/tmp", tree_tar(folder, files, mode))
+        self.client.put_archive(self.id, "/tmp", tree_tar(folder, files, mode))
 
     def put_files(self, dest_dir: str, files: dict[str, bytes], mode: int = 0o755) -> None:
         buf = io.BytesIO()
@@ -165,31 +158,20 @@ class TrackedContainer:
                 info.size, info.mode = len(data), mode
                 tar.addfile(info, io.BytesIO(data))
         self.exec(["mkdir", "-p", dest_dir])
-        self._started().put_archive(dest_dir, buf.getvalue())
+        self.client.put_archive(self.id, dest_dir, buf.getvalue())
 
     def exists(self, path: str) -> bool:
         """Whether the container has anything at path, asked through the engine's archive API."""
-        import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
-
-        try:
-            stream, _ = self._started().get_archive(path)
-        except docker.errors.NotFound:
-            return False
-        for _chunk in stream:  # the engine sends the archive whether read or not
-            pass
-        return True
+        return self.client.get_archive(self.id, path) is not None
 
     def read_file(self, path: str) -> bytes | None:
         """The bytes of a regular file in the container, None when there is nothing at path; read
         through the engine's archive API, so no program in the image stands between the file and
         us. ValueError naming what is there when it is not a regular file."""
-        import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
-
-        try:
-            stream, _ = self._started().get_archive(path)
-        except docker.errors.NotFound:
+        data = self.client.get_archive(self.id, path)
+        if data is None:
             return None
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             member = tar.next()
             if member is None or not member.isfile():
                 what = (
@@ -207,9 +189,9 @@ class TrackedContainer:
             return cast(IO[bytes], tar.extractfile(member)).read()  # a regular file's member has a reader
 
     def remove(self) -> None:
-        if self.container is not None:
-            _kill_and_remove(self.container)
-            self.container = None
+        if self.container_id is not None:
+            _kill_and_remove(self.client, self.container_id)
+            self.container_id = None
 
     def __enter__(self) -> TrackedContainer:
         try:
@@ -236,35 +218,24 @@ def tree_tar(folder: str, files: dict[str, bytes], mode: int = 0o755) -> bytes:
     return buf.getvalue()
 
 
-def _kill(container: Container) -> None:
+def _kill_and_remove(client: Engine, container_id: str) -> None:
     """SIGKILL first: a forced removal on podman stops the container the polite way, and `sleep`
     as PID 1 ignores SIGTERM, so each removal would wait out the 10 s stop timeout."""
-    try:
-        container.kill()
-    except Exception:  # not running, or gone: the removal says which matters
-        pass
-
-
-def _kill_and_remove(container: Container) -> None:
-    _kill(container)
-    try:
-        container.remove(force=True)
-    except Exception:  # already gone
-        pass
+    client.kill(container_id)
+    with contextlib.suppress(EngineError):  # already gone
+        client.remove_container(container_id)
 
 
 def remove_session_leftovers(client: Engine, session: str) -> int:
     """Safety net after Ctrl-C or a crashed run: remove every container of the session."""
-    import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
-
     n = 0
-    for c in client.docker.containers.list(all=True, filters={"label": f"{TEST_LABEL}={session}"}):
+    for c in client.list_containers(label=f"{TEST_LABEL}={session}"):
+        client.kill(c["Id"])
         try:
-            _kill(c)
-            c.remove(force=True)
-        except docker.errors.NotFound:
+            client.remove_container(c["Id"])
+        except ImageMissing:
             continue  # its own suite process removed it between the listing and here
-        except docker.errors.APIError as exc:
+        except EngineError as exc:
             if "already in progress" not in str(exc):
                 raise
         n += 1
@@ -280,32 +251,23 @@ def run_as_users_do(
     get. A container that cannot start (its entrypoint missing) is exit 127 with the engine's
     error as stderr, as `docker run` reports it. Labelled with the session: a leftover after a
     crash is removed by remove_session_leftovers."""
-    import docker.errors  # docker-py is loaded by the commands that run containers, not at start-up
-    import requests.exceptions  # as docker-py's read timeout surfaces; loaded with it
-
-    c = client.docker.containers.create(
+    cid = client.create_container(
         image, list(argv), labels={TEST_LABEL: session}, **_device_options(gpu or GpuAccess())
     )
     try:
         try:
-            c.start()
-        except docker.errors.APIError as exc:
-            return ExecResult(rc=127, stdout="", stderr=str(getattr(exc, "explanation", None) or exc))
-        timed_out = False
-        try:
-            rc = c.wait(timeout=timeout)["StatusCode"]
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            try:
-                c.kill()
-            except docker.errors.APIError:  # it ended between the timeout and the kill
-                pass
-            rc, timed_out = 137, True
-        out = c.logs(stdout=True, stderr=False).decode(errors="replace")
-        err = c.logs(stdout=False, stderr=True).decode(errors="replace")
-        return ExecResult(rc=rc, stdout=out, stderr=err, timed_out=timed_out)
+            client.start_container(cid)
+        except EngineError as exc:
+            return ExecResult(rc=127, stdout="", stderr=str(exc))
+        rc = client.wait_container(cid, timeout)
+        if rc is None:
+            client.kill(cid)
+        out, err = client.container_logs(cid)
+        return ExecResult(
+            rc=137 if rc is None else rc,
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            timed_out=rc is None,
+        )
     finally:
-        try:
-            _kill(c)  # still running when the wait was interrupted
-            c.remove(force=True)
-        except docker.errors.NotFound:  # an interrupted run's sweep got there first
-            pass
+        _kill_and_remove(client, cid)  # still running when the wait was interrupted

@@ -266,6 +266,66 @@ class Engine:
         with translated():
             self.docker.api.remove_container(container_id, force=True)
 
+    def kill(self, container_id: str) -> None:
+        """SIGKILL; a container that has ended or is gone is not an error (the removal says which matters)."""
+        with contextlib.suppress(EngineError), translated():
+            self.docker.api.kill(container_id)
+
+    def create_container(
+        self, image: str, argv: list[str], *, labels: dict, entrypoint: list[str] | None = None, **options
+    ) -> str:
+        """A container of the image, created, not started; its ID. options (devices, group_add,
+        security_opt): what the GPU needs, as `docker run` passes them."""
+        with translated():
+            host_config = self.docker.api.create_host_config(**options)
+            created = self.docker.api.create_container(
+                image, argv, entrypoint=entrypoint, labels=labels, host_config=host_config
+            )
+        return created["Id"]
+
+    def start_container(self, container_id: str) -> None:
+        """EngineError with the engine's words when it cannot start (an entrypoint that is missing)."""
+        with translated():
+            self.docker.api.start(container_id)
+
+    def wait_container(self, container_id: str, timeout: int) -> int | None:
+        """The exit code, or None when it still runs after timeout seconds."""
+        import requests.exceptions  # as docker-py's read timeout surfaces; loaded with it
+
+        with translated():
+            try:
+                return self.docker.api.wait(container_id, timeout=timeout)["StatusCode"]
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                return None
+
+    def container_logs(self, container_id: str) -> tuple[bytes, bytes]:
+        """What the container wrote: (stdout, stderr)."""
+        with translated():
+            api = self.docker.api
+            return api.logs(container_id, stdout=True, stderr=False), api.logs(container_id, stdout=False, stderr=True)
+
+    def exec_in(self, container_id: str, argv: list[str], env: dict | None = None) -> tuple[int, bytes, bytes]:
+        """argv run to its end in the running container: (exit code, stdout, stderr)."""
+        with translated():
+            api = self.docker.api
+            exec_id = api.exec_create(container_id, argv, environment=env, stdout=True, stderr=True)["Id"]
+            out, err = api.exec_start(exec_id, demux=True)
+            return api.exec_inspect(exec_id)["ExitCode"], out or b"", err or b""
+
+    def put_archive(self, container_id: str, path: str, data: bytes) -> None:
+        """A tar unpacked into path through the engine's archive API: no program in the image takes part."""
+        with translated():
+            self.docker.api.put_archive(container_id, path, data)
+
+    def get_archive(self, container_id: str, path: str) -> bytes | None:
+        """What is at path, as a tar read through the engine's archive API; None when nothing is."""
+        try:
+            with translated():
+                stream, _ = self.docker.api.get_archive(container_id, path)
+                return b"".join(stream)  # the engine sends the archive whether read or not
+        except ImageMissing:
+            return None
+
     # --- registries --------------------------------------------------------------------------
 
     def push(self, repository: str, tag: str) -> Iterator[dict]:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from rocmforge.host.container import TrackedContainer
+from rocmforge.host.enginebase import Engine
 
 
 class Api:
@@ -27,8 +28,9 @@ class Api:
 
 
 def tracked(api: Api, lossy: bool) -> TrackedContainer:
-    engine = SimpleNamespace(docker=SimpleNamespace(api=api), exec_output_may_be_lost=lossy)
-    return TrackedContainer(client=engine, image="img", container=SimpleNamespace(id="c" * 64))  # type: ignore[arg-type]
+    engine = Engine(SimpleNamespace(api=api), None)  # type: ignore[arg-type]  # the boundary's own exec_in
+    engine.exec_output_may_be_lost = lossy
+    return TrackedContainer(client=engine, image="img", container_id="c" * 64)
 
 
 def test_an_empty_answer_is_asked_again_where_output_can_be_lost():

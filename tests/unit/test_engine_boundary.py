@@ -63,3 +63,16 @@ def test_only_host_reaches_the_engine_api_or_names_a_store(path):
 )
 def test_the_reader_catches_each_kind_of_crossing(source, caught):
     assert bool(crossings(source)) is caught
+
+
+# Inside host/, docker-py is reached by the engine boundary's own modules only: the builders, the
+# suites' containers (host/container.py) and every store reader go through an Engine's methods.
+DOCKER_PY_MODULES = {"enginebase.py", "engineinfo.py", "engines.py"}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in HOST.glob("*.py") if p.name not in DOCKER_PY_MODULES), ids=lambda p: p.name
+)
+def test_the_rest_of_host_goes_through_the_engine_too(path):
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}" for line, what in crossings(path.read_text())]
+    assert found == [], "go through rocmforge.host.enginebase.Engine (add a method there when one is missing)"
