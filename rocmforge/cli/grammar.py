@@ -141,6 +141,18 @@ def verbose_option(p: argparse.ArgumentParser, dest: str) -> None:
     )
 
 
+def builder_option(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """--builder: of a build, and of the builds verify-repro makes."""
+    p.add_argument(
+        "--builder",
+        dest=f"{prefix}builder",
+        default=None,
+        metavar="auto|classic|buildkit",
+        help="the engine's classic builder, or BuildKit through docker buildx (auto: BuildKit when buildx is "
+        "found); either gives the same image ID (default $ROCMFORGE_BUILDER, else classic)",
+    )
+
+
 def build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     """Options of a build, accepted before the subcommand (for the bare --target) and after `build`."""
     p.add_argument(
@@ -157,14 +169,7 @@ def build_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
         action="store_true",
         help="only pull from the cache registry (pull requests)",
     )
-    p.add_argument(
-        "--builder",
-        dest=f"{prefix}builder",
-        default=None,
-        metavar="auto|classic|buildkit",
-        help="the engine's classic builder, or BuildKit through docker buildx (auto: BuildKit when buildx is "
-        "found); either gives the same image ID (default $ROCMFORGE_BUILDER, else classic)",
-    )
+    builder_option(p, prefix)
     p.add_argument(
         "--check-disk",
         dest=f"{prefix}check_disk",

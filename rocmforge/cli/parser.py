@@ -14,6 +14,7 @@ from rocmforge.cli.grammar import (
     Version,
     build,
     build_options,
+    builder_option,
     command,
     global_options,
     json_option,
@@ -153,6 +154,7 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
 
     vr = command(sub, "verify-repro", help="build a target twice without cache and compare the image IDs")
     target_option(vr)
+    builder_option(vr, "build_")
     vr.add_argument(
         "--against-built",
         action="store_true",
