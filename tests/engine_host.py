@@ -44,6 +44,7 @@ RUN_DIR = "/run/enginetest"  # in the engine container: socket, log, start scrip
 SOCKET = "docker.sock"
 LOG = "daemon.log"
 EXIT = "daemon.exit"
+TCP_PORT = 2375  # the Docker engines also listen here inside their container (RunningEngine.tcp_host)
 
 # The engine images: Debian packages installed with --no-install-recommends (docker.io only
 # Recommends docker-cli, WORLD.md). Versions are not pinned: what got installed is recorded.
@@ -291,6 +292,7 @@ class RunningEngine:
     image: str
     host_dir: Path  # the host directory holding data root and socket directory
     info: dict
+    tcp_host: str = ""  # tcp://127.0.0.1:PORT, the same engine over TCP (Docker engines only)
 
     @property
     def registry_address(self) -> str:
@@ -360,7 +362,9 @@ def _start_script(spec: EngineSpec, gateway: str, port: int) -> str:
         lines += [
             "mkdir -p /etc/docker",
             f"cat > /etc/docker/daemon.json <<'EOF'\n{json.dumps(config, indent=2)}\nEOF",
-            f"dockerd --data-root {spec.data_root} -H unix://{sock}",
+            # and over TCP, which the host reaches on 127.0.0.1 (RunningEngine.tcp_host), as a
+            # remote engine or a docker context is reached; plain TCP must be asked for (Docker 27+)
+            f"dockerd --data-root {spec.data_root} -H unix://{sock} -H tcp://0.0.0.0:{TCP_PORT} --tls=false",
         ]
     else:
         registries = (
@@ -414,7 +418,13 @@ def _remove_tree(client, path: Path, image: str, log: Callable[[str], None]) -> 
 
 
 def _engine_capable_container(
-    client, image: str, container_name: str, label: str, binds: dict, environment: dict | None = None
+    client,
+    image: str,
+    container_name: str,
+    label: str,
+    binds: dict,
+    environment: dict | None = None,
+    published: dict[int, int] | None = None,
 ):
     """A started container in which an engine can run (WORLD.md's recipe)."""
     # `systempaths=unconfined` is the docker CLI's word for empty MaskedPaths/ReadonlyPaths (the
@@ -427,6 +437,8 @@ def _engine_capable_container(
         device_cgroup_rules=["a *:* rwm"],
         nano_cpus=2_000_000_000,
         binds=binds,
+        # container port -> a port on the host's loopback only (an engine's API has no auth)
+        port_bindings={inner: ("127.0.0.1", outer) for inner, outer in (published or {}).items()},
     )
     host_config.update(MaskedPaths=[], ReadonlyPaths=[])
     created = client.api.create_container(
@@ -436,6 +448,7 @@ def _engine_capable_container(
         environment=environment,
         labels={"io.rocmforge.enginetest": label},
         host_config=host_config,
+        ports=list(published or {}),
     )
     container = client.containers.get(created["Id"])
     container.start()
@@ -495,6 +508,7 @@ def running(
     data_dir.mkdir()
     container_name = f"{PREFIX}-{name}-{uuid.uuid4().hex[:8]}"
     container = None
+    tcp_port = free_port() if spec.kind == "docker" else None
     try:
         container = _engine_capable_container(
             client,
@@ -502,6 +516,7 @@ def running(
             container_name,
             name,
             {str(data_dir): {"bind": spec.data_root, "mode": "rw"}, str(run_dir): {"bind": RUN_DIR, "mode": "rw"}},
+            published={TCP_PORT: tcp_port} if tcp_port else None,
         )
         gateway = container.attrs["NetworkSettings"].get("Gateway") or ""
         if not gateway:
@@ -556,6 +571,7 @@ def running(
             image=image,
             host_dir=host_dir,
             info=info,
+            tcp_host=f"tcp://127.0.0.1:{tcp_port}" if tcp_port else "",
         )
         log(engine.describe())
         yield engine

@@ -119,7 +119,8 @@ class BuildKitBuilder:
         self.buildx = buildx
 
     def command(self, *, tag: str, labels: dict[str, str], buildargs: dict[str, str], nocache: bool, iidfile: Path):
-        cmd = [self.buildx.docker, "buildx", "build", "--builder", "default", "--load", "--progress", "plain"]
+        builder = self.engine.context or "default"  # the engine rocmforge reached, as buildx names it
+        cmd = [self.buildx.docker, "buildx", "build", "--builder", builder, "--load", "--progress", "plain"]
         # No attestations: the docker driver on an overlay2 engine cannot store them, and they are
         # rocmforge's to write (the SBOM, the signature), not the builder's.
         cmd += ["--provenance", "false", "--sbom", "false", "--iidfile", str(iidfile), "--tag", tag]

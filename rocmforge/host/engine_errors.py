@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from rocmforge.host import dockercontext
+
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 
@@ -15,7 +17,12 @@ def where(base_url: str | None = None) -> str:
     if base_url:
         return base_url
     host = os.environ.get("DOCKER_HOST")
-    return f"DOCKER_HOST={host}" if host else f"{DEFAULT_SOCKET} (DOCKER_HOST is not set)"
+    if host:
+        return f"DOCKER_HOST={host}"
+    picked = dockercontext.chosen()
+    if picked:
+        return f"docker context {picked[0]} (chosen by {picked[1]})"
+    return f"{DEFAULT_SOCKET} (DOCKER_HOST is not set)"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

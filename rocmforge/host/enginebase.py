@@ -80,6 +80,10 @@ class Engine:
     def __init__(self, client: DockerClient, described: engineinfo.EngineInfo):
         self.docker = client  # host/ only: the docker-py client behind this engine
         self.described = described
+        # The docker context it was reached through (None: DOCKER_HOST or the local socket): the
+        # docker CLI, and so buildx, must be pointed at the same engine (buildx names its builder
+        # for a context after the context).
+        self.context: str | None = None
 
     # --- the engine itself ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocmforge.host import engine_errors, engineinfo, imageid
+from rocmforge.host import dockercontext, engine_errors, engineinfo, imageid
 from rocmforge.host.contentstore import ContentStore
 from rocmforge.host.enginebase import DiskSpace, Engine, EngineError, ImageMissing, translated
 from rocmforge.host.layerstore import LayerStore
@@ -82,18 +82,26 @@ def wrap(client: DockerClient) -> Engine:
 
 
 def connect(timeout: int = 600, *, base_url: str | None = None, check: bool = True) -> Engine:
-    """The engine of DOCKER_HOST (or base_url), reachable; BuildError (exit 1) naming how to start
-    it when not. check: also a UserError when rocmforge cannot work with it (engineinfo.problem)."""
+    """The engine of DOCKER_HOST (or base_url; else the docker context chosen, as the docker CLI
+    picks it: host/dockercontext), reachable; BuildError (exit 1) naming how to start it when not.
+    check: also a UserError when rocmforge cannot work with it (engineinfo.problem)."""
     import docker  # docker-py (0.17 s) loads at the first engine call
 
+    endpoint = None if base_url else dockercontext.resolve()
     try:
-        client = (
-            docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else docker.from_env(timeout=timeout)
-        )
+        if base_url:
+            client = docker.DockerClient(base_url=base_url, timeout=timeout)
+        elif endpoint:
+            client = docker.DockerClient(timeout=timeout, **dockercontext.client_options(endpoint))
+        else:
+            client = docker.from_env(timeout=timeout)
         client.ping()
         engine = wrap(client)
     except (docker.errors.DockerException, OSError, EngineError) as exc:
-        raise BuildError(engine_errors.unreachable(exc, base_url)) from None
+        raise BuildError(
+            engine_errors.unreachable(exc, base_url or (endpoint.describe() if endpoint else None))
+        ) from None
+    engine.context = endpoint.context if endpoint else None
     if check:
         engine.require()
     return engine

@@ -2,7 +2,8 @@
 target from it on the engine's BuildKit (through the pinned buildx: tests/buildx.py), and
 `normalise --target` turns that image into the one rocmforge's own build gives: the same image ID,
 also when the bake runs on a second engine (Docker 28's BuildKit, in a container as the engine tests
-run it, reached by DOCKER_HOST as buildx reaches a remote builder)."""
+run it), reached over TCP on 127.0.0.1 through a docker context, as a user reaches a remote builder:
+`docker context create`, then DOCKER_CONTEXT for buildx and rocmforge alike."""
 
 from __future__ import annotations
 
@@ -86,16 +87,32 @@ def test_a_bake_build_normalises_to_the_image_rocmforge_builds(docker_client, ba
     assert_nothing_left(docker_client, before)
 
 
+def remote_context(config: Path, buildx_config: str, tcp_host: str) -> dict[str, str]:
+    """A docker config folder of the test's own with buildx and a context `rf-remote` for tcp_host,
+    made by the docker CLI; the environment that picks it (DOCKER_HOST empty: it would win)."""
+    config.mkdir()
+    (config / "cli-plugins").symlink_to(Path(buildx_config) / "cli-plugins")
+    env = {**os.environ, "DOCKER_CONFIG": str(config)}
+    env.pop("DOCKER_HOST", None)
+    made = subprocess.run(
+        ["docker", "context", "create", "rf-remote", "--docker", f"host={tcp_host}"], env=env, capture_output=True
+    )
+    assert made.returncode == 0, made.stderr
+    return {"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "rf-remote", "DOCKER_HOST": ""}
+
+
 @pytest.mark.parametrize("other_engine", ["docker28-overlay2"], indirect=True)
 def test_a_bake_build_on_a_second_engine_normalises_to_the_image_rocmforge_builds(
     docker_client, base, buildkit_env, other_engine, tmp_path
 ):
     """The bake file on another engine's BuildKit (Docker 28's, newer than the host's 0.8), reached
-    as DOCKER_HOST names it, as buildx reaches a remote builder: normalised there, the host's ID."""
+    over TCP through a docker context, as a remote builder is: rocmforge's build, the bake and the
+    normalisation all go there (the engine's store is not visible here: `docker save` is read), and
+    the image normalised there is the host's ID."""
     matrix, state, name = project(tmp_path, SCRATCH_STEPS)
     root, tp = matrix.parent, load_plan(matrix).targets[name]
     cli = ("--matrix", str(matrix), "--state-dir", str(state))
-    engine = {**other_engine.env(), **buildkit_env}
+    engine = remote_context(tmp_path / "docker-config", buildkit_env["DOCKER_CONFIG"], other_engine.tcp_host)
     client = other_engine.client()
     try:
         own = build_ids(docker_client, matrix, state, name, "classic")[name]
@@ -111,7 +128,7 @@ def test_a_bake_build_on_a_second_engine_normalises_to_the_image_rocmforge_build
 
         proc = run_cli(*cli, "normalise", "--target", name, env=engine)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        print(f"{other_engine.describe()}: {proc.stdout}")
+        print(f"{other_engine.describe()} over {other_engine.tcp_host}: {proc.stdout}")
         assert client.identity(tp.content_tag) == own and own in proc.stdout
     finally:
         run_cli(*cli, "clean", "--target", name, env=engine)

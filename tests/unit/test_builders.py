@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -97,6 +98,9 @@ def test_the_command_refuses_a_bad_builder_before_the_engine(tmp_path, args, env
     assert "Traceback" not in proc.stderr and "engine" not in proc.stderr
 
 
+LOCAL = SimpleNamespace(context=None)  # an engine reached by DOCKER_HOST or the local socket
+
+
 def test_buildkit_runs_buildx_and_reads_it_as_the_classic_stream(tmp_path, monkeypatch):
     """The context goes in on stdin, the options as buildx spells them; `#N [i/n] STEP` lines become
     the classic builder's `Step i/n : STEP`, and the image ID comes from --iidfile."""
@@ -112,7 +116,7 @@ def test_buildkit_runs_buildx_and_reads_it_as_the_classic_stream(tmp_path, monke
     monkeypatch.setenv("PATH", f"{fake_docker(tmp_path / 'bin', script).parent}:{os.environ['PATH']}")
     found = builders.Buildx.find()
     assert found is not None and found.version == "github.com/docker/buildx 0.29.1"
-    kit = builders.BuildKitBuilder(engine=None, buildx=found)  # type: ignore[arg-type]
+    kit = builders.BuildKitBuilder(engine=LOCAL, buildx=found)  # type: ignore[arg-type]
     chunks = list(kit.build(io.BytesIO(b"TAR"), tag="t:1", labels={"a": "b"}, buildargs={"X": "1"}, nocache=True))
     steps = [c["stream"] for c in chunks if c.get("stream", "").startswith("Step ")]
     assert steps == ["Step 1/2 : FROM docker.io/library/x (builder)\n", "Step 2/3 : RUN make\n"]
@@ -130,9 +134,21 @@ def test_a_failed_buildx_is_an_error_in_the_stream(tmp_path, monkeypatch):
         'if [ "$2" = version ]; then echo buildx; exit 0; fi\necho "#7 [3/3] RUN false"\necho "ERROR: failed"\nexit 1\n'
     )
     monkeypatch.setenv("PATH", f"{fake_docker(tmp_path / 'bin', script).parent}:{os.environ['PATH']}")
-    kit = builders.BuildKitBuilder(engine=None, buildx=builders.Buildx.find())  # type: ignore[arg-type]
+    kit = builders.BuildKitBuilder(engine=LOCAL, buildx=builders.Buildx.find())  # type: ignore[arg-type]
     chunks = list(kit.build(io.BytesIO(b""), tag="t", labels={}, buildargs={}, nocache=False))
     assert chunks[-1]["error"] == "ERROR: failed" and not any("aux" in c for c in chunks)
+
+
+def test_an_engine_reached_through_a_docker_context_builds_on_that_contexts_builder():
+    """buildx names the builder of a context after the context (`docker buildx ls`): `default` would
+    be the local engine, not the one rocmforge reached."""
+    found = builders.Buildx("docker", "buildx 0.29.1")
+    remote = SimpleNamespace(context="rf-remote")
+    for engine, builder in ((LOCAL, "default"), (remote, "rf-remote")):
+        cmd = builders.BuildKitBuilder(engine, found).command(  # type: ignore[arg-type]
+            tag="t", labels={}, buildargs={}, nocache=False, iidfile=Path("iid")
+        )
+        assert cmd[1:5] == ["buildx", "build", "--builder", builder]
 
 
 # -- what BuildKit commits for a step that changed no file --------------------------------------

@@ -67,7 +67,7 @@ def test_the_reader_catches_each_kind_of_crossing(source, caught):
 
 # Inside host/, docker-py is reached by the engine boundary's own modules only: the builders, the
 # suites' containers (host/container.py) and every store reader go through an Engine's methods.
-DOCKER_PY_MODULES = {"enginebase.py", "engineinfo.py", "engines.py"}
+DOCKER_PY_MODULES = {"dockercontext.py", "enginebase.py", "engineinfo.py", "engines.py"}
 
 
 @pytest.mark.parametrize(
