@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocmforge.render.plan import load_plan
+from tests import local_registry
 from tests.conftest import run_cli
 from tests.integration.test_build_leftovers import (
     assert_nothing_left,
@@ -107,8 +108,9 @@ def test_a_bake_build_on_a_second_engine_normalises_to_the_image_rocmforge_build
 ):
     """The bake file on another engine's BuildKit (Docker 28's, newer than the host's 0.8), reached
     over TCP through a docker context, as a remote builder is: rocmforge's build, the bake and the
-    normalisation all go there (the engine's store is not visible here: `docker save` is read), and
-    the image normalised there is the host's ID."""
+    normalisation all go there (the engine's store is not visible here: `docker save` is read). The
+    baked image goes to a staging registry and leaves the engine; `normalise --image` pulls it back
+    from there, and the image normalised is the host's ID."""
     matrix, state, name = project(tmp_path, SCRATCH_STEPS)
     root, tp = matrix.parent, load_plan(matrix).targets[name]
     cli = ("--matrix", str(matrix), "--state-dir", str(state))
@@ -123,10 +125,19 @@ def test_a_bake_build_on_a_second_engine_normalises_to_the_image_rocmforge_build
         assert client.identity(tp.content_tag) is None
 
         target = render_and_bake(cli, root, name, engine)
-        assert client.identity(target["tags"][0]) not in (None, own)
-        assert docker_client.identity(target["tags"][0]) is None  # built there, not here
+        baked = target["tags"][0]
+        assert client.identity(baked) not in (None, own)
+        assert docker_client.identity(baked) is None  # built there, not here
 
-        proc = run_cli(*cli, "normalise", "--target", name, env=engine)
+        # The builder pushes to a registry and keeps nothing; rocmforge takes the image from there.
+        with local_registry.serve(host=other_engine.gateway, port=other_engine.registry_port) as registry:
+            staged = f"{registry}/staging/{name}"
+            client.tag(baked, f"{staged}:baked")
+            assert all("error" not in msg for msg in client.push(staged, "baked")), "push to staging failed"
+            for ref in (baked, f"{staged}:baked"):
+                client.untag(ref)
+            assert client.identity(f"{staged}:baked") is None
+            proc = run_cli(*cli, "normalise", "--target", name, "--image", f"{staged}:baked", env=engine)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         print(f"{other_engine.describe()} over {other_engine.tcp_host}: {proc.stdout}")
         assert client.identity(tp.content_tag) == own and own in proc.stdout
