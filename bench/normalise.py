@@ -134,8 +134,17 @@ def case_a(tmp: Path) -> tuple[float, float]:
     try:
         ours = cli(matrix, "build", "--target", name)
     finally:
+        keep_log(matrix, name, tmp)
         cli(matrix, "clean", "--target", name)
     return ours, docker_save(load_plan(ROOT / "matrix.yaml").targets["hip-devel"].content_tag)
+
+
+def keep_log(matrix: Path, name: str, tmp: Path) -> None:
+    """The build log, kept where run_cases reads each build's pieces (clean removes the state's)."""
+    log = matrix.parent / "state" / "logs" / f"{name}.log"
+    if log.exists():
+        (tmp / "kept" / "logs").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, tmp / "kept" / "logs" / log.name)
 
 
 def case_b(tmp: Path, home: bool) -> tuple[float, float]:
@@ -205,6 +214,7 @@ def case_c(tmp: Path, where: dict) -> tuple[float, float, float, float]:
                 other, name, lambda m: inject(m, name, f"RUN echo {uuid.uuid4().hex} > /opt/changed")
             )
         finally:
+            keep_log(matrix, name, tmp)
             cli(matrix, "clean", "--target", name)
             subprocess.run([DOCKER, "rmi", base_ref], capture_output=True)
     return ours, save, rebuilt, warm
@@ -265,10 +275,17 @@ def run_cases(cases: set[str], tmp: Path, registry: dict) -> None:
             if not registry:
                 raise
             print(f"(c) skipped on this engine (optional here), it failed: {str(exc)[-1500:]}")
-    # where each build's normalise read the layers from (the fast path or the fallback)
+    # each build's normalise in pieces: where it read the layers from (the fast path or the
+    # fallback), the seconds to read and rewrite them and to load the result, the bytes sent back
+    pieces = (
+        r"(?:, ([\d,]+) bytes sent)? \(.*?read ([\d,]+ MB from the [\w ]+?); "
+        r"read\+rewrite ([\d.]+s), load ([\d.]+s)"
+    )
     for log in sorted(tmp.rglob("logs/*.log")):
-        for read in re.findall(r"read ([\d,]+ MB from the [\w ]+?);", log.read_text(errors="replace")):
-            print(f"  {log.relative_to(tmp).parts[0]}/{log.stem}: normalise read {read}")
+        for sent, read, rewrite, load in re.findall(pieces, log.read_text(errors="replace")):
+            back = f", {sent} bytes sent back" if sent else ""
+            where = f"{log.relative_to(tmp).parts[0]}/{log.stem}"
+            print(f"  {where}: read {read}, read+rewrite {rewrite}, load {load}{back}")
     sys.stdout.flush()
 
 

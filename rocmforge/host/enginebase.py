@@ -196,12 +196,22 @@ class Engine:
             chunks = self.docker.api.get_image(ref)
         return _streamed(chunks)
 
-    def load(self, chunks: Iterable[bytes]) -> None:
-        """`docker load` of an archive; EngineError with the engine's message when it refuses."""
+    def load(self, chunks: Iterable[bytes]) -> int:
+        """`docker load` of an archive; the bytes sent to the engine. EngineError with the engine's
+        message when it refuses."""
+        sent = 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal sent
+            for chunk in chunks:
+                sent += len(chunk)
+                yield chunk
+
         with translated():
-            for msg in self.docker.api.load_image(chunks):
+            for msg in self.docker.api.load_image(counted()):
                 if isinstance(msg, dict) and (msg.get("error") or msg.get("errorDetail")):
                     raise EngineError(str(msg.get("error") or msg["errorDetail"]))
+        return sent
 
     def layer_reader(self, image_id: str) -> LayerStore | ContentStore | PodmanStore | None:
         """Where this process reads the image's layers without an export; None: export them."""

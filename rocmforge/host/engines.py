@@ -11,7 +11,8 @@ The stores differ where rocmforge reads and writes images:
   rocmforge writes;
 * podman: the image ID is the config digest; the layers are read from its overlay storage
   (podmanstore); a docker-archive must hold every layer of the image, but an OCI layout may leave
-  out the blobs of layers the storage holds, so with the storage read only the added layers travel."""
+  out the blobs of layers the storage holds, so only the added layers travel back: with the storage
+  read, and through `docker save` too (its layers are the uncompressed tars, named by diff ID)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 import yaml
@@ -180,8 +181,19 @@ def _normalise_lines(state, name: str = TARGET) -> list[str]:
     return [
         ln
         for ln in (state / "logs" / f"{name}.log").read_text().splitlines()
-        if ln.startswith("normalise ") and " MB from the " in ln or "reading the whole image" in ln
+        if (ln.startswith("normalise ") and " MB from the " in ln)
+        or "reading the whole image" in ln
+        or ln.startswith("  load: ")
+        or " layer(s) of the base " in ln
     ]
+
+
+def _sent_and_base(lines: list[str]) -> tuple[int, str]:
+    """(bytes the load sent to the engine, the base's reference) as the build log states them."""
+    sent = [int(m.group(1).replace(",", "")) for ln in lines for m in [re.search(r", ([\d,]+) bytes sent", ln)] if m]
+    base = [m.group(1) for ln in lines for m in [re.search(r"layer\(s\) of the base (\S+) passed", ln)] if m]
+    assert len(sent) == 1 and len(base) == 1, lines
+    return sent[0], base[0]
 
 
 @pytest.mark.parametrize(
@@ -196,7 +208,10 @@ def test_the_store_is_read_directly_and_docker_save_is_only_the_announced_fallba
     engine's store (the containerd content store: gzip blobs the builder committed; podman's
     overlay storage: each layer's files and tar-split records), each checked against its diff ID,
     and only they are loaded back; where it does not (a remote engine), `docker save` is taken and
-    the log says why. One image ID either way, the host's."""
+    the log says why. Either way the load is a layout that names the base's layers and sends only
+    the added ones: on podman the bytes sent are fewer than the image's size less its base's (its
+    store counts both uncompressed), where a load of every layer would send the base's too. One
+    image ID either way, the host's."""
     client = other_engine.client()
     tag = _content_tag(project)
     seen = {}
@@ -219,6 +234,12 @@ def test_the_store_is_read_directly_and_docker_save_is_only_the_announced_fallba
                 "reading the whole image with docker save" in ln and "ROCMFORGE_ENGINE_ROOT" in ln for ln in lines
             ), lines
             assert any("MB from the docker save" in ln for ln in lines), lines
+        assert any(ln.startswith("  load: an OCI layout naming the base's") for ln in lines), lines
+        sent, base = _sent_and_base(lines)
+        if other_engine.name == "podman5":
+            added = client.api.inspect_image(tag)["Size"] - client.api.inspect_image(base)["Size"]
+            print(f"  sent {sent:,} bytes; the added layers hold {added:,}")
+            assert 0 < sent < added + (1 << 20), (sent, added)
     assert seen[True] == seen[False] == host_identity[0][0]
 
 

@@ -48,8 +48,9 @@ def _rewrite(
     merged: int,
 ) -> tuple[RewrittenImage, str]:
     """The rewritten image and where its layers were read from: the engine's store when this
-    process can read it, else `docker save`. An engine that loads only archives holding every
-    layer (podman) gets the base's layers kept from the export too."""
+    process can read it, else `docker save` (the engine's API exports whole images only). An
+    engine that loads only archives holding every layer and no layout without them would get the
+    base's layers kept from the export too."""
     store = client.layer_reader(info["Id"])
     if store is None:
         log(f"  {client.unreadable()}: reading the whole image with docker save")
@@ -75,7 +76,7 @@ def _rewrite(
         epoch=epoch,
         log=log,
         inherited=inherited,
-        keep_inherited=not client.loads_added_layers_only,
+        keep_inherited=not (client.loads_added_layers_only or client.loads_partial_layouts),
         index_dir=index_dir,
         diff_ids=(info.get("RootFS") or {}).get("Layers"),
         steps=steps,
@@ -85,28 +86,41 @@ def _rewrite(
 
 
 def _load(
-    client: Engine, rw: RewrittenImage, image_ref: str, tags: list[str], progress: Callable[[str], None] | None
+    client: Engine,
+    rw: RewrittenImage,
+    image_ref: str,
+    tags: list[str],
+    progress: Callable[[str], None] | None,
+    log: Callable[[str], None],
 ) -> str:
-    """Puts rw on the engine under tags; says how (an identical image may be there already). A
-    store that knows an image by its manifest, or that takes a layout without the layers it holds
-    when the base's layers were described from its store, gets it as an OCI layout with the
-    manifest written here (ociload)."""
+    """Puts rw on the engine under tags; says how (an identical image may be there already) and
+    how many bytes were sent. A store that knows an image by its manifest, or that takes a layout
+    without the layers it holds when the base's layers are described (from its store, or from the
+    export's uncompressed tars), gets it as an OCI layout with the manifest written here (ociload)."""
     engine_id, chunks = rw.image_id, None
+    passed = sum(path is None for _, path, _ in rw.layers)
     if client.loads_by_manifest or client.loads_partial_layouts and rw.source_layers:
         manifest = ociload.manifest(rw, rw.source_layers or [])
         engine_id = client.remember_manifest(manifest)
         # named in the layout only where the store needs it (an unnamed image there is collected)
         chunks = ociload.layout_chunks(rw, manifest, tags[0] if tags and client.loads_by_manifest else None)
+        form = f"an OCI layout naming the base's {passed} layer(s) {client.store_name} holds, which are not sent"
+    elif passed:
+        form = f"a docker-archive without the base's {passed} layer(s), which the engine holds"
+    else:
+        form = "a docker-archive holding every layer, the base's too (this engine takes nothing less)"
     if client.find(engine_id) is None:
+        log(f"  load: {form}")
         if progress:
             progress(f"loading the normalised image ({sum(size for _, _, size in rw.layers) / 1e6:,.0f} MB)")
         try:
-            client.load(chunks or archive_chunks(rw, tags))
+            sent = client.load(chunks or archive_chunks(rw, tags))
         except EngineError as exc:
             raise ImageArchiveError(f"docker load of the normalised {image_ref} failed: {exc}") from None
         if client.find(engine_id) is None:
             raise ImageArchiveError(f"docker load did not create {engine_id} for {image_ref}")
-        how = "loaded" if engine_id == rw.image_id else f"loaded (the engine shows it as {engine_id[7:19]})"
+        shown = "" if engine_id == rw.image_id else f" (the engine shows it as {engine_id[7:19]})"
+        how = f"loaded{shown}, {sent:,} bytes sent"
     else:
         how = "already present, tagged"
     for t in tags:
@@ -172,7 +186,7 @@ def normalise_image(
             merged=merged,
         )
         rewritten = time.monotonic()
-        how = _load(client, rw, image_ref, tags, progress)
+        how = _load(client, rw, image_ref, tags, progress, log)
         own = [r for r in rw.results if not r.inherited]
         log(
             f"normalise {image_ref}: {rw.image_id} {how} ({len(rw.results)} layers: {inherited} inherited, "
