@@ -1,8 +1,9 @@
 """The `docker save` fallback on an engine that takes an OCI layout without the layers it holds
 (podman): the export names each layer by its diff ID (`<diff ID>.tar`), so the base's layers are
 hashed as they pass and never written out again, the layout names them by diff ID and size, and
-only the added layers are sent back. The real engine is test_engines.py's; here the archive is
-podman's layout, written with the standard library."""
+only the added layers are sent back; and a store this process can read only in part falls back to
+that export, saying why. The real engine is test_engines.py's; here the archive is podman's layout,
+written with the standard library."""
 
 from __future__ import annotations
 
@@ -89,3 +90,71 @@ def test_an_engine_that_loads_whole_archives_keeps_the_base_as_read(tmp_path):
     rw = rewrite(tmp_path, "second", podman_archive([BASE, STEP]), logs, keep_inherited=True)
     assert not any("hashed only" in m for m in logs)
     assert rw.layers[0][1] is not None
+
+
+class _Unreadable:
+    """A layer of the store whose files this process may not open."""
+
+    def __init__(self, diff_id: str, size: int):
+        self.diff_id, self.size, self.tar_size = diff_id, size, size
+
+    def chunks(self):
+        raise PermissionError(13, "Permission denied", "/storage/overlay/abc/diff/root/.bashrc")
+        yield b""
+
+
+class _Store:
+    manifest: dict = {}
+
+    def __init__(self, config: bytes):
+        self.raw = config
+
+    def describe(self) -> str:
+        return "podman storage"
+
+    def config(self, image_id: str) -> bytes:
+        return self.raw
+
+    def layer(self, diff_ids: list[str], index: int):
+        return _Unreadable(diff_ids[index], 1024)
+
+
+class _Podman:
+    loads_added_layers_only, loads_partial_layouts = False, True
+
+    def __init__(self, archive: bytes, config: bytes):
+        self.archive, self.store = archive, _Store(config)
+
+    def layer_reader(self, image_id: str):
+        return self.store
+
+    def export(self, ref: str):
+        yield self.archive
+
+
+def test_a_store_readable_only_in_part_falls_back_to_the_export_and_says_why(tmp_path):
+    from rocmforge.assemble.image import normalise
+    from rocmforge.assemble.image.rewrite import ReadMeter
+
+    archive = podman_archive([BASE, STEP])
+    with tarfile.open(fileobj=io.BytesIO(archive)) as t:
+        config = next(
+            t.extractfile(m).read() for m in t.getmembers() if m.name.endswith(".json") and "manifest" not in m.name
+        )
+    logs: list[str] = []
+    rw, source = normalise._rewrite(
+        _Podman(archive, config),
+        "x:1",
+        {"Id": digest(config), "Size": len(archive), "RootFS": {"Layers": [digest(BASE), digest(STEP)]}},
+        tmp_path,
+        epoch=EPOCH,
+        inherited=1,
+        log=logs.append,
+        meter=ReadMeter(0, None),
+        index_dir=tmp_path / "lower-index",
+        steps=None,
+        merged=0,
+    )
+    assert source == "docker save"
+    assert any("Permission denied" in m and "/root/.bashrc" in m and "with docker save" in m for m in logs), logs
+    assert rw.layers[0][1] is None and rw.source_layers  # still loaded without the base's layers

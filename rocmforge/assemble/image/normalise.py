@@ -55,18 +55,22 @@ def _rewrite(
     if store is None:
         log(f"  {client.unreadable()}: reading the whole image with docker save")
     else:
-        from_store = rewrite_from_store(
-            store,
-            info["Id"],
-            tmp,
-            epoch=epoch,
-            inherited=inherited,
-            log=log,
-            meter=meter,
-            index_dir=index_dir,
-            steps=steps,
-            merged=merged,
-        )
+        try:
+            from_store = rewrite_from_store(
+                store,
+                info["Id"],
+                tmp,
+                epoch=epoch,
+                inherited=inherited,
+                log=log,
+                meter=meter,
+                index_dir=index_dir,
+                steps=steps,
+                merged=merged,
+            )
+        except PermissionError as exc:  # a store this process reads only in part (files of other users)
+            log(f"  {store.describe()}: {exc.strerror}: {exc.filename}; reading the whole image with docker save")
+            from_store = None
         if from_store:
             return from_store, store.describe()
     meter.total, meter.done = int(info.get("Size") or 0), 0
