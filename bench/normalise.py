@@ -8,7 +8,9 @@
      upstream-style name, our `build` against `docker save` of that base and against a warm
      `docker build`.
 Needs the engine and Debian's docker-registry for (c); hip-devel, hip-runtime and hip-python are built
-first where missing. Every run uses fresh scratch targets and removes what it made.
+first where missing. Every run uses fresh scratch targets and removes what it made; each build's
+normalise is printed in pieces from its log (where it read the layers, read and rewrite, load, the
+bytes sent back).
 
 --engine NAME (repeatable; `all` = every one): `host` is the engine DOCKER_HOST names; the others
 are the engines of tests/engine_host.py, each started in a container on the host engine, the
