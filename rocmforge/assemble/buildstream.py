@@ -66,6 +66,7 @@ class BuildRequest:
     ca_bundle: Path | None
     log_path: Path
     builder: Builder
+    note: str = ""  # a line for the log after its first (where apt fetches its .debs)
 
 
 @dataclass
@@ -98,6 +99,8 @@ def _run_logged(req: BuildRequest, trace: BuildTrace, progress: Callable[[str], 
     started = time.monotonic()
     with open(req.log_path, "w", encoding="utf-8", buffering=1) as log:  # line by line: people tail it
         log.write(f"# rocmforge build {req.name} -> {req.content_tag} ({req.builder.name} builder)\n")
+        if req.note:
+            log.write(req.note.rstrip("\n") + "\n")
         stream = req.builder.build(
             context_tar(req.context, req.ca_bundle),
             tag=req.tag,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge.assemble import buildstream, steplock
 from rocmforge.assemble.buildstream import BuildRequest, BuildTrace
-from rocmforge.host import aptmirror, aptsources, builders, engines, registrybase
+from rocmforge.host import aptmirror, aptsources, builders, debproxy, engines, registrybase
 from rocmforge.host.enginebase import EngineError
 from rocmforge.render import bake
 from rocmforge.render.dockerfile import TrailingLabels
@@ -18,9 +18,10 @@ from rocmforge.render.plan import TargetPlan
 from rocmforge.resolve import bases
 from rocmforge.shared import program
 from rocmforge.shared.errors import BuildError, UserError
+from rocmforge.shared.files import append_line
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Set
+    from collections.abc import Callable, Mapping, Set
 
     from rocmforge.host.builders import Builder
     from rocmforge.host.engines import Engine
@@ -79,13 +80,15 @@ def build(
     nocache: bool = False,
     made: list[str] | None = None,
     builder: Builder | None = None,
+    locked_debs: Mapping[str, str] | None = None,
 ) -> RawBuild:
     """Build tp with builder (default: the engine's classic builder); returns the (raw, not yet
     normalised) image, tagged `tag` (default: a temporary tag). The caller moves the real tags after
     normalising, then discards `made`: the image of every step (every stage's, not only the last
     stage's; BuildKit makes none, so there it is the raw image alone), which this function discards
-    itself when the build fails or is interrupted."""
-    with steplock.building():  # our step images may be another build's cache hits, and theirs ours
+    itself when the build fails or is interrupted. locked_debs (matrix.lock's debs of tp's stack):
+    the .debs apt fetches through the outside check's cache (host.debproxy)."""
+    with steplock.building(), debproxy.serving(client, locked_debs or {}) as debs:
         return _build(
             client,
             tp,
@@ -97,6 +100,7 @@ def build(
             nocache=nocache,
             made=[] if made is None else made,
             builder=builder or builders.ClassicBuilder(client),
+            debs=debs,
         )
 
 
@@ -145,6 +149,7 @@ def _build(
     nocache: bool,
     made: list[str],
     builder: Builder,
+    debs: debproxy.Serving,
 ) -> RawBuild:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # No revision label: the image is a function of its content (what the content tag names), so
@@ -152,7 +157,7 @@ def _build(
     if not tp.final_from:
         raise BuildError(f"the Dockerfile of {tp.name} has no FROM")
     final_base = tp.final_from
-    buildargs = {}
+    buildargs = dict(debs.buildargs)  # Docker's own proxy argument: no image records it
     mirror = aptmirror.from_env()
     if mirror:  # dropped from the normalised history: the mirror is not part of the image
         buildargs[aptmirror.ARG] = mirror
@@ -172,11 +177,25 @@ def _build(
         files["Dockerfile"] = labelled(files["Dockerfile"], labels)
         labels = {}
     request = BuildRequest(
-        tp.name, tp.content_tag, files, tag or raw_tag(tp), labels, buildargs, nocache, ca_bundle, log_path, builder
+        tp.name,
+        tp.content_tag,
+        files,
+        tag or raw_tag(tp),
+        labels,
+        buildargs,
+        nocache,
+        ca_bundle,
+        log_path,
+        builder,
+        debs.note,
     )
     trace = BuildTrace(made)
     try:
-        buildstream.run_logged(request, trace, progress)
+        try:
+            buildstream.run_logged(request, trace, progress)
+        finally:
+            if debs.counts is not None:  # the evidence of one download, also when the build failed
+                append_line(log_path, f"# .debs: {debs.counts.summary()}")
     except BaseException:
         # Ctrl-C: the classic builder goes on when the client hangs up (it would commit the step,
         # finish the build and tag it), so the step in progress is killed; the build then fails there.
@@ -192,6 +211,11 @@ def _build(
         sources = aptsources.failure_message(tp.stack, tail, mirror=mirror) if aptsources.update_failed(tail) else None
         if sources:  # names the list file and host that failed (the Debian mirror only when it was that)
             why = sources
+        elif debs.counts is not None and debproxy.ARG in debs.buildargs and debs.buildargs[debproxy.ARG] in tail:
+            why = (
+                f"apt in the build could not fetch through rocmforge's .deb cache at {debs.buildargs[debproxy.ARG]} "
+                f"(a firewall between build containers and this host?); ${debproxy.ENV}=0 fetches direct"
+            )
         elif aptmirror.unreachable_hint(tail):
             why = aptmirror.unreachable_message(mirror)
         raise BuildError(f"build of {tp.name} failed at {trace.step}\n  {why}\n  full log: {log_path}")

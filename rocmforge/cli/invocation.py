@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from rocmforge.host import aptmirror
+from rocmforge.host import aptmirror, debproxy
 from rocmforge.shared.errors import UserError
 from rocmforge.workflow.pipeline import BuildOptions, Pipeline, Progress
 from rocmforge.workflow.project import Project
@@ -56,6 +56,7 @@ class Invocation:
         self.progress = Progress(progress_console(mode, quiet), plain=mode == "plain")
         self.quiet = quiet
         aptmirror.from_env()  # a bad mirror setting is refused before anything runs
+        debproxy.enabled()  # and so is a bad .deb cache setting
 
     @cached_property
     def matrix_path(self) -> Path | None:

@@ -13,6 +13,7 @@ do not pay for it."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import shutil
 from collections.abc import Iterable, Iterator
@@ -103,6 +104,25 @@ class Engine:
         """True when the engine answers; EngineError when it does not."""
         with translated():
             return bool(self.docker.ping())
+
+    def on_local_socket(self) -> bool:
+        """Whether the engine is reached through a unix socket (docker-py names those
+        http+docker://localhost), as opposed to tcp:// or ssh://, behind which it may be anywhere."""
+        return self.docker.api.base_url == "http+docker://localhost"
+
+    def bridge(self) -> tuple[str, str] | None:
+        """(gateway address, interface name) of the engine's default bridge network, where its
+        containers reach the machine the engine runs on; None when it has none that says both. A
+        network whose IPAM leaves Gateway out (an engine that found docker0 already addressed) has
+        the subnet's first address."""
+        try:
+            with translated():
+                net = self.docker.api.inspect_network("bridge")
+            config = ((net.get("IPAM") or {}).get("Config") or [{}])[0]
+            address = config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+        except (BuildError, KeyError, ValueError, StopIteration):
+            return None
+        return address, (net.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
 
     def data_root(self) -> Path | None:
         """Where this process reads the engine's data root; None when it cannot (engineinfo.store_root)."""

@@ -273,6 +273,7 @@ class Pipeline:
             nocache=nocache,
             made=made,
             builder=self.chosen.on(client),
+            locked_debs=self.plan.lock.debs.get(tp.stack, {}),
         )
         built = time.monotonic()
         base = raw.final_base  # pulled (a registry base) or built before this build started

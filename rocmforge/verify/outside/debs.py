@@ -4,7 +4,9 @@ image's packaged files are checked against, never the image's own /var/lib/dpkg.
 A package is found in its suite's signed index (host.debarchive: InRelease checked with gpgv, the
 Packages index by the hash it gives, each `.deb`'s SHA-256 from that index, and the same hash as
 matrix.lock records it). What was verified is kept in the user's cache (the `.deb`s by their
-SHA-256, the index entries used, and each `.deb`'s file list), so a second check downloads nothing.
+SHA-256, the index entries used, and each `.deb`'s file list), so a second check downloads nothing;
+nor does a first check after a build on this host, whose apt fetched the `.deb`s into the same cache
+(host.debproxy).
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def contents(src: AptSource, pool_path: str, sha256: str, package: str, version:
         )
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    # only the file list is kept: the .debs of a ROCm stack are gigabytes, their lists megabytes
+    # the check keeps only the file list (the .debs of a ROCm stack are gigabytes, their lists
+    # megabytes); a build through host.debproxy has kept the .deb itself, which download() reads
     deb = _read(download(src, pool_path, sha256), package, version, sha256)
     doc = {
         "files": {k: [v.type, v.mode, v.uid, v.gid, v.size, v.sha256, v.link, v.md5] for k, v in deb.files.items()},
