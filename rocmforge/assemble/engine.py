@@ -211,9 +211,11 @@ def _build(
         sources = aptsources.failure_message(tp.stack, tail, mirror=mirror) if aptsources.update_failed(tail) else None
         if sources:  # names the list file and host that failed (the Debian mirror only when it was that)
             why = sources
-        elif debs.counts is not None and debproxy.ARG in debs.buildargs and debs.buildargs[debproxy.ARG] in tail:
+        elif debs.counts is not None and debs.counts.failed:  # upstream did not answer the proxy
+            why = aptmirror.unreachable_message(mirror)
+        elif debs.counts is not None and debs.buildargs[debproxy.ARG] in tail and aptmirror.unreachable_hint(tail):
             why = (
-                f"apt in the build could not fetch through rocmforge's .deb cache at {debs.buildargs[debproxy.ARG]} "
+                f"apt in the build could not reach rocmforge's .deb cache at {debs.buildargs[debproxy.ARG]} "
                 f"(a firewall between build containers and this host?); ${debproxy.ENV}=0 fetches direct"
             )
         elif aptmirror.unreachable_hint(tail):

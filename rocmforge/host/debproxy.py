@@ -29,7 +29,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -113,6 +113,7 @@ class Counts:
     kept: list[str] = field(default_factory=list)  # locked .debs fetched upstream, hash checked, kept
     not_kept: list[str] = field(default_factory=list)  # locked .debs fetched whose hash was another
     passed: list[str] = field(default_factory=list)  # everything else, forwarded untouched
+    failed: list[str] = field(default_factory=list)  # "URL: why" of what upstream did not answer
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, kind: str, url: str) -> None:
@@ -207,7 +208,8 @@ class Proxy:
             resp = urllib.request.urlopen(req, timeout=120)  # noqa: S310 - http URLs of apt's own requests
         except urllib.error.HTTPError as exc:  # 304, 404, …: the answer apt gets direct
             resp = exc
-        except OSError as exc:
+        except OSError as exc:  # the build then fails as it would direct: the mirror did not answer
+            self.counts.add("failed", f"{url}: {exc}")
             return self._answer(h, 502, f"rocmforge's .deb cache could not fetch {url}: {exc}\n".encode())
         with resp:
             status = resp.status if hasattr(resp, "status") else resp.code
@@ -279,13 +281,21 @@ def gateway(engine: Engine) -> tuple[str | None, str]:
     when the engine is behind a unix socket here and the bridge's interface on this host holds that
     address; else (None, why not). An engine elsewhere (tcp, ssh, Docker in a container) has a
     bridge of its own, whose gateway is not this process's."""
-    if not engine.on_local_socket():
+    local = engine.on_local_socket()
+    return reachable(local, engine.bridge() if local else None)
+
+
+def reachable(
+    local: bool, bridge: tuple[str, str] | None, address_of: Callable[[str], str | None] = interface_address
+) -> tuple[str | None, str]:
+    """gateway's decision from what the engine says (behind a unix socket here; its bridge's
+    gateway and interface) and this host's address of that interface."""
+    if not local:
         return None, "the engine is not reached through a unix socket of this host"
-    bridge = engine.bridge()
     if bridge is None:
         return None, "the engine has no default bridge network"
     address, iface = bridge
-    if interface_address(iface) != address:
+    if address_of(iface) != address:
         return None, f"its bridge gateway {address} is not the address of this host's {iface}"
     return address, ""
 
@@ -314,8 +324,13 @@ def serving(engine: Engine, locked: Mapping[str, str], environ: Mapping[str, str
     if not locked:
         yield direct("the stack has no locked .deb hashes (matrix.lock's debs)")
         return
-    if not aptmirror.effective(environ).startswith("http://"):
+    archive = aptmirror.effective(environ)
+    if not archive.startswith("http://"):
         yield direct("the Debian archive is reached over https, for which apt uses no http proxy")
+        return
+    if _loopback(urllib.parse.urlsplit(archive).hostname or ""):
+        # a build container's loopback is its own: through the proxy it would be this host's
+        yield direct(f"the Debian mirror {archive} is a loopback address")
         return
     address, why = gateway(engine)
     if address is None:

@@ -49,8 +49,8 @@ def _scratch(tmp_path, include: list[str] | None = None):
     return matrix
 
 
-def _cli(matrix, state, *args, mirror: str | None = None):
-    env = {"ROCMFORGE_DEBIAN_MIRROR": mirror or ""}
+def _cli(matrix, state, *args, mirror: str | None = None, env: dict | None = None):
+    env = {"ROCMFORGE_DEBIAN_MIRROR": mirror or "", **(env or {})}
     return run_cli("--matrix", str(matrix), "--state-dir", str(state), *args, env=env)
 
 
@@ -68,7 +68,9 @@ def test_apt_step_through_another_mirror_gives_the_same_image(docker_client, ses
     manifest = state / "artifacts" / "mirror-probe" / "manifest.json"
     assert json.loads(manifest.read_text())["apt_mirror"] == "http://deb.debian.org/debian"
     with local_apt_mirror.serve(docker_client) as (url, served):
-        proc = _cli(matrix, state, "verify-repro", "--target", "mirror-probe", "--json", mirror=url)
+        # an empty .deb cache: a .deb kept there by an earlier build would not be fetched (mirrors.md)
+        empty = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+        proc = _cli(matrix, state, "verify-repro", "--target", "mirror-probe", "--json", mirror=url, env=empty)
         assert _cli(matrix, state, "manifest", "--target", "mirror-probe", mirror=url).returncode == 0
     assert json.loads(manifest.read_text())["apt_mirror"] == url
     report = json.loads(proc.stdout)

@@ -216,3 +216,22 @@ def test_an_engine_not_behind_a_socket_here_builds_direct_and_says_so(docker_cli
             assert not list(cache.glob("rocmforge/debs/*.deb"))
         finally:
             run("clean", "--target", name)
+
+
+def test_a_mirror_that_does_not_answer_the_proxy_fails_as_it_does_direct(docker_client, base, tmp_path):  # noqa: F811
+    """Through the cache apt gets the proxy's 502, not a refused connection: the message must still
+    name the mirror, as a direct build's does, and nothing is kept."""
+    matrix, state, name, _ = _project(tmp_path)
+    dead = f"http://{local_apt_mirror.bridge_gateway(docker_client)}:9/debian"  # the gateway: through the proxy
+    run = Run(matrix, state, dead, tmp_path / "cache")
+    for setting in ("0", "1"):
+        proc = run_cli(
+            "--matrix", str(matrix), "--state-dir", str(state), "build", "--target", name,
+            env={**run.env, debproxy.ENV: setting},
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        assert f"the Debian mirror {dead} ($ROCMFORGE_DEBIAN_MIRROR) did not answer" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+        through = "fetches its .debs through rocmforge's .deb cache" in run.log(name)
+        assert through == (setting == "1"), run.log(name)[:600]
+    assert not list((tmp_path / "cache").glob("rocmforge/debs/*.deb"))

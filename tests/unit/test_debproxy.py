@@ -66,6 +66,25 @@ def test_this_hosts_loopback_has_an_address_and_no_interface_has_none():
     assert debproxy.interface_address("no-such-if0") is None
 
 
+@pytest.mark.parametrize(
+    ("local", "bridge", "here", "why"),
+    [
+        (True, ("172.17.0.1", "docker0"), "172.17.0.1", ""),
+        (False, ("172.17.0.1", "docker0"), "172.17.0.1", "not reached through a unix socket"),
+        (True, None, "172.17.0.1", "no default bridge"),
+        # Docker in a container, its socket shared: its docker0 is not this host's
+        (True, ("172.18.0.1", "docker0"), "172.17.0.1", "gateway 172.18.0.1 is not the address of this host's docker0"),
+        (True, ("10.88.0.1", "podman0"), None, "not the address of this host's podman0"),
+    ],
+)
+def test_builds_go_through_the_cache_only_where_containers_reach_this_host(local, bridge, here, why):
+    address, said = debproxy.reachable(local, bridge, lambda iface: here if iface == "docker0" else None)
+    if why:
+        assert address is None and why in said, said
+    else:
+        assert (address, said) == (bridge[0], "")
+
+
 class _Upstream(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
