@@ -151,7 +151,7 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 class Proxy:
-    """The proxy's rules; serve() runs it."""
+    """The proxy's rules; listen() runs it."""
 
     def __init__(self, locked: Mapping[str, str], cache: Path, hosts: set[str]) -> None:
         self.wanted = by_file_name(locked)
@@ -161,13 +161,17 @@ class Proxy:
         # the proxy runs on the host: forwarding to its loopback would let any container reach the
         # host's own loopback services, which it cannot reach by itself
         self.refuse_loopback = True
+        self._loopback: dict[str, bool] = {}  # host -> resolves to loopback, asked once per build
 
     def handle(self, h: _Handler, *, body: bool) -> None:
         url = h.path
         if not url.startswith("http://"):
             return self._answer(h, 400, b"rocmforge's .deb cache is a proxy: ask it for http:// URLs\n")
         parts = urllib.parse.urlsplit(url)
-        if self.refuse_loopback and _loopback(parts.hostname or ""):
+        host = parts.hostname or ""
+        if self.refuse_loopback and host not in self._loopback:
+            self._loopback[host] = _loopback(host)
+        if self.refuse_loopback and self._loopback[host]:
             return self._answer(h, 403, b"rocmforge's .deb cache forwards nothing to this host's loopback\n")
         key = deb_of(url) if parts.netloc.lower() in self.hosts else None
         sha = self.wanted.get(key) if key else None
@@ -187,6 +191,8 @@ class Proxy:
                     while chunk := f.read(CHUNK):
                         h.wfile.write(chunk)
             return None
+        if not body:
+            self.counts.add("passed", url)
         return self._forward(h, url, body, keep=sha if body else None)
 
     @staticmethod
