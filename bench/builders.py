@@ -5,11 +5,11 @@
   build is `verify-repro --against-built --builder B`, so the same run also says whether either
   builder's image is the one `build` made (identical IDs). Printed: each builder's build seconds,
   normalisation seconds, and BuildKit / classic (goal <= 0.8 for the build);
-- a one-step rebuild: `build --builder B` of the target with one more RUN step (a nonce), the
-  unchanged steps in each builder's cache; BuildKit / classic.
+- a one-step rebuild: `build --builder B` of a copy of the target under its own name with one
+  more RUN step (a nonce), its other steps in each builder's cache; BuildKit / classic.
 Needs the engine, the targets built (they are built first where missing: classic), and buildx where
 the docker CLI finds it (`python3 -m tests.buildx` prints a DOCKER_CONFIG folder holding the pinned one;
-pass it as DOCKER_CONFIG). Nothing it builds is kept."""
+pass it as DOCKER_CONFIG). Nothing it builds is kept, and no tag of the targets themselves is touched."""
 
 from __future__ import annotations
 
@@ -23,12 +23,15 @@ import time
 import uuid
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import copy_project  # noqa: E402
 
 BUILDERS = ("classic", "buildkit")
+STEP_TARGET = "bench-one-step"
 
 
 def cli(*args: str, matrix: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
@@ -59,21 +62,41 @@ def cold(target: str) -> dict[str, dict]:
     return out
 
 
+def step_project(root: Path, target: str) -> Path:
+    """A project copy with STEP_TARGET: target's definition and lock under a name of its own, its
+    main image only, so that nothing here touches target's own tags."""
+    matrix = copy_project(root)
+    data = yaml.safe_load(matrix.read_text())
+    data["targets"][STEP_TARGET] = {k: v for k, v in data["targets"][target].items() if k != "variants"}
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    lock_path = matrix.with_suffix(".lock")
+    lock = yaml.safe_load(lock_path.read_text())
+    for section in lock.values():
+        if isinstance(section, dict) and target in section:
+            section[STEP_TARGET] = section[target]
+    lock_path.write_text(yaml.safe_dump(lock))
+    return matrix
+
+
 def one_step(target: str) -> dict[str, float]:
-    """Seconds of `build` for the target with one more RUN step (a nonce: a new image each time),
-    per builder; the unchanged steps are in each builder's cache from the cold builds before."""
+    """Seconds of `build` for a copy of the target with one more RUN step (a nonce: a new image each
+    time), per builder; its other steps are the target's, in each builder's cache from the cold
+    builds before."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="rocmforge-bench-builders-") as tmp:
-        matrix = copy_project(Path(tmp))
+        matrix = step_project(Path(tmp), target)
         tpl = Path(tmp) / "templates" / "Dockerfile.j2"
         original, marker = tpl.read_text(), "COPY probes/ /opt/rocmforge/probes/"
-        for builder in BUILDERS:
-            tpl.write_text(original.replace(marker, f"{marker}\nRUN echo {uuid.uuid4().hex} > /opt/bench-step", 1))
-            seconds, proc = cli("build", "--target", target, "--builder", builder, matrix=matrix)
-            if proc.returncode != 0:
-                raise SystemExit(f"one-step build {builder}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-            out[builder] = seconds
-            cli("clean", "--target", target, matrix=matrix)
+        try:
+            for builder in BUILDERS:
+                step = f"{{% if name == '{STEP_TARGET}' %}}RUN echo {uuid.uuid4().hex} > /opt/bench-step{{% endif %}}"
+                tpl.write_text(original.replace(marker, f"{marker}\n{step}", 1))
+                seconds, proc = cli("build", "--target", STEP_TARGET, "--builder", builder, matrix=matrix)
+                if proc.returncode != 0:
+                    raise SystemExit(f"one-step build {builder}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+                out[builder] = seconds
+        finally:
+            cli("clean", "--target", STEP_TARGET, matrix=matrix)
     return out
 
 
