@@ -31,6 +31,12 @@ def cache_dir() -> Path:
     return user_cache("debs")
 
 
+def kept_deb(sha256: str, cache: Path | None = None) -> Path:
+    """Where the cache (default: the user's) keeps the .deb of that SHA-256: the one name the build's
+    .deb proxy and the outside check share."""
+    return (cache or cache_dir()) / f"{sha256}.deb"
+
+
 def get(url: str) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=120) as r:  # noqa: S310 - the archive's own http URLs

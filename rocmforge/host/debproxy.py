@@ -178,7 +178,7 @@ class Proxy:
         if sha is None or h.headers.get("Range"):
             self.counts.add("passed", url)
             return self._forward(h, url, body, keep=None)
-        kept = self.cache / f"{sha}.deb"
+        kept = debarchive.kept_deb(sha, self.cache)
         if kept.is_file() and sha256_of(kept) == sha:
             self.counts.add("served", url)
             size = kept.stat().st_size
@@ -252,7 +252,7 @@ class Proxy:
                     last = chunk
             if digest.hexdigest() == sha:
                 os.chmod(tmp, 0o644)
-                os.replace(tmp, self.cache / f"{sha}.deb")
+                os.replace(tmp, debarchive.kept_deb(sha, self.cache))
                 self.counts.add("kept", url)
             else:  # apt refuses it by the signed index's hash too; the cache never holds it
                 os.unlink(tmp)

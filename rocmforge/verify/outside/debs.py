@@ -19,7 +19,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmforge.host.debarchive import AptSource, cache_dir, debian, get, locate
+from rocmforge.host.debarchive import AptSource, cache_dir, debian, get, kept_deb, locate
 from rocmforge.shared.errors import BuildError
 from rocmforge.shared.files import atomic_write
 
@@ -53,7 +53,7 @@ class DebContents:
 
 def download(src: AptSource, pool_path: str, sha256: str) -> bytes:
     """The .deb's bytes, from the cache (a .deb kept by fetch) or the source, checked against sha256."""
-    kept = cache_dir() / f"{sha256}.deb"
+    kept = kept_deb(sha256)
     if kept.is_file():
         return kept.read_bytes()
     raw = get(src.url(pool_path))
@@ -64,7 +64,7 @@ def download(src: AptSource, pool_path: str, sha256: str) -> bytes:
 
 def fetch(src: AptSource, pool_path: str, sha256: str) -> Path:
     """The .deb kept in the cache (what the judge's interpreter is unpacked from), checked against sha256."""
-    path = cache_dir() / f"{sha256}.deb"
+    path = kept_deb(sha256)
     if not path.is_file():
         atomic_write(path, download(src, pool_path, sha256))
     return path
