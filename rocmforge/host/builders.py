@@ -18,11 +18,9 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, ClassVar, Protocol
 
 from rocmforge.shared import processes
@@ -118,12 +116,12 @@ class BuildKitBuilder:
         self.engine = engine
         self.buildx = buildx
 
-    def command(self, *, tag: str, labels: dict[str, str], buildargs: dict[str, str], nocache: bool, iidfile: Path):
+    def command(self, *, tag: str, labels: dict[str, str], buildargs: dict[str, str], nocache: bool):
         builder = self.engine.context or "default"  # the engine rocmforge reached, as buildx names it
         cmd = [self.buildx.docker, "buildx", "build", "--builder", builder, "--load", "--progress", "plain"]
         # No attestations: the docker driver on an overlay2 engine cannot store them, and they are
         # rocmforge's to write (the SBOM, the signature), not the builder's.
-        cmd += ["--provenance", "false", "--sbom", "false", "--iidfile", str(iidfile), "--tag", tag]
+        cmd += ["--provenance", "false", "--sbom", "false", "--tag", tag]
         for k, v in buildargs.items():
             cmd += ["--build-arg", f"{k}={v}"]
         for k, v in labels.items():
@@ -135,18 +133,15 @@ class BuildKitBuilder:
     def build(
         self, context: IO[bytes], *, tag: str, labels: dict[str, str], buildargs: dict[str, str], nocache: bool
     ) -> Iterator[dict]:
-        folder = Path(tempfile.mkdtemp(prefix="rocmforge-buildx-"))
-        iidfile = folder / "iid"
-        cmd = self.command(tag=tag, labels=labels, buildargs=buildargs, nocache=nocache, iidfile=iidfile)
+        cmd = self.command(tag=tag, labels=labels, buildargs=buildargs, nocache=nocache)
         env = {**os.environ, "BUILDX_NO_DEFAULT_ATTESTATIONS": "1", "BUILDKIT_PROGRESS": "plain"}
         try:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
             )
         except OSError as exc:
-            shutil.rmtree(folder, ignore_errors=True)
             raise UserError(f"cannot run {self.buildx.docker} buildx ({exc}); {INSTALL_HINT}", field=OPTION) from None
-        return self._stream(proc, context, iidfile, folder)
+        return self._stream(proc, context, tag)
 
     @staticmethod
     def _feed(proc: subprocess.Popen, context: IO[bytes]) -> None:
@@ -161,7 +156,7 @@ class BuildKitBuilder:
             except OSError:
                 pass
 
-    def _stream(self, proc: subprocess.Popen, context: IO[bytes], iidfile: Path, folder: Path) -> Iterator[dict]:
+    def _stream(self, proc: subprocess.Popen, context: IO[bytes], tag: str) -> Iterator[dict]:
         feeder = threading.Thread(target=self._feed, args=(proc, context), daemon=True, name="buildx-context")
         feeder.start()
         tail: list[str] = []
@@ -182,12 +177,13 @@ class BuildKitBuilder:
                 why = (errors or tail[-1:] or [f"exit status {rc}"])[-1]
                 yield {"error": why, "errorDetail": {"message": why}}
                 return
-            image_id = iidfile.read_text().strip() if iidfile.exists() else ""
+            # The ID the engine knows the image by, through the tag: buildx's --iidfile holds the
+            # config digest, which a store that keys images by manifest (containerd's) refuses.
+            image_id = self.engine.shown_id(tag)
             if image_id:
                 yield {"aux": {"ID": image_id}}
         finally:
             processes.stop(proc)  # closed early (an interrupt, a failure of the reader): stop the build
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)
