@@ -127,6 +127,31 @@ def test_a_small_target_is_one_image_on_every_engine(host_identity, other_engine
     assert {o for o in suites.values()} >= {"passed", "failed", "skipped"}
 
 
+@pytest.mark.parametrize("other_engine", ["docker28-overlay2", "docker28-containerd"], indirect=True)
+def test_buildkit_builds_the_same_images_on_docker_28(host_identity, other_engine, variant_project, tmp_path):
+    """Docker 28's own BuildKit (v0.2x, not the host's 0.8), through the pinned buildx and the engine's
+    DOCKER_HOST, on either store: the main image and its gfx1100 variant, each rebuilt without cache
+    by BuildKit, are the images the classic builder made there, which are the host's (the identity
+    test above). `--against-built` compares with what the engine holds, so BuildKit's build, not the
+    classic one, is the second of each pair."""
+    from tests import buildx
+
+    state = tmp_path / "state"
+    _build(variant_project, state, env=other_engine.env())  # up to date where the test above built it
+    env = {**other_engine.env(), "DOCKER_CONFIG": str(buildx.install())}
+    args = ("--matrix", str(variant_project), "--state-dir", str(state), "verify-repro", "--target", TARGET)
+    proc = run_cli(*args, "--against-built", "--builder", "buildkit", "--json", env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    logs = sorted((state / "logs").glob(f"{TARGET}*.repro-*.log"))
+    assert logs and all("(buildkit builder)" in log.read_text().splitlines()[0] for log in logs), logs
+    want, _, want_variant = host_identity
+    print(f"{other_engine.describe()}: BuildKit {report['image_ids']} {report['variants'][0]['image_ids']}")
+    assert report["against"] == "built" and report["identical"], report
+    assert report["image_ids"] == [want[0]] * 2
+    assert [v["image_ids"] for v in report["variants"]] == [[want_variant[0]] * 2]
+
+
 @pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
 def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, other_engine, project, tmp_path):
     """The containerd store pushes the manifest rocmforge wrote: one digest however often it is
@@ -153,14 +178,18 @@ def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, o
 
 @pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
 def test_verify_repro_report_and_clean_on_the_containerd_store(host_identity, other_engine, project, tmp_path):
-    """Under the containerd store: two no-cache builds give the host's image ID, the report shows
-    that ID, and `clean` leaves no rocmforge image or leftover behind."""
+    """Under the containerd store: the built image and a rebuild without cache by the same (classic)
+    builder are the host's image ID, the report shows that ID, and `clean` leaves no rocmforge image
+    or leftover behind. (The two builds are independent: the first ran on an engine that had never
+    built this target, the second uses no cache.)"""
     env, state = other_engine.env(), tmp_path / "state"
     args = ("--matrix", str(project), "--state-dir", str(state))
-    proc = run_cli(*args, "verify-repro", "--target", TARGET, "--json", env=env)
+    _build(project, state, env=env)  # up to date where an earlier test built it
+    proc = run_cli(
+        *args, "verify-repro", "--target", TARGET, "--against-built", "--builder", "classic", "--json", env=env
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout)["image_ids"] == [host_identity[0][0]] * 2
-    _build(project, state, env=env)  # verify-repro tags nothing: the report reads the built target
     proc = run_cli(*args, "report", "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["name"]: r for r in json.loads(proc.stdout)["targets"]}
