@@ -192,12 +192,24 @@ class Chosen:
 
     name: str  # CLASSIC or BUILDKIT
     buildx: Buildx | None = None  # with BUILDKIT: the buildx found
+    asked: str = BUILDKIT  # with BUILDKIT: the value that chose it (AUTO or BUILDKIT) ...
+    where: str = OPTION  # ... and where it was given (the option or the variable)
 
     def on(self, engine: Engine) -> Builder:
-        """The builder, on engine."""
-        if self.name == BUILDKIT and self.buildx is not None:
-            return BuildKitBuilder(engine, self.buildx)
-        return ClassicBuilder(engine)
+        """The builder, on engine. podman serves no BuildKit session (its API builds with buildah,
+        as the classic builder asks): `auto` builds classic there, `buildkit` is a UserError."""
+        if self.name != BUILDKIT or self.buildx is None:
+            return ClassicBuilder(engine)
+        if engine.described.podman:
+            if self.asked == AUTO:
+                return ClassicBuilder(engine)
+            raise UserError(
+                f"{engine.described.name} {engine.described.version} has no BuildKit (buildx's docker driver "
+                "needs a Docker engine); its own builder runs through the classic builder's API: "
+                f"give {OPTION} classic or {OPTION} auto",
+                field=self.where,
+            )
+        return BuildKitBuilder(engine, self.buildx)
 
 
 def choose(given: str | None) -> Chosen:
@@ -212,7 +224,7 @@ def choose(given: str | None) -> Chosen:
         return Chosen(CLASSIC)
     found = Buildx.find()
     if found is not None:
-        return Chosen(BUILDKIT, found)
+        return Chosen(BUILDKIT, found, value, where)
     if value == AUTO:
         return Chosen(CLASSIC)
     raise UserError(f"the BuildKit builder needs docker buildx, which is not found: {INSTALL_HINT}", field=where)

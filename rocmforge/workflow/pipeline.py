@@ -105,6 +105,7 @@ class Pipeline:
         buildcache.budget()
         cache = registry_cache.from_options(self.options.cache_registry, self.options.cache_readonly)
         client = connecting.result()
+        self.chosen.on(client)  # a builder this engine cannot run is refused before anything is built
         order = self.plan.order([name])
         known: dict[str, str | None] = {}  # image IDs already asked of the engine (or the cache)
         if cache:

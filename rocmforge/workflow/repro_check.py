@@ -59,6 +59,7 @@ def verify_repro(pipe: Pipeline, name: str, *, against_built: bool = False) -> R
     for dep in pipe.plan.order([name])[:-1]:  # prerequisites are inputs: built (or up to date) once, as usual
         pipe.build(dep)
     client = engine.connect()
+    pipe.chosen.on(client)  # a builder this engine cannot run is refused before any build
     variants = list(pipe.plan.variants.get(name, ()))
     if against_built:
         _require_built(client, [tp, *variants])

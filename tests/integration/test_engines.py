@@ -152,6 +152,30 @@ def test_buildkit_builds_the_same_images_on_docker_28(host_identity, other_engin
     assert [v["image_ids"] for v in report["variants"]] == [[want_variant[0]] * 2]
 
 
+@pytest.mark.parametrize("other_engine", ["podman5"], indirect=True)
+def test_podman_builds_classic_under_auto_and_refuses_buildkit_by_name(host_identity, other_engine, project, tmp_path):
+    """podman serves no BuildKit session, so buildx cannot build there even where it is installed:
+    `--builder buildkit` is refused (exit 2, one line) before anything is built, and
+    `ROCMFORGE_BUILDER=auto` builds through the classic builder's API, the host's image."""
+    from tests import buildx
+
+    client, tag = other_engine.client(), _content_tag(project)
+    env = {**other_engine.env(), "DOCKER_CONFIG": str(buildx.install())}
+    args = ("--matrix", str(project), "--state-dir", str(tmp_path / "state"), "build", "--target", TARGET)
+    proc = run_cli(*args, "--builder", "buildkit", env=env)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert proc.stderr.count("\n") == 1 and "has no BuildKit" in proc.stderr and "--builder classic" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "state" / "logs" / f"{TARGET}.log").exists()
+    for ref in (tag, tag.rsplit(":", 1)[0] + ":" + STACK):  # so that auto's build runs (on the step cache)
+        if client.identity(ref):
+            client.api.remove_image(ref)
+    proc = run_cli(*args, env={**env, "ROCMFORGE_BUILDER": "auto"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    log = (tmp_path / "state" / "logs" / f"{TARGET}.log").read_text()
+    assert "(classic builder)" in log.splitlines()[0]
+    assert client.identity(tag) == host_identity[0][0]
+
+
 @pytest.mark.parametrize("other_engine", ["docker28-containerd"], indirect=True)
 def test_pushed_twice_one_digest_and_pulled_back_the_same_image(host_identity, other_engine, project, tmp_path):
     """The containerd store pushes the manifest rocmforge wrote: one digest however often it is

@@ -5,6 +5,7 @@ is normalised to what the classic builder records (tests/integration/test_builde
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -39,10 +40,10 @@ def test_the_classic_builder_is_the_default_and_asks_nothing(no_choice, monkeypa
 @pytest.mark.parametrize("found", [FOUND, None])
 def test_auto_is_buildkit_where_buildx_is_found(no_choice, monkeypatch, found):
     monkeypatch.setattr(builders.Buildx, "find", classmethod(lambda cls: found))
-    want = builders.Chosen(builders.BUILDKIT, FOUND) if found else builders.Chosen(builders.CLASSIC)
+    want = builders.Chosen(builders.BUILDKIT, FOUND, "auto") if found else builders.Chosen(builders.CLASSIC)
     assert builders.choose("auto") == want
     monkeypatch.setenv(builders.ENV, "auto")
-    assert builders.choose(None) == want
+    assert builders.choose(None) == (dataclasses.replace(want, where="$ROCMFORGE_BUILDER") if found else want)
     assert builders.choose("classic").name == builders.CLASSIC  # the option wins over the variable
 
 
@@ -55,6 +56,26 @@ def test_buildkit_without_buildx_says_how_to_install_it(no_choice, monkeypatch):
     with pytest.raises(UserError) as raised:
         builders.choose(None)
     assert raised.value.field == "$ROCMFORGE_BUILDER"
+
+
+PODMAN = SimpleNamespace(context=None, described=SimpleNamespace(podman=True, name="Podman Engine", version="5.8.0"))
+DOCKER = SimpleNamespace(context=None, described=SimpleNamespace(podman=False, name="Docker Engine", version="28.5.2"))
+
+
+def test_podman_builds_classic_under_auto_and_refuses_buildkit_by_name(no_choice, monkeypatch):
+    """podman's API has no BuildKit session: buildx's docker driver cannot build there. `auto` is the
+    classic builder's API on podman (buildah behind it); `buildkit`, asked for by name, is refused
+    before any build, naming where it was asked for and what to give instead."""
+    monkeypatch.setattr(builders.Buildx, "find", classmethod(lambda cls: FOUND))
+    assert isinstance(builders.choose("auto").on(PODMAN), builders.ClassicBuilder)  # type: ignore[arg-type]
+    assert isinstance(builders.choose("auto").on(DOCKER), builders.BuildKitBuilder)  # type: ignore[arg-type]
+    assert isinstance(builders.choose("buildkit").on(DOCKER), builders.BuildKitBuilder)  # type: ignore[arg-type]
+    for given, where in (("buildkit", "--builder"), (None, "$ROCMFORGE_BUILDER")):
+        monkeypatch.setenv(builders.ENV, "buildkit")
+        with pytest.raises(UserError) as raised:
+            builders.choose(given).on(PODMAN)  # type: ignore[arg-type]
+        assert raised.value.field == where
+        assert "Podman Engine 5.8.0 has no BuildKit" in str(raised.value) and "--builder classic" in str(raised.value)
 
 
 @pytest.mark.parametrize("where", ["option", "variable"])
