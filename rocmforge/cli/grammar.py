@@ -149,7 +149,7 @@ def builder_option(p: argparse.ArgumentParser, prefix: str = "") -> None:
         default=None,
         metavar="auto|classic|buildkit",
         help="the engine's classic builder, or BuildKit through docker buildx (auto: BuildKit when buildx is "
-        "found); either gives the same image ID (default $ROCMFORGE_BUILDER, else classic)",
+        "found and the engine is Docker); either gives the same image ID (default $ROCMFORGE_BUILDER, else auto)",
     )
 
 

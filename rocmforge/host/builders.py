@@ -33,9 +33,9 @@ ENV = "ROCMFORGE_BUILDER"
 OPTION = "--builder"
 CLASSIC, BUILDKIT, AUTO = "classic", "buildkit", "auto"
 CHOICES = (AUTO, CLASSIC, BUILDKIT)
-# Until every target is shown to give the same image through BuildKit (issue 55), a build that names
-# no builder runs the classic one: `auto` is asked for, never assumed.
-DEFAULT = CLASSIC
+# As Docker itself since 23: BuildKit where it can run (buildx found, a Docker engine), else the
+# classic builder. Either gives the same image ID (tests/integration/test_builders.py, test_engines.py).
+DEFAULT = AUTO
 INSTALL_HINT = (
     "install the buildx CLI plugin: Debian 13 and later `apt-get install docker-buildx`, elsewhere "
     "put the `docker-buildx` binary (e.g. unpacked from Debian sid's docker-buildx .deb, which is "

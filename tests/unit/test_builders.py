@@ -31,9 +31,12 @@ def no_choice(monkeypatch):
     monkeypatch.delenv(builders.ENV, raising=False)
 
 
-def test_the_classic_builder_is_the_default_and_asks_nothing(no_choice, monkeypatch):
-    monkeypatch.setattr(builders.Buildx, "find", classmethod(lambda cls: pytest.fail("buildx looked for")))
+def test_auto_is_the_default_and_classic_asks_nothing(no_choice, monkeypatch):
+    monkeypatch.setattr(builders.Buildx, "find", classmethod(lambda cls: FOUND))
+    assert builders.choose(None) == builders.Chosen(builders.BUILDKIT, FOUND, "auto", "$ROCMFORGE_BUILDER")
+    monkeypatch.setattr(builders.Buildx, "find", classmethod(lambda cls: None))
     assert builders.choose(None) == builders.Chosen(builders.CLASSIC)
+    monkeypatch.setattr(builders.Buildx, "find", classmethod(lambda cls: pytest.fail("buildx looked for")))
     assert builders.choose("classic").name == builders.CLASSIC
 
 
