@@ -26,6 +26,7 @@ from rocmforge.workflow.repro_check import verify_repro as run
 
 def build_and_test(inv: Invocation) -> int:
     """`build.py --target X`: the main job (a bare `build.py` prints the usage instead: cli.main)."""
+    suites.require_runner()  # not after minutes of building
     return build(inv) or test(inv)
 
 
@@ -71,6 +72,7 @@ def test(inv: Invocation) -> int:
     if junit:
         writable_file(junit, "--junit", replaced=False)
     project.writable_state()
+    suites.require_runner()
     if target and not image:  # its image exists only if it could be built
         project.buildable_target(target)
     client = engine.connect()

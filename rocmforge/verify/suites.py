@@ -4,6 +4,7 @@ passed, failed (with the reason) or not GPU-verified (with the reason), per suit
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from rocmforge.define.matrix import variant_suffix
 from rocmforge.host.container import host_gpu_access, remove_session_leftovers
 from rocmforge.host.enginebase import EngineError
 from rocmforge.shared import packagedata, program
+from rocmforge.shared.errors import UserError
 from rocmforge.shared.files import atomic_write
 from rocmforge.shared.records import load_internal
 from rocmforge.shared.statedir import StateDir
@@ -27,6 +29,29 @@ from rocmforge.verify import suiteprocs
 
 if TYPE_CHECKING:
     from rocmforge.host.engines import Engine
+
+
+# What the suites import in rocmforge's own interpreter (they run as `python -m pytest` beside it):
+# module -> the requirement that provides it (as pyproject.toml's dependencies pin it). Missing only
+# from an install made with --no-deps, or trimmed later; said before a build starts or the engine is
+# asked, instead of every suite failing with "pytest produced no results".
+RUNNER_MODULES = {"pytest": "pytest>=8", "testinfra": "pytest-testinfra>=10"}
+
+
+def missing_runner(find=importlib.util.find_spec) -> list[str]:
+    """The requirements of the suites that this interpreter cannot import."""
+    return [req for module, req in RUNNER_MODULES.items() if find(module) is None]
+
+
+def require_runner(find=importlib.util.find_spec) -> None:
+    missing = missing_runner(find)
+    if missing:
+        raise UserError(
+            f"the suites run with pytest in rocmforge's Python ({sys.executable}), which lacks "
+            f"{' and '.join(m.split('>')[0] for m in missing)}: "
+            f"{sys.executable} -m pip install {' '.join(repr(m) for m in missing)}",
+            field="test",
+        )
 
 
 class SuiteStatus(str, Enum):

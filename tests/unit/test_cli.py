@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -157,3 +160,34 @@ def test_every_subcommand_names_a_function_that_exists():
     assert len(commands) > 15 and all(isinstance(c, Command) for c in commands)
     for c in commands:
         assert callable(getattr(importlib.import_module(f"rocmforge.cli.{c.module}"), c.function, None)), c
+
+
+@pytest.mark.parametrize("argv", [["test", "--target", "hip-runtime"], ["--target", "hip-runtime"]])
+def test_suites_without_pytest_testinfra_are_refused_before_the_engine_or_a_build(argv, tmp_path):
+    """An install without the suites' runner (pip --no-deps) once failed every suite with "pytest
+    produced no results", after the build: now one line names what is missing and how to add it,
+    before the engine (which points nowhere here) is asked anything."""
+    hide = "import sys; sys.modules['testinfra'] = None; from rocmforge.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", hide, *argv, "--state-dir", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "DOCKER_HOST": "tcp://127.0.0.1:1"},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "pytest-testinfra" in proc.stderr and "-m pip install" in proc.stderr, proc.stderr
+    assert "Docker engine" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_suites_runner_is_a_dependency_of_the_installed_command():
+    """`pipx install .` must give `test` what it runs: the requirements require_runner names are
+    the package's own dependencies, not only its test extras."""
+    import tomllib
+
+    from rocmforge.verify.suites import RUNNER_MODULES, missing_runner
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert set(RUNNER_MODULES.values()) <= set(deps)
+    assert missing_runner(lambda module: None) == list(RUNNER_MODULES.values())
+    assert missing_runner(lambda module: object()) == []
