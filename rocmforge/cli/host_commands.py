@@ -3,7 +3,6 @@ target's image started as ROCm needs it, on the image this host's GPUs are cover
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from collections.abc import Iterable
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from rocmforge import doctor as host_doctor
 from rocmforge.assemble import engine
-from rocmforge.cli import host_gpus, signals
+from rocmforge.cli import host_gpus, results, signals
 from rocmforge.cli.invocation import Invocation
 from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
@@ -34,7 +33,9 @@ def doctor(inv: Invocation) -> int:
         kfd_topology=inv.args.kfd_topology,
         host_root=host_gpus.host_root(inv),
     )
-    print(json.dumps(report.to_json(), indent=2) if inv.args.json else report.format_text())
+    if inv.args.json:  # exit 1 when a check fails: the result object says so as well
+        return results.emit("doctor", report.exit_code, **report.to_json())
+    print(report.format_text())
     return report.exit_code
 
 

@@ -70,8 +70,7 @@ def push(inv: Invocation) -> int:
             )
         with inv.progress.status(f"signing the release record of {target} again"):
             rec = publish.refresh(client, target, record_dir=project.record_dir, signer=signer)
-        print(json.dumps(rec, indent=2, sort_keys=True))
-        return 0
+        return _pushed(inv, rec)
     how = " (signed keyless)" if keyless else " (signed)" if signer else ""
     with inv.progress.status(f"pushing {target} to {registry}{how}"):
         rec = publish.push(
@@ -84,10 +83,18 @@ def push(inv: Invocation) -> int:
             matrix_path=project.matrix_path,
             signer=signer,
         )
-    print(json.dumps(rec, indent=2, sort_keys=True))
     inv.progress.line(
         f"publish record: {project.record_dir / (target + '.json')} ({time.monotonic() - started:.1f} s)", markup=False
     )
+    return _pushed(inv, rec)
+
+
+def _pushed(inv: Invocation, rec: dict) -> int:
+    """What push prints: the publish record as it always has; under --json, inside the result
+    object every acting command prints (cli/results.py)."""
+    if getattr(inv.args, "json", False):
+        return results.emit("push", 0, pushed=rec)
+    print(json.dumps(rec, indent=2, sort_keys=True))
     return 0
 
 

@@ -1,7 +1,7 @@
-"""What `--json` prints for the commands that act (build, lock, pull, clean): one JSON object on
+"""What `--json` prints for the commands that act or judge (build, lock, pull, push, clean, doctor): one JSON object on
 stdout, whatever the outcome, with the same three keys first (rocmforge/data/result.schema.json):
 
-    command    the subcommand ("build", "lock", "pull", "clean")
+    command    the subcommand ("build", "lock", "pull", "push", "clean", "doctor")
     ok         true when the command did all it was asked (exit code 0)
     exit_code  the program's exit code: 0, or 1 when the command ran but something failed
 
@@ -15,10 +15,13 @@ then the command's own keys:
             check: true; targets: [str]; problems: [str] (stale or unavailable pins)
     pull    pulled: the publish record (as `pull` prints without --json), or for a REF the
             verified statements with local_tags
+    push    pushed: the publish record written (as `push` prints without --json)
     clean   dry_run: bool; items: [{kind, ref, size_bytes}]; logs_removed: bool
+    doctor  checks: [{name, status ("ok", "warn", "fail", "skipped"), detail}]; recommendations:
+            [{env, reason}]; exit_code 1 when a check failed
 
 A user's error (exit 2) prints no JSON: its one line on stderr is the answer. The other --json
-outputs (list, test, report, verify, verify-repro, doctor, rocminfo, archs) keep their own shapes."""
+outputs (list, test, report, verify, verify-repro, rocminfo, archs) keep their own shapes."""
 
 from __future__ import annotations
 

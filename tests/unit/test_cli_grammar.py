@@ -145,6 +145,17 @@ def test_every_command_has_an_example_and_the_globals():
         assert "--matrix FILE" in text and "--state-dir DIR" in text and "--progress" in text, name
 
 
+def test_every_command_that_acts_or_judges_takes_json():
+    """The commands whose result the schema describes, each with --json and its help (issue 54:
+    push printed a record with no --json, doctor its own shape)."""
+    schema = json.loads((DATA / "result.schema.json").read_text())
+    parsers = subparsers(build_parser())
+    for name in schema["properties"]["command"]["enum"]:
+        option = next((a for a in parsers[name]._actions if "--json" in a.option_strings), None)
+        assert option is not None and option.help, f"{name}: no --json"
+    assert set(schema["properties"]["command"]["enum"]) >= {"build", "lock", "pull", "push", "clean", "doctor"}
+
+
 def test_completion_scripts_name_every_command(capsys):
     commands = set(subparsers(build_parser()))
     for shell in ("bash", "zsh"):
@@ -211,10 +222,16 @@ SAMPLES = [
     {"check": False, "resolved": ["base x"], "unresolved": [], "wrote": None},
     {"pulled": {"target": "hip-runtime"}},
     {"dry_run": True, "items": [{"kind": "image", "ref": "r", "size_bytes": 1}], "logs_removed": False},
+    {"pushed": {"target": "hip-runtime", "digest": "sha256:" + "b" * 64}},
+    {
+        "checks": [{"name": "kfd", "status": "fail", "detail": "no /dev/kfd"}],
+        "recommendations": [{"env": {"HIP_VISIBLE_DEVICES": "0"}, "reason": "skip the iGPU"}],
+    },
 ]
+COMMANDS = ["build", "lock", "lock", "pull", "clean", "push", "doctor"]
 
 
-@pytest.mark.parametrize("command,fields", list(zip(["build", "lock", "lock", "pull", "clean"], SAMPLES)))
+@pytest.mark.parametrize("command,fields", list(zip(COMMANDS, SAMPLES, strict=True)))
 def test_json_results_follow_the_shipped_schema(capsys, command, fields):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((DATA / "result.schema.json").read_text())

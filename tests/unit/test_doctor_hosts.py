@@ -31,7 +31,7 @@ from rocmforge.doctor.hostroot import HostRoot, Identity
 from rocmforge.doctor.rootless import EngineTraits
 from rocmforge.host.container import GpuAccess
 from rocmforge.host.dockerrun import docker_run_argv, dry_run_text
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.unit.doctor_hosts import FIXTURES, ROOTFUL, USER, gpu_host, rocminfo_text
 from tests.unit.test_doctor import FakeClient, FakeImage
 
@@ -683,7 +683,12 @@ def test_doctor_host_root_on_the_command_line(host, cdi_status, rootless_status)
         timeout=120,
     )
     assert p.returncode == 1, p.stderr  # the engine is unreachable here: that check fails too
-    statuses = {c["name"]: c["status"] for c in json.loads(p.stdout)["checks"]}
+    shown = json.loads(p.stdout)
+    # the one result object of every acting command (rocmforge/data/result.schema.json), checks inside
+    assert (shown["command"], shown["ok"], shown["exit_code"]) == ("doctor", False, 1), list(shown)[:3]
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(shown, json.loads((ROOT / "rocmforge" / "data" / "result.schema.json").read_text()))
+    statuses = {c["name"]: c["status"] for c in shown["checks"]}
     assert (statuses["cdi"], statuses["rootless"], statuses["engine"]) == (cdi_status, rootless_status, FAIL)
 
 
