@@ -14,12 +14,22 @@ if TYPE_CHECKING:
 def _local_images() -> set[str] | None:
     try:
         return engines.connect(timeout=5, check=False).tags()
-    except Exception:  # no engine: fall back to what the host alone tells
+    except Exception as exc:  # no engine: fall back to what the host alone tells
+        # connect's own words name DOCKER_HOST's value and why; the blockers only say "not reachable"
+        _ENGINE_PROBLEM["text"] = " ".join(str(exc).split()) or type(exc).__name__
         return None
 
 
 # The engine's images, asked once per process (`list` asks for every target).
 _LOCAL_IMAGES: dict[str, set[str] | None] = {}
+# Why the engine could not be asked, when it could not: said once, not once per target.
+_ENGINE_PROBLEM: dict[str, str] = {}
+
+
+def engine_problem() -> str | None:
+    """Why the engine did not answer buildability's question (where it looked, and why); None
+    when it answered or was not asked."""
+    return _ENGINE_PROBLEM.get("text")
 
 
 def buildability(plan: BuildPlan, name: str) -> tuple[bool, list[str]]:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from rocmforge.assemble import engine
-from rocmforge.assemble.buildable import buildability
+from rocmforge.assemble.buildable import buildability, engine_problem
 from rocmforge.cli import show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.release import matrix_report as reports
@@ -76,6 +76,9 @@ def list_targets(inv: Invocation) -> int:
         print(json.dumps(rows, indent=2))
     else:
         show.targets_table(inv.out, f"targets in {inv.project.matrix_path}", rows)
+    problem = engine_problem()
+    if problem:  # on stderr, once, under the table or the JSON: which engine, and the reason
+        inv.note(f"note: {problem}")
     return 0
 
 

@@ -35,6 +35,15 @@ def test_list_table():
     assert "hip-runtime" in proc.stdout and "llama31-qlora-w7900" in proc.stdout
 
 
+def test_list_names_the_engine_it_could_not_reach_once():
+    """Without an engine every target says "Docker engine not reachable"; which engine (DOCKER_HOST's
+    value) and why is said once, on stderr, in connect's own words (issue 54)."""
+    proc = run_cli("list", env={"DOCKER_HOST": "tcp://127.0.0.1:1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "Docker engine not reachable" in proc.stdout
+    assert proc.stderr.count("DOCKER_HOST=tcp://127.0.0.1:1: connection refused") == 1, proc.stderr
+
+
 def test_unknown_target_is_a_user_error():
     proc = run_cli("build", "--target", "no-such-target")
     assert proc.returncode == 2
