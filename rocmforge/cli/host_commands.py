@@ -17,6 +17,7 @@ from rocmforge.doctor import pick
 from rocmforge.host import dockerrun
 from rocmforge.host import registry as registries
 from rocmforge.host.container import GpuAccess, host_gpu_access
+from rocmforge.render.plan import lock_needs
 from rocmforge.shared import program
 from rocmforge.shared.errors import UserError
 
@@ -143,9 +144,24 @@ def _held(inv: Invocation, client: Engine | None, target: str) -> list[tuple[pic
     assert client is not None  # a target's images are looked up on the engine
     held = local_images(client, inv.plan.images_of(target))
     if not held:
-        raise UserError(
-            f"target {target!r} is neither built nor pulled; run `{program.command('build --target ' + target)}` "
-            f"or `{program.command('pull --target ' + target)}`",
-            field="--target",
-        )
+        raise UserError(not_here(inv, target), field="--target")
     return held
+
+
+def not_here(inv: Invocation, target: str) -> str:
+    """What to do about a target with no image on this engine: only the steps that can work from
+    here (issue 54: "build or pull", then pull's "push first", led nowhere for a target that cannot
+    be built yet and was never published). pull needs a publish record, build resolved pins."""
+    record = inv.project.record_dir / f"{target}.json"
+    pull = f"`{program.command('pull --target ' + target)}` ({record} is its publish record)"
+    head = f"target {target!r} is neither built nor pulled"
+    unresolved = inv.plan.targets[target].unresolved
+    if not unresolved:
+        build = f"`{program.command('build --target ' + target)}`"
+        return f"{head}; run {build}" + (f", or {pull}" if record.is_file() else "")
+    if record.is_file():
+        return f"{head}; run {pull}: it cannot be built here until its pins are resolved"
+    return (
+        f"{head}, and has no publish record to pull ({record}); it cannot be built until its pins "
+        "are resolved:\n" + "".join(f"  - {u}\n" for u in unresolved) + lock_needs(target, unresolved)
+    )

@@ -200,3 +200,24 @@ def test_the_suites_runner_is_a_dependency_of_the_installed_command():
     assert set(RUNNER_MODULES.values()) <= set(deps)
     assert missing_runner(lambda module: None) == list(RUNNER_MODULES.values())
     assert missing_runner(lambda module: object()) == []
+
+
+def test_run_without_an_image_names_only_steps_that_can_work(tmp_path):
+    """`run` once said "build or pull" for any target with no image; pull then said "push first",
+    and neither can work for a target whose pins are unresolved and that was never published."""
+    from types import SimpleNamespace
+
+    from rocmforge.cli.host_commands import not_here
+    from rocmforge.render.plan import load_plan
+
+    inv = SimpleNamespace(project=SimpleNamespace(record_dir=tmp_path), plan=load_plan(ROOT / "matrix.yaml"))
+    assert inv.plan.targets["llama7b-train"].unresolved and not inv.plan.targets["hip-runtime"].unresolved
+    offline = not_here(inv, "llama7b-train")  # type: ignore[arg-type]
+    assert "pull --target" not in offline and "build --target" not in offline, offline
+    assert "lock --target llama7b-train" in offline and "ROCMFORGE_REGISTRY_MIRROR" in offline, offline
+    assert "pull --target" not in not_here(inv, "hip-runtime")  # type: ignore[arg-type]
+    (tmp_path / "llama7b-train.json").write_text("{}")
+    (tmp_path / "hip-runtime.json").write_text("{}")
+    assert "pull --target llama7b-train" in not_here(inv, "llama7b-train")  # type: ignore[arg-type]
+    both = not_here(inv, "hip-runtime")  # type: ignore[arg-type]
+    assert "build --target hip-runtime" in both and "pull --target hip-runtime" in both, both
