@@ -68,7 +68,7 @@ def run(inv: Invocation) -> int:
         registries.image_reference(str(given), "--image")
     if given and inv.args.arch is not None:
         raise UserError("--arch picks one of a target's images; --image names the image itself", field="--arch")
-    host_gpus.check_arch(inv)
+    host_gpus.check_arch(inv, target)
     host_root = host_gpus.host_root(inv)
     if host_root is not None and not inv.args.dry_run:
         raise UserError("a copied host's command can only be printed: add --dry-run", field="--host-root")

@@ -34,10 +34,17 @@ def host_root(inv: Invocation) -> str | None:
     return str(Path(root).resolve())
 
 
-def check_arch(inv: Invocation) -> None:
-    """Refuse an --arch that is not a gfx name, before anything is read."""
-    if inv.args.arch is not None and not GFX_RE.match(inv.args.arch):
-        raise UserError(f"{inv.args.arch!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)", field="--arch")
+def check_arch(inv: Invocation, target: str | None = None) -> None:
+    """Refuse an --arch that is not a gfx name, before anything is read; with a target, also one
+    that none of its planned images carries (the plan says so without asking the engine)."""
+    arch = inv.args.arch
+    if arch is not None and not GFX_RE.match(arch):
+        raise UserError(f"{arch!r} is not a gfx architecture name (e.g. gfx90a, gfx1100)", field="--arch")
+    if arch is not None and target is not None:
+        carried = sorted({a for tp in inv.plan.images_of(target) for a in (tp.variant or tp.archs)})
+        if arch not in carried:
+            shown = ", ".join(carried)
+            raise UserError(f"no image of {target} carries {arch}; its images carry {shown}", field="--arch")
 
 
 @dataclass
