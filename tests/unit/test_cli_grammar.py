@@ -56,6 +56,27 @@ def test_a_global_option_after_the_command_wins_and_one_left_out_keeps_its_defau
     assert (args.quiet, args.progress) == (True, "plain")
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_progress_modes_and_quiet_change_what_stderr_shows(capsys, quiet):
+    """--progress plain: each status once, as a line a log keeps; tty: a status line redrawn in
+    place (terminal codes); auto on a pipe (as here): no status line at all; --quiet: nothing."""
+    from rocmforge.cli.invocation import Invocation
+
+    shown = {}
+    for mode in ("plain", "tty", "auto"):
+        inv = Invocation(build_parser().parse_args(["doctor", "--progress", mode, *(["-q"] if quiet else [])]))
+        with inv.progress.status("building hip-runtime"):
+            pass
+        inv.progress.line("hip-runtime built")
+        shown[mode] = capsys.readouterr().err
+    if quiet:
+        assert shown == {"plain": "", "tty": "", "auto": ""}
+        return
+    assert shown["plain"] == "building hip-runtime ...\nhip-runtime built\n"
+    assert "\x1b[" in shown["tty"] and "building hip-runtime" in shown["tty"] and "..." not in shown["tty"]
+    assert shown["auto"] == "hip-runtime built\n"
+
+
 def test_list_with_matrix_after_the_command_runs(tmp_path):
     proc = run_cli("list", "--json", "--matrix", str(ROOT / "matrix.yaml"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
