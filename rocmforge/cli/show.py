@@ -62,15 +62,14 @@ def targets_table(out: Console, title: str, rows: list[dict]) -> None:
     blocked = [r for r in rows if r["blockers"]]
     if not blocked:
         return
-    # One row per blocker, its target named once: a wrapped blocker stays in its own column.
+    # Each target on a line of its own, its blockers indented below it: a column beside the names
+    # left 56 of 80 columns and folded an image reference in the middle; here a blocker wraps
+    # between words and a reference stays whole to copy.
     out.print("not buildable here:", highlight=False)
-    why = Table.grid(padding=(0, 2, 0, 0))
-    why.add_column(no_wrap=True)
-    why.add_column(overflow="fold")
     for r in blocked:
-        for i, b in enumerate(r["blockers"]):
-            why.add_row(r["name"] if i == 0 else "", Text(b.removeprefix(r["name"] + ": ")))
-    out.print(Padding(why, (0, 0, 0, 2)))
+        out.print(Padding(Text(r["name"]), (0, 0, 0, 2), expand=False))
+        for b in r["blockers"]:
+            out.print(Padding(Text(b.removeprefix(r["name"] + ": ")), (0, 0, 0, 4), expand=False))
 
 
 def build_table(out: Console, plan: BuildPlan, results: list[BuiltTarget]) -> None:

@@ -155,6 +155,11 @@ def test_list_fits_without_a_word_per_line(targets, width):
     blocked = next(ln for ln in lines if ln.startswith(" llama7b-train "))
     assert blocked.rstrip().endswith("no (4)")
     assert "not buildable here:" in lines
+    # every blocker's words whole (an image reference to copy was folded at 80 columns once)
+    after = lines[lines.index("not buildable here:") :]
+    for r in targets:
+        for word in (w for b in r["blockers"] for w in b.removeprefix(r["name"] + ": ").split()):
+            assert any(word in ln.split() for ln in after), f"{word!r} is cut at {width} columns"
     assert (" torch " in lines[2]) == (width >= show.WIDE), "torch is a column when there is room for it"
     assert any("torch 2.14.1 cpu" in ln or "2.14.1 cpu" in ln for ln in lines)
 
