@@ -47,7 +47,8 @@ def engine(d: Diagnosis) -> Verdict:
         return Verdict(OK, f"{d.facts.engine_description or 'Docker Engine ' + d.facts.engine_version} reachable")
     error = d.facts.engine_error or ""
     if error.startswith("cannot reach the Docker engine at "):  # connect's message: where, why, what to do
-        return Verdict(FAIL, error.replace("; start dockerd", ": nothing can be built or run; start dockerd", 1))
+        where_why, _, todo = error.rpartition("; ")  # the advice follows the last "; " (engine_errors)
+        return Verdict(FAIL, f"{where_why}: nothing can be built or run; {todo}")
     why = f" ({error})" if error else ""
     return Verdict(
         FAIL, f"Docker engine not reachable{why}: nothing can be built or run; start dockerd or set DOCKER_HOST"

@@ -56,11 +56,15 @@ def reason(exc: BaseException) -> str:
     return text.removeprefix("Error while fetching server API version: ")[:200]
 
 
+def advice(base_url: str | None = None) -> str:
+    """What to do about an engine that did not answer: "set DOCKER_HOST" only where it is not set."""
+    if not base_url and os.environ.get("DOCKER_HOST"):
+        return "start the engine there, or point DOCKER_HOST at a running engine's socket"
+    return "start dockerd, or set DOCKER_HOST to a running engine's socket"
+
+
 def unreachable(exc: BaseException, base_url: str | None = None) -> str:
-    return (
-        f"cannot reach the Docker engine at {where(base_url)}: {reason(exc)}; "
-        "start dockerd, or set DOCKER_HOST to a running engine's socket"
-    )
+    return f"cannot reach the Docker engine at {where(base_url)}: {reason(exc)}; {advice(base_url)}"
 
 
 def refused(exc: BaseException) -> str:

@@ -270,7 +270,7 @@ def test_an_engine_that_does_not_answer_is_named_with_docker_host(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr == (
         "error: cannot reach the Docker engine at DOCKER_HOST=unix:///nonexistent/rocmforge-no-engine.sock: "
-        "no socket there; start dockerd, or set DOCKER_HOST to a running engine's socket\n"
+        "no socket there; start the engine there, or point DOCKER_HOST at a running engine's socket\n"
     )
 
 

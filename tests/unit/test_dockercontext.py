@@ -69,6 +69,20 @@ def test_docker_host_wins(config, monkeypatch):
     assert engine_errors.where() == "DOCKER_HOST=unix:///run/mine.sock"
 
 
+def test_the_advice_says_set_docker_host_only_where_it_is_not_set(config, monkeypatch):
+    """Issue 54: with DOCKER_HOST pointing nowhere, "set DOCKER_HOST" read as if it were not set."""
+    refused = ConnectionRefusedError(111, "Connection refused")
+    unset = engine_errors.unreachable(refused)
+    assert unset.startswith("cannot reach the Docker engine at unix:///var/run/docker.sock (DOCKER_HOST is not set)")
+    assert unset.endswith("; start dockerd, or set DOCKER_HOST to a running engine's socket"), unset
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    given = engine_errors.unreachable(refused)
+    assert given == (
+        "cannot reach the Docker engine at DOCKER_HOST=tcp://127.0.0.1:1: connection refused (nothing listens "
+        "there); start the engine there, or point DOCKER_HOST at a running engine's socket"
+    )
+
+
 def test_an_unknown_context_names_what_chose_it(config, monkeypatch):
     monkeypatch.setenv("DOCKER_CONTEXT", "nowhere")
     with pytest.raises(UserError) as caught:
