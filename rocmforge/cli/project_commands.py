@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rocmforge.assemble import engine
 from rocmforge.assemble.buildable import buildability, engine_problem
-from rocmforge.cli import show
+from rocmforge.cli import results, show
 from rocmforge.cli.invocation import Invocation
 from rocmforge.release import matrix_report as reports
 from rocmforge.release import publication, report_page
@@ -86,8 +86,11 @@ def render(inv: Invocation) -> int:
     """`render` writes images/ from the matrix; `render --check` lists the files that differ (exit 1)."""
     plan = inv.plan
     out = Path(inv.args.out) if inv.args.out else inv.project.root / "images"
+    as_json = getattr(inv.args, "json", False)
     if inv.args.check:
         problems = rendered_tree.check(plan, out)
+        if as_json:
+            return results.emit("render", 1 if problems else 0, check=True, out=str(out), changes=problems)
         for line in problems:
             print(line)
         if problems:
@@ -97,6 +100,8 @@ def render(inv: Invocation) -> int:
         return 0
     writable_dir(out, "--out")
     changes = rendered_tree.write(plan, out)
+    if as_json:
+        return results.emit("render", 0, check=False, out=str(out), changes=changes)
     for line in changes:
         print(line)
     print(f"{out}: {len(changes)} change(s), {len(plan.targets)} targets")

@@ -1,7 +1,8 @@
-"""What `--json` prints for the commands that act or judge (build, lock, pull, push, clean, doctor): one JSON object on
-stdout, whatever the outcome, with the same three keys first (rocmforge/data/result.schema.json):
+"""What `--json` prints for the commands that act or judge (build, lock, pull, push, clean, doctor,
+render): one JSON object on stdout, whatever the outcome, with the same three keys first
+(rocmforge/data/result.schema.json):
 
-    command    the subcommand ("build", "lock", "pull", "push", "clean", "doctor")
+    command    the subcommand ("build", "lock", "pull", "push", "clean", "doctor", "render")
     ok         true when the command did all it was asked (exit code 0)
     exit_code  the program's exit code: 0, or 1 when the command ran but something failed
 
@@ -19,6 +20,7 @@ then the command's own keys:
     clean   dry_run: bool; items: [{kind, ref, size_bytes}]; logs_removed: bool
     doctor  checks: [{name, status ("ok", "warn", "fail", "skipped"), detail}]; recommendations:
             [{env, reason}]; exit_code 1 when a check failed
+    render  check: bool; out: the images folder; changes: [str] (written, or with --check differing)
 
 A user's error (exit 2) prints no JSON: its one line on stderr is the answer. The other --json
 outputs (list, test, report, verify, verify-repro, rocminfo, archs) keep their own shapes."""

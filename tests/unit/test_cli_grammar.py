@@ -248,8 +248,9 @@ SAMPLES = [
         "checks": [{"name": "kfd", "status": "fail", "detail": "no /dev/kfd"}],
         "recommendations": [{"env": {"HIP_VISIBLE_DEVICES": "0"}, "reason": "skip the iGPU"}],
     },
+    {"check": True, "out": "images", "changes": ["stale: images/hip-runtime/Dockerfile"]},
 ]
-COMMANDS = ["build", "lock", "lock", "pull", "clean", "push", "doctor"]
+COMMANDS = ["build", "lock", "lock", "pull", "clean", "push", "doctor", "render"]
 
 
 @pytest.mark.parametrize("command,fields", list(zip(COMMANDS, SAMPLES, strict=True)))
@@ -262,6 +263,25 @@ def test_json_results_follow_the_shipped_schema(capsys, command, fields):
     jsonschema.validate(shown, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({k: v for k, v in shown.items() if k not in ("command", "ok", "exit_code")}, schema)
+
+
+def test_render_json_says_what_it_wrote_and_what_check_found(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((DATA / "result.schema.json").read_text())
+    matrix = copy_project(tmp_path)
+    wrote = run_cli("--matrix", str(matrix), "render", "--json")
+    assert wrote.returncode == 0, wrote.stderr
+    shown = json.loads(wrote.stdout)
+    jsonschema.validate(shown, schema)
+    assert shown["check"] is False and shown["changes"], shown
+    dockerfile = tmp_path / "images" / "hip-runtime" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "# edited by hand\n")
+    checked = run_cli("--matrix", str(matrix), "render", "--check", "--json")
+    assert checked.returncode == 1, checked.stderr
+    shown = json.loads(checked.stdout)
+    jsonschema.validate(shown, schema)
+    assert (shown["ok"], shown["exit_code"], shown["check"]) == (False, 1, True)
+    assert any("hip-runtime/Dockerfile" in c for c in shown["changes"]), shown
 
 
 def test_an_engine_that_does_not_answer_is_named_with_docker_host(tmp_path):
