@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from rocmforge.cli import signals
+from rocmforge.cli import results, signals
 from rocmforge.cli.parser import MAIN_JOB, build_parser
 from rocmforge.host import engine_errors
 from rocmforge.shared import program
@@ -57,6 +57,7 @@ def _main(argv: list[str], prog: str) -> int:
         return 2
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        results.failed(args, str(exc))
         return 1
     except BrokenPipeError:  # `build.py list --json | head`: the reader left; not an error of ours
         sys.stderr.close()
@@ -66,5 +67,7 @@ def _main(argv: list[str], prog: str) -> int:
     except Exception as exc:
         if not type(exc).__module__.startswith("docker."):
             raise  # a bug of ours: the traceback is what a report needs
-        print(f"error: Docker engine at {engine_errors.where()}: {engine_errors.refused(exc)}", file=sys.stderr)
+        message = f"Docker engine at {engine_errors.where()}: {engine_errors.refused(exc)}"
+        print(f"error: {message}", file=sys.stderr)
+        results.failed(args, message)
         return 1

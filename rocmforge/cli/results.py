@@ -22,12 +22,18 @@ then the command's own keys:
             [{env, reason}]; exit_code 1 when a check failed
     render  check: bool; out: the images folder; changes: [str] (written, or with --check differing)
 
-A user's error (exit 2) prints no JSON: its one line on stderr is the answer. The other --json
+A command that stops on an error of exit 1 (the engine, a failed build, a refused pull) prints,
+besides its `error:` line on stderr, {command, ok: false, exit_code: 1, error: that line's text}
+and none of its own keys. A user's error (exit 2) prints no JSON: its one line on stderr is the
+answer, before anything ran. The other --json
 outputs (list, test, report, verify, verify-repro, rocminfo, archs) keep their own shapes."""
 
 from __future__ import annotations
 
 import json
+
+# The commands whose --json prints this object (the schema's enum of "command").
+COMMANDS = ("build", "lock", "pull", "push", "clean", "doctor", "render")
 
 
 def emit(command: str, exit_code: int, **fields) -> int:
@@ -35,3 +41,10 @@ def emit(command: str, exit_code: int, **fields) -> int:
     shown = {"command": command, "ok": exit_code == 0, "exit_code": exit_code, **fields}
     print(json.dumps(shown, indent=2, default=str))
     return exit_code
+
+
+def failed(args, message: str) -> None:
+    """A command of COMMANDS under --json that stopped on an error of exit 1: its object all the same,
+    so a script reads ok and error instead of an empty stdout."""
+    if getattr(args, "json", False) and getattr(args, "command", None) in COMMANDS:
+        emit(args.command, 1, error=message)

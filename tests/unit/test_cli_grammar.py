@@ -175,6 +175,7 @@ def test_every_command_that_acts_or_judges_takes_json():
         option = next((a for a in parsers[name]._actions if "--json" in a.option_strings), None)
         assert option is not None and option.help, f"{name}: no --json"
     assert set(schema["properties"]["command"]["enum"]) >= {"build", "lock", "pull", "push", "clean", "doctor"}
+    assert list(results.COMMANDS) == schema["properties"]["command"]["enum"]
 
 
 def test_completion_scripts_name_every_command(capsys):
@@ -282,6 +283,23 @@ def test_render_json_says_what_it_wrote_and_what_check_found(tmp_path):
     jsonschema.validate(shown, schema)
     assert (shown["ok"], shown["exit_code"], shown["check"]) == (False, 1, True)
     assert any("hip-runtime/Dockerfile" in c for c in shown["changes"]), shown
+
+
+@pytest.mark.parametrize("argv", [["build", "--target", "hip-runtime"], ["clean", "--dry-run"]])
+def test_a_command_that_stops_on_exit_1_still_prints_its_result_object(argv, tmp_path):
+    """--json with the engine unreachable (exit 1): the object with ok false and the error, not an
+    empty stdout a script cannot parse; none of the command's own keys are claimed."""
+    jsonschema = pytest.importorskip("jsonschema")
+    env = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock"}
+    proc = run_cli("--matrix", str(ROOT / "matrix.yaml"), "--state-dir", str(tmp_path), *argv, "--json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert (shown["command"], shown["ok"], shown["exit_code"]) == (argv[0], False, 1)
+    assert "DOCKER_HOST=unix:///nonexistent/rocmforge-no-engine.sock" in shown["error"]
+    assert shown["error"] in proc.stderr  # the same words as the error line
+    jsonschema.validate(shown, json.loads((DATA / "result.schema.json").read_text()))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**shown, "ok": True}, json.loads((DATA / "result.schema.json").read_text()))
 
 
 def test_an_engine_that_does_not_answer_is_named_with_docker_host(tmp_path):
