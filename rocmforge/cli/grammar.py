@@ -8,7 +8,7 @@ import argparse
 import importlib
 from dataclasses import dataclass
 
-from rocmforge.cli import help_text
+from rocmforge.cli import help_text, helpformat
 
 # What a shell completes a value with (shtab's FILE and DIRECTORY), written out so that building the
 # grammar does not import shtab: only `completion` needs it.
@@ -61,7 +61,7 @@ MAIN_JOB = build("build_and_test")
 
 class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)  # keep the examples' lines
+        kwargs.setdefault("formatter_class", helpformat.Formatter)  # the examples' lines, fitted to the terminal
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # one line, exit 2, like every other user error

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 MAIN = """\
 examples:
-  %(prog)s list                          the targets of the matrix and whether they build here
-  %(prog)s --target hip-runtime          build hip-runtime (and what it needs), then test it
-  %(prog)s doctor                        can this host build and run ROCm images?
+  # the targets of the matrix, and whether they build here
+  %(prog)s list
+  # build hip-runtime (and what it needs), then test it
+  %(prog)s --target hip-runtime
+  # can this host build and run ROCm images?
+  %(prog)s doctor
 
 the matrix: --matrix FILE, else $ROCMFORGE_MATRIX, else the first matrix.yaml found in the
   current folder or a folder above it (as git finds .git). doctor, rocminfo, archs, verify,
@@ -34,8 +37,8 @@ EXAMPLES = {
     "verify-repro": "%(prog)s --target hip-runtime",
     "manifest": "%(prog)s --target hip-runtime",
     "context": "%(prog)s --target hip-runtime --out ctx/ && docker build ctx/",
-    "normalise": "%(prog)s --target hip-runtime   (after `docker buildx bake --file images/docker-bake.json "
-    "hip-runtime`)\n  %(prog)s --target hip-runtime --image registry.example/rocmforge-bake/hip-runtime:TAG",
+    "normalise": "docker buildx bake --file images/docker-bake.json hip-runtime\n  %(prog)s --target hip-runtime\n"
+    "  %(prog)s --target hip-runtime --image registry.example/rocmforge-bake/hip-runtime:TAG",
     "clean": "%(prog)s --target hip-runtime --dry-run",
     "push": "%(prog)s --target hip-runtime --registry ghcr.io/ORG --sign-key cosign.key",
     "pull": "%(prog)s --target hip-runtime\n  %(prog)s ghcr.io/ORG/hip-runtime:TAG --key cosign.pub",
@@ -43,7 +46,7 @@ EXAMPLES = {
     "doctor": "%(prog)s --json",
     "run": "%(prog)s --target hip-runtime -- rocminfo\n  %(prog)s --image rocm/dev-ubuntu-22.04:6.1 --dry-run",
     "completion": "%(prog)s bash > ~/.local/share/bash-completion/completions/rocmforge\n"
-    "  %(prog)s zsh > ~/.zfunc/_rocmforge   (a folder on $fpath)",
+    "  %(prog)s zsh > ~/.zfunc/_rocmforge   # a folder on $fpath",
 }
 
 

@@ -162,7 +162,7 @@ def test_every_command_has_an_example_and_the_globals():
     for name, p in subparsers(build_parser()).items():
         assert name in EXAMPLES, name
         text = p.format_help()
-        assert "example:\n  build.py " + name in text, text
+        assert f"\n  build.py {name} " in "\n" + text.split("\nexample:\n", 1)[1], text
         assert "--matrix FILE" in text and "--state-dir DIR" in text and "--progress" in text, name
 
 
@@ -176,6 +176,45 @@ def test_every_command_that_acts_or_judges_takes_json():
         assert option is not None and option.help, f"{name}: no --json"
     assert set(schema["properties"]["command"]["enum"]) >= {"build", "lock", "pull", "push", "clean", "doctor"}
     assert list(results.COMMANDS) == schema["properties"]["command"]["enum"]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_help_fits_the_terminal_and_its_examples_still_paste(monkeypatch, width):
+    """At 80 columns the hand-written examples and notes once ran to 95 and 131 characters. Now
+    every help line fits, prose wraps between words, and an example too wide for the terminal
+    wraps with a shell continuation: joined again, it is the command help_text wrote."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    for name, p in _every_parser():
+        lines = p.format_help().splitlines()
+        assert max(len(line) for line in lines) <= width, (name, [ln for ln in lines if len(ln) > width])
+        shown = "\n".join(lines).replace(" \\\n      ", " ")  # a wrapped command joined again
+        if name:
+            for example in EXAMPLES[name].replace("%(prog)s", f"build.py {name}").split("\n"):
+                assert example.strip() in shown, (name, example)
+
+
+def test_the_help_layout_wraps_prose_at_words_and_commands_with_a_continuation():
+    from rocmforge.cli.helpformat import fit
+
+    text = "examples:\n  # a comment that is long\n  prog run --a b --c d\nkey: one two three\n  four five six"
+    assert fit(text, 14, "prog") == [
+        "examples:",
+        "  # a comment",
+        "  # that is",
+        "  # long",
+        "  prog run \\",
+        "      --a b \\",
+        "      --c d",
+        "key: one two",
+        "  three four",
+        "  five six",
+    ]
+    assert fit(text, 200, "prog") == [
+        "examples:",
+        "  # a comment that is long",
+        "  prog run --a b --c d",
+        "key: one two three four five six",
+    ]
 
 
 def test_completion_scripts_name_every_command(capsys):
