@@ -129,16 +129,15 @@ def verify_repro(inv: Invocation) -> int:
     name = inv.required_target()
     result = run(inv.pipeline, name, against_built=inv.args.against_built)
     if inv.args.json:
-        print(json.dumps(result.to_json(), indent=2, default=str))
-    else:
-        for each in [result] + result.variants:
-            a, b = each.image_ids
-            both = "the built image and its rebuild" if each.against == "built" else "both builds"
-            print(
-                f"identical: {both} of {each.target} gave {a}"
-                if a == b
-                else f"DIFFERENT: {each.target}: {a[7:19]} vs {b[7:19]}: {each.explanation}"
-            )
+        return results.emit("verify-repro", 0 if result.identical else 1, **result.to_json())
+    for each in [result] + result.variants:
+        a, b = each.image_ids
+        both = "the built image and its rebuild" if each.against == "built" else "both builds"
+        print(
+            f"identical: {both} of {each.target} gave {a}"
+            if a == b
+            else f"DIFFERENT: {each.target}: {a[7:19]} vs {b[7:19]}: {each.explanation}"
+        )
     return 0 if result.identical else 1
 
 

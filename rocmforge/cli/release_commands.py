@@ -148,7 +148,7 @@ def verify(inv: Invocation) -> int:
     if checked.index is None:
         found = checked.found[0]
         if inv.args.json:
-            print(json.dumps({**found.to_json(), "release": checked.release()}, indent=2, sort_keys=True))
+            return results.emit("verify", 0, **found.to_json(), release=checked.release())
         else:
             print(trust.format_text(found) + "\n" + checked.describe())
         return 0
@@ -157,8 +157,7 @@ def verify(inv: Invocation) -> int:
         images = [
             {**f.to_json(), "archs": list(e.archs), "variant": i > 0} for i, (e, f) in enumerate(zip(entries, every))
         ]
-        shown = {"ref": str(ref), "index": checked.index, "images": images, "release": checked.release()}
-        print(json.dumps(shown, indent=2, sort_keys=True))
+        return results.emit("verify", 0, ref=str(ref), index=checked.index, images=images, release=checked.release())
     else:
         print(f"index {ref} ({checked.index}): {len(entries)} images, each verified; {checked.describe()}")
         for i, (e, f) in enumerate(zip(entries, every)):

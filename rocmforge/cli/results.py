@@ -1,8 +1,8 @@
 """What `--json` prints for the commands that act or judge (build, lock, pull, push, clean, doctor,
-render): one JSON object on stdout, whatever the outcome, with the same three keys first
-(rocmforge/data/result.schema.json):
+render, verify, verify-repro): one JSON object on stdout, whatever the outcome, with the same three
+keys first (rocmforge/data/result.schema.json):
 
-    command    the subcommand ("build", "lock", "pull", "push", "clean", "doctor", "render")
+    command    the subcommand (COMMANDS below)
     ok         true when the command did all it was asked (exit code 0)
     exit_code  the program's exit code: 0, or 1 when the command ran but something failed
 
@@ -21,19 +21,26 @@ then the command's own keys:
     doctor  checks: [{name, status ("ok", "warn", "fail", "skipped"), detail}]; recommendations:
             [{env, reason}]; exit_code 1 when a check failed
     render  check: bool; out: the images folder; changes: [str] (written, or with --check differing)
+    verify  ref, repository, digest, config_digest, target, content_hash, signatures, sbom,
+            provenance, test_result, release (one image); or ref, index, images (each of those
+            keys with archs and variant), release (a rocmforge index)
+    verify-repro
+            target, identical, image_ids, against, timings, difference, explanation, and
+            variants (each the same keys) where the target has any; exit_code 1 when not identical
 
 A command that stops on an error of exit 1 (the engine, a failed build, a refused pull) prints,
 besides its `error:` line on stderr, {command, ok: false, exit_code: 1, error: that line's text}
 and none of its own keys. A user's error (exit 2) prints no JSON: its one line on stderr is the
 answer, before anything ran. The other --json
-outputs (list, test, report, verify, verify-repro, rocminfo, archs) keep their own shapes."""
+outputs (list, test, report, rocminfo, archs) keep their own shapes: a list, or a report whose
+own "ok" key is the main image's (test) or that no exit code judges (report, rocminfo, archs)."""
 
 from __future__ import annotations
 
 import json
 
 # The commands whose --json prints this object (the schema's enum of "command").
-COMMANDS = ("build", "lock", "pull", "push", "clean", "doctor", "render")
+COMMANDS = ("build", "lock", "pull", "push", "clean", "doctor", "render", "verify", "verify-repro")
 
 
 def emit(command: str, exit_code: int, **fields) -> int:

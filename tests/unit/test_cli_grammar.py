@@ -289,8 +289,18 @@ SAMPLES = [
         "recommendations": [{"env": {"HIP_VISIBLE_DEVICES": "0"}, "reason": "skip the iGPU"}],
     },
     {"check": True, "out": "images", "changes": ["stale: images/hip-runtime/Dockerfile"]},
+    {
+        "ref": "registry.example/team/hip-runtime:x",
+        "digest": "sha256:" + "c" * 64,
+        "config_digest": "sha256:" + "d" * 64,
+        "signatures": 1,
+        "test_result": {},
+        "release": {"serial": 1},
+    },
+    {"ref": "registry.example/team/hip-runtime:x", "index": "sha256:" + "e" * 64, "images": [], "release": {}},
+    {"target": "hip-runtime", "identical": True, "image_ids": ["sha256:" + "a" * 64] * 2, "against": "build"},
 ]
-COMMANDS = ["build", "lock", "lock", "pull", "clean", "push", "doctor", "render"]
+COMMANDS = ["build", "lock", "lock", "pull", "clean", "push", "doctor", "render", "verify", "verify", "verify-repro"]
 
 
 @pytest.mark.parametrize("command,fields", list(zip(COMMANDS, SAMPLES, strict=True)))
@@ -324,12 +334,18 @@ def test_render_json_says_what_it_wrote_and_what_check_found(tmp_path):
     assert any("hip-runtime/Dockerfile" in c for c in shown["changes"]), shown
 
 
-@pytest.mark.parametrize("argv", [["build", "--target", "hip-runtime"], ["clean", "--dry-run"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["build", "--target", "hip-runtime"], ["clean", "--dry-run"], ["verify", "127.0.0.1:5999/t/hip-runtime:x"]],
+)
 def test_a_command_that_stops_on_exit_1_still_prints_its_result_object(argv, tmp_path):
     """--json with the engine unreachable (exit 1): the object with ok false and the error, not an
     empty stdout a script cannot parse; none of the command's own keys are claimed."""
     jsonschema = pytest.importorskip("jsonschema")
     env = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock"}
+    if argv[0] == "verify":  # the signer's key is read before the engine is asked
+        (tmp_path / "cosign.pub").write_text("-----BEGIN PUBLIC KEY-----\n")
+        argv = [*argv, "--key", str(tmp_path / "cosign.pub")]
     proc = run_cli("--matrix", str(ROOT / "matrix.yaml"), "--state-dir", str(tmp_path), *argv, "--json", env=env)
     assert proc.returncode == 1, proc.stderr
     shown = json.loads(proc.stdout)
