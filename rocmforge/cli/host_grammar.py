@@ -82,7 +82,7 @@ def host_commands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="push no image: sign the release record again (new serial and expiry) for what the publish record names",
     )
-    json_option(pu, "the publish record written, inside the result object (command, ok, exit_code)")
+    json_option(pu, "the publish record written")
     pu.set_defaults(run=release("push"))
 
     pl = command(

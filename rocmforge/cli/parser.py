@@ -67,7 +67,7 @@ def _describing_commands(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or extra file"
     )
-    json_option(r, "the files written (or, with --check, found to differ), inside the result object")
+    json_option(r, "the files written (with --check: found to differ)")
     r.set_defaults(run=project("render"))
 
     rp = command(sub, "report", help="the matrix report: every target against every suite, as a static HTML page")
