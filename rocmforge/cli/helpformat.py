@@ -31,7 +31,7 @@ def paragraphs(text: str, program: str) -> list[tuple[str, str, str]]:
             and not _is_command(line, program)
             and not body.startswith("#")
             and len(ind) > len(prev[0])
-            and not prev[2].endswith(":")  # a heading ("examples:") is followed by items, not more of it
+            and not (prev[2].endswith(":") and " " not in prev[2])  # a heading ("examples:") has items
             and not _is_command(prev[0] + prev[2], program)
             and not prev[2].startswith("#")
         )

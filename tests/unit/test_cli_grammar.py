@@ -196,7 +196,7 @@ def test_help_fits_the_terminal_and_its_examples_still_paste(monkeypatch, width)
 def test_the_help_layout_wraps_prose_at_words_and_commands_with_a_continuation():
     from rocmforge.cli.helpformat import fit
 
-    text = "examples:\n  # a comment that is long\n  prog run --a b --c d\nkey: one two three\n  four five six"
+    text = "examples:\n  # a comment that is long\n  prog run --a b --c d\nkey: one two three:\n  four five six"
     assert fit(text, 14, "prog") == [
         "examples:",
         "  # a comment",
@@ -206,14 +206,14 @@ def test_the_help_layout_wraps_prose_at_words_and_commands_with_a_continuation()
         "      --a b \\",
         "      --c d",
         "key: one two",
-        "  three four",
+        "  three: four",
         "  five six",
     ]
     assert fit(text, 200, "prog") == [
         "examples:",
         "  # a comment that is long",
         "  prog run --a b --c d",
-        "key: one two three four five six",
+        "key: one two three: four five six",
     ]
 
 
