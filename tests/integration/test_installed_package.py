@@ -158,7 +158,7 @@ def test_version_names_the_commit_it_was_built_from(installed, tmp_path):
 def test_bare_rocmforge_is_its_help(installed, tmp_path):
     proc = rocmforge(installed, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: rocmforge ") and "\n  rocmforge list " in proc.stdout
+    assert proc.stdout.startswith("usage: rocmforge ") and "\n  rocmforge list\n" in proc.stdout
     assert "build.py" not in proc.stdout + proc.stderr
 
 
