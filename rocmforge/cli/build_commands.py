@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -101,13 +100,14 @@ def test(inv: Invocation) -> int:
             inv.pipeline.test(client, ref, image_id, target, own_junit, require_gpu=require_gpu, own=tp, only=only)
         )
     report, *variants = reports
+    code = 0 if all(r.ok for r in reports) else 1
     if getattr(args, "json", False):
-        # The main image's report, as ever; its variants' reports beside it.
-        print(
-            json.dumps(
-                {**report.to_json(), **({"variants": [v.to_json() for v in variants]} if variants else {})}, indent=2
-            )
-        )
+        # The main image's report, its own verdict as image_ok; ok judges the variants too, as the exit code does.
+        main = report.to_json()
+        main["image_ok"] = main.pop("ok")
+        if variants:
+            main["variants"] = [v.to_json() for v in variants]
+        return results.emit("test", code, **main)
     else:
         # `test -v` or the bare `--target X -v`
         verbose = bool(getattr(args, "test_verbose", False) or getattr(args, "verbose", False))
@@ -120,7 +120,7 @@ def test(inv: Invocation) -> int:
                 inv.progress.line(f"results recorded: {path}", markup=False)
             if not each.ok:
                 inv.progress.line("pytest output (tail):\n" + each.log[-3000:], markup=False)
-    return 0 if all(r.ok for r in reports) else 1
+    return code
 
 
 def verify_repro(inv: Invocation) -> int:
@@ -149,12 +149,18 @@ def manifest(inv: Invocation) -> int:
     tp = inv.project.buildable_target(name)
     client = engine.connect()
     require_built(client, tp)
+    written = []
     for each in inv.plan.images_of(name):
         image_id = engine.image_id(client, each.content_tag)
         if image_id is None:
             continue  # a variant not built: its manifest comes with its build
         folder = inv.pipeline.write_manifest(client, each, image_id)
-        print(f"{folder / 'manifest.json'}\n{folder / 'sbom.cdx.json'}")
+        paths = {"manifest": str(folder / "manifest.json"), "sbom": str(folder / "sbom.cdx.json")}
+        written.append({"target": each.key, "image_id": image_id, **paths})
+        if not getattr(inv.args, "json", False):
+            print(f"{paths['manifest']}\n{paths['sbom']}")
+    if getattr(inv.args, "json", False):
+        return results.emit("manifest", 0, written=written)
     return 0
 
 
@@ -180,6 +186,8 @@ def context(inv: Invocation) -> int:
         when = COPIED_DIR_MTIME if path.relative_to(out).as_posix() in copied else 0
         os.utime(path, (when, when))
     os.utime(out, (0, 0))
+    if getattr(inv.args, "json", False):
+        return results.emit("context", 0, target=name, out=str(out), tag=tp.readable_tag, files=sorted(files))
     print(f"{out}: {len(files)} files; build it with: docker build -t {tp.readable_tag} {out}")
     return 0
 
@@ -192,6 +200,17 @@ def normalise(inv: Invocation) -> int:
     client = engine.connect()
     with inv.progress.status(f"{key}: normalising layers and config for a reproducible image ID"):
         done = baked.normalise(inv.pipeline, client, tp, inv.args.image)
+    if getattr(inv.args, "json", False):
+        return results.emit(
+            "normalise",
+            0,
+            target=key,
+            source=done.source,
+            pulled=done.pulled,
+            image_id=done.image_id,
+            content_tag=tp.content_tag,
+            tag=tp.readable_tag,
+        )
     how = "pulled and normalised" if done.pulled else "normalised"
     print(f"{key}: {done.source} {how}: {done.image_id}; tags {tp.content_tag}, {tp.readable_tag}")
     return 0

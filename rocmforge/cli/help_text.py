@@ -21,9 +21,9 @@ state: logs, build caches, manifests and suite results are kept in .rocmforge/ b
 environment: DOCKER_HOST (the engine), ROCMFORGE_CACHE_REGISTRY, ROCMFORGE_REGISTRY_MIRROR and
   ROCMFORGE_GIT_MIRRORS (where lock and build fetch from without direct access).
 global options (--matrix, --state-dir, --quiet, --progress) go before or after the command.
---json: one JSON document on stdout. build, lock, pull, push, clean, doctor, render, verify and
-  verify-repro print an object that starts with command, ok and exit_code (schema:
-  rocmforge/data/result.schema.json).
+--json: one JSON document on stdout: an object that starts with command, ok and exit_code,
+  but for list and archs (an array, a row per target or file). One schema describes them all:
+  rocmforge/data/result.schema.json.
 """
 
 EXAMPLES = {

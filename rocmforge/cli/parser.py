@@ -167,6 +167,7 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
 
     mf = command(sub, "manifest", help="write the manifest and CycloneDX SBOM of a built target")
     target_option(mf)
+    json_option(mf, "the files written, per image")
     mf.set_defaults(run=build("manifest"))
 
     cx = command(
@@ -176,6 +177,7 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
     )
     target_option(cx, help="a target, or a variant's key (hip-runtime-gfx1100)")
     cx.add_argument("--out", required=True, metavar="DIR", help="the folder (created; must be empty or absent)")
+    json_option(cx, "the files written")
     cx.set_defaults(run=build("context"))
 
     nm = command(
@@ -192,6 +194,7 @@ def _building_commands(sub: argparse._SubParsersAction) -> None:
         help="the image to take, pulled when the engine lacks it (default: the bake file's tag, "
         "rocmforge-bake/NAME:content-HASH, removed once normalised)",
     )
+    json_option(nm, "the image ID and tags given")
     nm.set_defaults(run=build("normalise"))
 
     cl = command(

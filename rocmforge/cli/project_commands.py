@@ -135,5 +135,7 @@ def report(inv: Invocation) -> int:
             f"cannot write the report: {exc.strerror or exc} ({exc.filename or out_dir})",
             field="--markdown" if args.markdown and exc.filename == args.markdown else "--out",
         ) from None
-    print(data if args.json else out_dir / "index.html")
+    if args.json:  # report.json's keys after the three every result starts with
+        return results.emit("report", 0, **rep.to_json())
+    print(out_dir / "index.html")
     return 0

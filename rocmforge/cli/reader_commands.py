@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rocmforge.cli import results
 from rocmforge.cli.invocation import Invocation
 from rocmforge.shared.errors import UserError
 from rocmforge.verify.readers import archs as arch_reader
@@ -15,7 +16,9 @@ from rocmforge.verify.readers import rocminfo as rocminfo_reader
 def rocminfo(inv: Invocation) -> int:
     """`rocminfo FILE`: a saved rocminfo output read as the doctor reads it."""
     info = rocminfo_reader.parse(rocminfo_reader.read_saved(inv.args.file))
-    print(json.dumps(info.to_json(), indent=2) if inv.args.json else rocminfo_reader.format_table(info))
+    if inv.args.json:
+        return results.emit("rocminfo", 0, **info.to_json())
+    print(rocminfo_reader.format_table(info))
     return 0
 
 
@@ -33,16 +36,16 @@ def archs(inv: Invocation) -> int:
             raise UserError(why, file=p)
     # A damaged file (cut short, corrupt, unreadable) is listed with what was found in it, and
     # the run ends with exit 2 naming it: its list of archs cannot be trusted to be complete.
-    results = arch_reader.scan_checked(paths)
+    found = arch_reader.scan_checked(paths)
     if inv.args.json:
-        print(json.dumps([r.to_json() for r in results], indent=2))
+        print(json.dumps([r.to_json() for r in found], indent=2))
     else:
-        for r in results:
+        for r in found:
             if r.archs or r.error:
                 print(f"{r.path}: {' '.join(r.archs) or '-'} ({r.kind}){'  ERROR: ' + r.error if r.error else ''}")
-        if not any(r.archs for r in results):
+        if not any(r.archs for r in found):
             print("no GPU code found")
-    damaged = [r for r in results if arch_reader.damaged(r)]
+    damaged = [r for r in found if arch_reader.damaged(r)]
     if damaged:
         more = f" (and {len(damaged) - 1} more damaged file(s), see their entries)" if len(damaged) > 1 else ""
         raise UserError(damaged[0].error + more, file=damaged[0].path)

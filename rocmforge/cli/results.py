@@ -1,6 +1,6 @@
-"""What `--json` prints for the commands that act or judge (build, lock, pull, push, clean, doctor,
-render, verify, verify-repro): one JSON object on stdout, whatever the outcome, with the same three
-keys first (rocmforge/data/result.schema.json):
+"""What `--json` prints for every command that reports a result: one JSON document on stdout,
+described by rocmforge/data/result.schema.json. Every command but list and archs prints one object,
+whatever the outcome, with the same three keys first:
 
     command    the subcommand (COMMANDS below)
     ok         true when the command did all it was asked (exit code 0)
@@ -27,20 +27,52 @@ then the command's own keys:
     verify-repro
             target, identical, image_ids, against, timings, difference, explanation, and
             variants (each the same keys) where the target has any; exit_code 1 when not identical
+    test    the main image's suite report (image, image_id, target, pytest_exit, suites, tests,
+            host, what it was judged against) with image_ok (its own verdict), and variants (each
+            variant's report, with its own ok) where the target has any; ok and exit_code judge
+            them all, as the exit code does
+    report  the matrix report as report.json holds it (generated, matrix, host_gpu, suites,
+            targets, summary)
+    rocminfo
+            driver_loaded, runtime_version, agents, gpus, problems, stripped
+    manifest
+            written: [{target, image_id, manifest, sbom}] (the paths written)
+    context target, out, tag, files: [str] (relative to out)
+    normalise
+            target, source, pulled, image_id, content_tag, tag
 
 A command that stops on an error of exit 1 (the engine, a failed build, a refused pull) prints,
 besides its `error:` line on stderr, {command, ok: false, exit_code: 1, error: that line's text}
 and none of its own keys. A user's error (exit 2) prints no JSON: its one line on stderr is the
-answer, before anything ran. The other --json
-outputs (list, test, report, rocminfo, archs) keep their own shapes: a list, or a report whose
-own "ok" key is the main image's (test) or that no exit code judges (report, rocminfo, archs)."""
+answer, before anything ran.
+
+list and archs keep the arrays they always printed (CI's plan job and many tests read `.[]`), and
+the schema describes each of them as it is: list a row per target (list --gpu-jobs a row per target
+and arch), archs a row per path. They describe rather than judge: list always exits 0, and archs
+exits 2 (after the rows) only for a damaged file, which its row's error names."""
 
 from __future__ import annotations
 
 import json
 
-# The commands whose --json prints this object (the schema's enum of "command").
-COMMANDS = ("build", "lock", "pull", "push", "clean", "doctor", "render", "verify", "verify-repro")
+# The commands whose --json prints this object (the enum of "command" in the schema's $defs.result).
+COMMANDS = (
+    "build",
+    "lock",
+    "pull",
+    "push",
+    "clean",
+    "doctor",
+    "render",
+    "verify",
+    "verify-repro",
+    "test",
+    "report",
+    "rocminfo",
+    "manifest",
+    "context",
+    "normalise",
+)
 
 
 def emit(command: str, exit_code: int, **fields) -> int:
