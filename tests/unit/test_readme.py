@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,89 @@ def test_the_checks_catch_a_real_mismatch(tmp_path):
     ]
     assert anchors(tmp_path / "a.md") == {"a-title-x"}
     assert variables_in_table("| `ROCMFORGE_X` | a | b |\n| `OTHER` | | |\n") == {"ROCMFORGE_X"}
+
+
+# docs/ write the installed command; `python3 build.py` only where the text is about a checkout
+# (docs/commands.md says so once). A command in a code span or a fenced line is checked with the
+# real parser, as the README's quick-start lines are; a synopsis ([--json], A|B, NAME...) is not a
+# line one types, so it is left to test_every_subcommand_is_documented.
+CHECKOUT_RUN = re.compile(r"(?:python3?|\.venv/bin/python) build\.py\b")
+PROGRAM_WORDS = ("rocmforge", "build.py")
+SYNOPSIS = re.compile(r"\[|\||\.\.\.|…|\bCOMMAND\b")
+# What may stand before the program on a line that runs it: a wrapper, an interpreter, a variable.
+RUNNER = re.compile(r"^(sudo|env|-E|scripts/with-engine|python3?|\.venv/bin/python|[A-Za-z_]+=.*)$")
+# The page about running from a checkout (its set-up block is the README's).
+CHECKOUT_PAGES = ("setup.md",)
+SHELL_OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "(", ")"}
+
+
+def shell_words(line: str) -> list[str]:
+    lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    return list(lex)
+
+
+def doc_commands(page: Path) -> list[tuple[str, list[str]]]:
+    """(the text as written, the words after the program name) of each rocmforge command the page
+    shows: fenced lines (continuations joined) and code spans."""
+    text = page.read_text()
+    candidates = []
+    for block in FENCE.finditer(text):
+        body = block.group(0).split("\n", 1)[1].rsplit("\n", 1)[0].replace("\\\n", " ")
+        candidates += [line.strip().removeprefix("$ ") for line in body.splitlines()]
+    candidates += [
+        m.group(0).strip("`").strip()
+        for m in CODE_SPAN.finditer(FENCE.sub("", text))
+        if not SYNOPSIS.search(m.group(0).strip("`"))
+    ]
+    found = []
+    for line in candidates:
+        try:
+            words = shell_words(line)
+        except ValueError:  # not shell (an unbalanced quote in prose): not a command either
+            continue
+        start = next((i for i, w in enumerate(words) if w in PROGRAM_WORDS or w.endswith("/rocmforge")), None)
+        if start is None or not all(RUNNER.match(w) for w in words[:start]):
+            continue  # the name in a sentence or a file listing, not a command line
+        if words[start] == "build.py" and (start == 0 or "python" not in words[start - 1]):
+            continue  # build.py named as a file, not run
+        argv = []
+        for w in words[start + 1 :]:
+            if w in SHELL_OPERATORS or w.startswith("#"):
+                break
+            argv.append(w)
+        found.append((line, argv))
+    return found
+
+
+DOC_COMMANDS = [(p, line, argv) for p in sorted(DOCS.glob("*.md")) for line, argv in doc_commands(p)]
+
+
+def test_the_docs_show_commands():
+    """The extraction finds what it should (a regex that found nothing would pass every check below)."""
+    pages = {p.name for p, _, _ in DOC_COMMANDS}
+    assert {"commands.md", "gpu-host.md", "signing.md", "engines.md"} <= pages, pages
+    assert len(DOC_COMMANDS) >= 30
+
+
+@pytest.mark.parametrize("page,line,argv", DOC_COMMANDS, ids=[f"{p.name}: {line}" for p, line, _ in DOC_COMMANDS])
+def test_each_docs_command_is_one_the_parser_takes(page, line, argv):
+    parser = build_parser("rocmforge")
+    if len(argv) == 1 and argv[0] in subcommands(parser):
+        return  # `rocmforge context` in a sentence names the command; its options are in the table
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:
+        assert stop.code == 0, f"{page.name}: `{line}` does not parse"
+        return
+    assert callable(args.run)
+
+
+def test_docs_write_the_installed_command():
+    """`python build.py` only in a paragraph about a checkout or CI's workflows (which run one)."""
+    stray = []
+    for page in sorted(p for p in DOCS.glob("*.md") if p.name not in CHECKOUT_PAGES):
+        for paragraph in re.split(r"\n\s*\n", page.read_text()):
+            if CHECKOUT_RUN.search(paragraph) and not re.search(r"checkout|workflow", paragraph):
+                stray.append(f"{page.name}: {CHECKOUT_RUN.search(paragraph).group(0)} in: {paragraph[:80]!r}")
+    assert not stray, stray
