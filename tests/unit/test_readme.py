@@ -215,7 +215,7 @@ def doc_commands(page: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
-DOC_COMMANDS = [(p, line, argv) for p in sorted(DOCS.glob("*.md")) for line, argv in doc_commands(p)]
+DOC_COMMANDS = [(p, line, argv) for p in pages() for line, argv in doc_commands(p)]  # the README too
 
 
 def test_the_docs_show_commands():
