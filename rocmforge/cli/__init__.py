@@ -16,15 +16,17 @@ from rocmforge.shared import program
 from rocmforge.shared.errors import MACHINE_ERRNOS, BuildError, UserError
 
 
-def os_error_exit(exc: OSError) -> int:
-    """The last resort for an OSError no check foresaw: one line naming the path and the reason."""
+def os_error_exit(exc: OSError) -> tuple[int, str]:
+    """The last resort for an OSError no check foresaw: one line naming the path and the reason
+    (printed), and the exit code with that line."""
     where = exc.filename if exc.filename is not None else ""
     if exc.filename2 is not None:
         where = f"{where} -> {exc.filename2}"
     reason = exc.strerror or str(exc) or type(exc).__name__
     line = f"{where}: {reason}" if where else reason
-    print("error: " + " ".join(line.split()), file=sys.stderr)
-    return 1 if exc.errno in MACHINE_ERRNOS or exc.filename is None else 2
+    line = " ".join(line.split())
+    print("error: " + line, file=sys.stderr)
+    return (1 if exc.errno in MACHINE_ERRNOS or exc.filename is None else 2), line
 
 
 def main(argv: list[str] | None = None, argv0: str = "build.py") -> int:
@@ -63,7 +65,10 @@ def _main(argv: list[str], prog: str) -> int:
         sys.stderr.close()
         return 0
     except OSError as exc:  # requests' and most of docker's errors are OSErrors too
-        return os_error_exit(exc)
+        code, line = os_error_exit(exc)
+        if code == 1:  # the machine's failure, not the input's: --json still gets its result object
+            results.failed(args, line)
+        return code
     except Exception as exc:
         if not type(exc).__module__.startswith("docker."):
             raise  # a bug of ours: the traceback is what a report needs

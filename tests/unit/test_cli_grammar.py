@@ -358,6 +358,25 @@ def test_a_command_that_stops_on_exit_1_still_prints_its_result_object(argv, tmp
         jsonschema.validate({**shown, "ok": True}, json.loads((DATA / "result.schema.json").read_text()))
 
 
+def test_a_machine_oserror_under_json_prints_the_result_object(monkeypatch, capsys, tmp_path):
+    """A full disk (or any OSError of the machine, exit 1) mid-command: the error line on stderr and,
+    under --json, the result object with that line, as any other exit-1 stop."""
+    import errno
+
+    from rocmforge import cli
+    from rocmforge.cli import project_commands
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "images"))
+
+    monkeypatch.setattr(project_commands, "render", full)
+    assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "render", "--json"]) == 1
+    out, err = capsys.readouterr()
+    shown = json.loads(out)
+    assert (shown["command"], shown["ok"], shown["exit_code"]) == ("render", False, 1)
+    assert shown["error"] == f"{tmp_path / 'images'}: No space left on device" and shown["error"] in err
+
+
 def test_an_engine_that_does_not_answer_is_named_with_docker_host(tmp_path):
     env = {"DOCKER_HOST": "unix:///nonexistent/rocmforge-no-engine.sock"}
     proc = run_cli("--matrix", str(ROOT / "matrix.yaml"), "clean", "--dry-run", env=env, cwd=tmp_path)
