@@ -59,6 +59,12 @@ def raw_tag(tp: TargetPlan) -> str:
     return f"rocmforge-raw/{tp.name}:{tp.content_hash[:12]}-{_RUN}"
 
 
+def repro_tag(key: str, run: str) -> str:
+    """Where this process's verify-repro build `run` of the image key is kept until compared: two
+    checks of one target at once (two builders, two CI jobs) must not read or untag each other's."""
+    return f"rocmforge-repro/{key}:{run}-{_RUN}"
+
+
 @dataclass(frozen=True)
 class RawBuild:
     """A build before normalisation: its image ID, and the image its last stage starts FROM as the

@@ -33,8 +33,9 @@ ENV = "ROCMFORGE_BUILDER"
 OPTION = "--builder"
 CLASSIC, BUILDKIT, AUTO = "classic", "buildkit", "auto"
 CHOICES = (AUTO, CLASSIC, BUILDKIT)
-# As Docker itself since 23: BuildKit where it can run (buildx found, a Docker engine), else the
-# classic builder. Either gives the same image ID (tests/integration/test_builders.py, test_engines.py).
+# As Docker's CLI since 23: BuildKit where it can run (buildx found, a Docker engine, $DOCKER_BUILDKIT
+# not 0), else the classic builder. Either gives the same image ID (tests/integration/test_builders.py,
+# test_verify_repro.py, test_engines.py; docs/engines.md lists which targets on which engine).
 DEFAULT = AUTO
 INSTALL_HINT = (
     "install the buildx CLI plugin: Debian 13 and later `apt-get install docker-buildx`, elsewhere "
@@ -100,9 +101,11 @@ class Buildx:
             proc = subprocess.run([docker, "buildx", "version"], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             return None
-        if proc.returncode != 0 or not proc.stdout.strip():
+        line = (proc.stdout.strip().splitlines() or [""])[0]
+        # Docker's buildx names itself so; another `docker` (podman-docker's) may answer otherwise
+        if proc.returncode != 0 or not line.startswith("github.com/docker/buildx"):
             return None
-        return cls(docker, proc.stdout.strip().splitlines()[0])
+        return cls(docker, line)
 
 
 class BuildKitBuilder:
@@ -116,9 +119,13 @@ class BuildKitBuilder:
         self.engine = engine
         self.buildx = buildx
 
+    @property
+    def builder(self) -> str:
+        """The engine rocmforge reached, as buildx names its builder."""
+        return self.engine.context or "default"
+
     def command(self, *, tag: str, labels: dict[str, str], buildargs: dict[str, str], nocache: bool):
-        builder = self.engine.context or "default"  # the engine rocmforge reached, as buildx names it
-        cmd = [self.buildx.docker, "buildx", "build", "--builder", builder, "--load", "--progress", "plain"]
+        cmd = [self.buildx.docker, "buildx", "build", "--builder", self.builder, "--load", "--progress", "plain"]
         # No attestations: the docker driver on an overlay2 engine cannot store them, and they are
         # rocmforge's to write (the SBOM, the signature), not the builder's.
         cmd += ["--provenance", "false", "--sbom", "false", "--tag", tag]
@@ -177,11 +184,18 @@ class BuildKitBuilder:
                 why = (errors or tail[-1:] or [f"exit status {rc}"])[-1]
                 yield {"error": why, "errorDetail": {"message": why}}
                 return
-            # The ID the engine knows the image by, through the tag: buildx's --iidfile holds the
-            # config digest, which a store that keys images by manifest (containerd's) refuses.
+            # The ID the engine knows the image by, through the tag (unique to this build): buildx's
+            # --iidfile holds the config digest, which a store that keys images by manifest
+            # (containerd's) refuses.
             image_id = self.engine.shown_id(tag)
-            if image_id:
-                yield {"aux": {"ID": image_id}}
+            if not image_id:
+                why = (
+                    f"buildx finished, but the engine rocmforge reached has no {tag}: buildx's builder "
+                    f"{self.builder!r} builds on another engine"
+                )
+                yield {"error": why, "errorDetail": {"message": why}}
+                return
+            yield {"aux": {"ID": image_id}}
         finally:
             processes.stop(proc)  # closed early (an interrupt, a failure of the reader): stop the build
 
@@ -206,7 +220,11 @@ class Chosen:
             raise UserError(
                 f"{engine.described.name} {engine.described.version} has no BuildKit (buildx's docker driver "
                 "needs a Docker engine); its own builder runs through the classic builder's API: "
-                f"give {OPTION} classic or {OPTION} auto",
+                + (
+                    f"give {OPTION} classic or {OPTION} auto"
+                    if self.where == OPTION
+                    else f"set {self.where} to classic or auto"
+                ),
                 field=self.where,
             )
         return BuildKitBuilder(engine, self.buildx)
@@ -214,14 +232,15 @@ class Chosen:
 
 def choose(given: str | None) -> Chosen:
     """The builder a build runs: `--builder` (given), else $ROCMFORGE_BUILDER, else DEFAULT; `auto`
-    is BuildKit when buildx is found, else classic. A bad value, or buildkit without buildx, is a
-    UserError (exit 2) naming the option or variable; nothing here reaches the engine."""
+    is BuildKit when buildx is found and $DOCKER_BUILDKIT is not 0, else classic. A bad value, or
+    buildkit without buildx, is a UserError (exit 2) naming the option or variable; nothing here
+    reaches the engine."""
     where, value = (OPTION, given) if given else (f"${ENV}", os.environ.get(ENV) or DEFAULT)
     value = value.strip().lower()
     if value not in CHOICES:
         raise UserError(f"unknown builder {value!r}: give one of {', '.join(CHOICES)}", field=where)
-    if value == CLASSIC:
-        return Chosen(CLASSIC)
+    if value == CLASSIC or (value == AUTO and os.environ.get("DOCKER_BUILDKIT", "").strip() == "0"):
+        return Chosen(CLASSIC)  # DOCKER_BUILDKIT=0: the user turned BuildKit off, as Docker's CLI reads it
     found = Buildx.find()
     if found is not None:
         return Chosen(BUILDKIT, found, value, where)

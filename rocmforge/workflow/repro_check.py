@@ -56,6 +56,7 @@ def verify_repro(pipe: Pipeline, name: str, *, against_built: bool = False) -> R
     project.writable_state()
     tp = project.buildable_target(name)  # before its prerequisites are built
     pipe.check_ca()  # so is a bad CA bundle
+    pipe.chosen  # noqa: B018 (and a bad --builder, before the engine is reached)
     for dep in pipe.plan.order([name])[:-1]:  # prerequisites are inputs: built (or up to date) once, as usual
         pipe.build(dep)
     client = engine.connect()
@@ -91,7 +92,7 @@ def _twice(pipe: Pipeline, client: Engine, tp: TargetPlan, against_built: bool =
     runs = RUNS[1:] if against_built else RUNS
     try:
         for run in runs:
-            tag = f"rocmforge-repro/{name}:{run}"
+            tag = engine.repro_tag(name, run)
             with pipe.progress.status(f"verify-repro {name}: build {run} (no cache)") as status:
                 built = pipe.build_image(
                     client,
@@ -113,14 +114,14 @@ def _twice(pipe: Pipeline, client: Engine, tp: TargetPlan, against_built: bool =
         a, b = result.image_ids
         if a != b:
             # by tag: the containerd store does not know an image by its config digest
-            first = tp.content_tag if against_built else f"rocmforge-repro/{name}:{RUNS[0]}"
-            result.difference = image.diff_images(client, first, f"rocmforge-repro/{name}:{RUNS[1]}")
+            first = tp.content_tag if against_built else engine.repro_tag(name, RUNS[0])
+            result.difference = image.diff_images(client, first, engine.repro_tag(name, RUNS[1]))
             result.explanation = image.describe_difference(result.difference)
     finally:
         for run in RUNS:
             for suffix in ("", "-raw"):
                 try:
-                    client.remove_image(f"rocmforge-repro/{name}:{run}{suffix}", force=True)
+                    client.remove_image(engine.repro_tag(name, run) + suffix, force=True)
                 except EngineError:  # not created or already removed
                     pass
     return result

@@ -29,6 +29,7 @@ FOUND = builders.Buildx("/usr/bin/docker", "github.com/docker/buildx 0.29.1")
 @pytest.fixture
 def no_choice(monkeypatch):
     monkeypatch.delenv(builders.ENV, raising=False)
+    monkeypatch.delenv("DOCKER_BUILDKIT", raising=False)
 
 
 def test_auto_is_the_default_and_classic_asks_nothing(no_choice, monkeypatch):
@@ -73,12 +74,43 @@ def test_podman_builds_classic_under_auto_and_refuses_buildkit_by_name(no_choice
     assert isinstance(builders.choose("auto").on(PODMAN), builders.ClassicBuilder)  # type: ignore[arg-type]
     assert isinstance(builders.choose("auto").on(DOCKER), builders.BuildKitBuilder)  # type: ignore[arg-type]
     assert isinstance(builders.choose("buildkit").on(DOCKER), builders.BuildKitBuilder)  # type: ignore[arg-type]
-    for given, where in (("buildkit", "--builder"), (None, "$ROCMFORGE_BUILDER")):
+    for given, where, says in (
+        ("buildkit", "--builder", "give --builder classic or --builder auto"),
+        (None, "$ROCMFORGE_BUILDER", "set $ROCMFORGE_BUILDER to classic or auto"),
+    ):
         monkeypatch.setenv(builders.ENV, "buildkit")
         with pytest.raises(UserError) as raised:
             builders.choose(given).on(PODMAN)  # type: ignore[arg-type]
         assert raised.value.field == where
-        assert "Podman Engine 5.8.0 has no BuildKit" in str(raised.value) and "--builder classic" in str(raised.value)
+        assert "Podman Engine 5.8.0 has no BuildKit" in str(raised.value) and says in str(raised.value)
+
+
+def test_docker_buildkit_0_turns_auto_to_the_classic_builder(no_choice, monkeypatch):
+    """As Docker's CLI reads it: DOCKER_BUILDKIT=0 is a user's "no BuildKit"; only `auto` defers to it."""
+    monkeypatch.setattr(builders.Buildx, "find", classmethod(lambda cls: FOUND))
+    monkeypatch.setenv("DOCKER_BUILDKIT", "0")
+    assert builders.choose(None) == builders.Chosen(builders.CLASSIC)
+    assert builders.choose("buildkit").name == builders.BUILDKIT  # asked for by name: taken
+    monkeypatch.setenv("DOCKER_BUILDKIT", "1")
+    assert builders.choose(None).name == builders.BUILDKIT
+
+
+def test_a_docker_that_is_not_dockers_buildx_is_no_buildx(tmp_path, monkeypatch):
+    """podman-docker's `docker` answers `docker buildx version` with buildah's words: not buildx."""
+    monkeypatch.setenv("PATH", f"{fake_docker(tmp_path / 'bin', 'echo buildah 1.39.3').parent}:{os.environ['PATH']}")
+    assert builders.Buildx.find() is None
+
+
+def test_a_finished_buildx_whose_image_the_engine_lacks_is_an_error_naming_the_builder(tmp_path, monkeypatch):
+    """buildx built on another engine than rocmforge reached (another context or DOCKER_HOST): the
+    stream ends in an error naming the tag and buildx's builder, not in an image ID of nothing."""
+    script = 'if [ "$2" = version ]; then echo github.com/docker/buildx 0.29.1; exit 0; fi\ncat > /dev/null\n'
+    monkeypatch.setenv("PATH", f"{fake_docker(tmp_path / 'bin', script).parent}:{os.environ['PATH']}")
+    engine = SimpleNamespace(context=None, shown_id=lambda tag: None)
+    kit = builders.BuildKitBuilder(engine=engine, buildx=builders.Buildx.find())  # type: ignore[arg-type]
+    chunks = list(kit.build(io.BytesIO(b"TAR"), tag="t:1", labels={}, buildargs={}, nocache=False))
+    assert not any("aux" in c for c in chunks)
+    assert "has no t:1" in chunks[-1]["error"] and "'default'" in chunks[-1]["error"]
 
 
 @pytest.mark.parametrize("where", ["option", "variable"])
@@ -157,7 +189,8 @@ def test_buildkit_runs_buildx_and_reads_it_as_the_classic_stream(tmp_path, monke
 
 def test_a_failed_buildx_is_an_error_in_the_stream(tmp_path, monkeypatch):
     script = (
-        'if [ "$2" = version ]; then echo buildx; exit 0; fi\necho "#7 [3/3] RUN false"\necho "ERROR: failed"\nexit 1\n'
+        'if [ "$2" = version ]; then echo github.com/docker/buildx 0.29.1; exit 0; fi\n'
+        'echo "#7 [3/3] RUN false"\necho "ERROR: failed"\nexit 1\n'
     )
     monkeypatch.setenv("PATH", f"{fake_docker(tmp_path / 'bin', script).parent}:{os.environ['PATH']}")
     kit = builders.BuildKitBuilder(engine=LOCAL, buildx=builders.Buildx.find())  # type: ignore[arg-type]
