@@ -102,7 +102,7 @@ def remote_context(config: Path, buildx_config: str, tcp_host: str) -> dict[str,
     return {"DOCKER_CONFIG": str(config), "DOCKER_CONTEXT": "rf-remote", "DOCKER_HOST": ""}
 
 
-@pytest.mark.parametrize("other_engine", ["docker28-overlay2", "docker28-containerd"], indirect=True)
+@pytest.mark.parametrize("other_engine", ["docker28-overlay2"], indirect=True)
 def test_a_bake_build_on_a_second_engine_normalises_to_the_image_rocmforge_builds(
     docker_client, base, buildkit_env, other_engine, tmp_path
 ):
