@@ -13,6 +13,7 @@ Recipe: /work/shared/WORLD.md, "Docker engines users have, and how to run them h
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import json
@@ -174,8 +175,24 @@ def _build(client, text: str, tag: str, labels: dict | None = None) -> str:
 def ensure_base(client, workdir: Path | None = None, log: Callable[[str], None] = _default_log) -> str:
     """The registry-free sid base, bootstrapped and imported unless its tag is present."""
     tag = base_tag()
-    if _present(client, tag):
-        return tag
+    with _one_maker(tag):
+        return tag if _present(client, tag) else _bootstrap_base(client, tag, workdir, log)
+
+
+def _one_maker(tag: str):
+    """Held while TAG is looked for and made: the test run's two workers both reach for the engine
+    images on a cold engine, and one must not untag the other's staging image while it runs."""
+    return _flock(Path(tempfile.gettempdir()) / f"{tag.replace('/', '_').replace(':', '_')}.lock")
+
+
+@contextlib.contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    with open(path, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
+def _bootstrap_base(client, tag: str, workdir: Path | None, log: Callable[[str], None]) -> str:
     if shutil.which("debootstrap") is None:
         raise EngineUnavailable("debootstrap is not installed (apt-get install -y debootstrap)")
     if os.geteuid() != 0:
@@ -239,25 +256,30 @@ def ensure_image(
 ) -> tuple[str, dict[str, str]]:
     """(tag, {package: version}) of an engine image, built unless its tag is present."""
     tag = image_tag(image)
-    if not _present(client, tag):
-        ensure_base(client, workdir, log)
-        started = time.monotonic()
-        staging = f"{PREFIX}/{image}-staging:{tag.rsplit(':', 1)[1]}"
-        _build(client, dockerfile(image), staging)
-        try:
-            versions = dpkg_versions(client, staging, IMAGE_PACKAGES[image])
-            # The versions go into a label of the cached tag, so a later run reads them for free.
-            _build(
-                client,
-                f"FROM {staging}\n",
-                tag,
-                labels={LABEL_PACKAGES: json.dumps(versions, sort_keys=True), LABEL_RECIPE: tag.rsplit(":", 1)[1]},
-            )
-        finally:
-            client.images.remove(staging, noprune=True)  # the untag only: the layers stay under TAG
-        log(f"{tag}: built in {time.monotonic() - started:.0f} s: {versions}")
+    with _one_maker(tag):
+        if not _present(client, tag):
+            _build_engine_image(client, image, tag, workdir, log)
     labels = client.images.get(tag).labels or {}
     return tag, json.loads(labels.get(LABEL_PACKAGES, "{}"))
+
+
+def _build_engine_image(client, image: str, tag: str, workdir: Path | None, log: Callable[[str], None]) -> None:
+    ensure_base(client, workdir, log)
+    started = time.monotonic()
+    staging = f"{PREFIX}/{image}-staging:{tag.rsplit(':', 1)[1]}"
+    _build(client, dockerfile(image), staging)
+    try:
+        versions = dpkg_versions(client, staging, IMAGE_PACKAGES[image])
+        # The versions go into a label of the cached tag, so a later run reads them for free.
+        _build(
+            client,
+            f"FROM {staging}\n",
+            tag,
+            labels={LABEL_PACKAGES: json.dumps(versions, sort_keys=True), LABEL_RECIPE: tag.rsplit(":", 1)[1]},
+        )
+    finally:
+        client.images.remove(staging, noprune=True)  # the untag only: the layers stay under TAG
+    log(f"{tag}: built in {time.monotonic() - started:.0f} s: {versions}")
 
 
 def data_parent() -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+import docker.errors
 import pytest
 
 from rocmforge.render.dockerfile import COPIED_DIR_MTIME
@@ -54,7 +55,11 @@ def test_docker_builds_the_context_by_hand(hip_runtime_built, docker_client, tmp
     assert proc.returncode == 0, proc.stderr
     tag = f"rocmforge-test-context/hip-runtime:{uuid.uuid4().hex[:8]}"
     try:
-        image, _ = docker_client.images.build(path=str(out), tag=tag, rm=True, forcerm=True, pull=False)
+        try:
+            image, _ = docker_client.images.build(path=str(out), tag=tag, rm=True, forcerm=True, pull=False)
+        except docker.errors.BuildError as exc:  # the engine's own words, not docker-py's docstring
+            log = "".join(chunk.get("stream", "") for chunk in exc.build_log)
+            pytest.fail(f"docker build of the context failed: {exc.msg}\n{log[-3000:]}")
         binary = docker_client.containers.run(image.id, ["sh", "-c", "command -v rocblas-gemm-smoke"], remove=True)
         assert binary.decode().strip() == "/opt/rocmforge/bin/rocblas-gemm-smoke"
     finally:
