@@ -13,7 +13,6 @@ Recipe: /work/shared/WORLD.md, "Docker engines users have, and how to run them h
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
@@ -175,21 +174,17 @@ def _build(client, text: str, tag: str, labels: dict | None = None) -> str:
 def ensure_base(client, workdir: Path | None = None, log: Callable[[str], None] = _default_log) -> str:
     """The registry-free sid base, bootstrapped and imported unless its tag is present."""
     tag = base_tag()
-    with _one_maker(tag):
+    with _one_maker(tag, log):
         return tag if _present(client, tag) else _bootstrap_base(client, tag, workdir, log)
 
 
-def _one_maker(tag: str):
-    """Held while TAG is looked for and made: the test run's two workers both reach for the engine
-    images on a cold engine, and one must not untag the other's staging image while it runs."""
-    return _flock(Path(tempfile.gettempdir()) / f"{tag.replace('/', '_').replace(':', '_')}.lock")
+def _one_maker(tag: str, log: Callable[[str], None]):
+    """rocmforge's own claim on making an image (inflight), held while TAG is looked for and made:
+    the test run's two workers both reach for the engine images on a cold engine, and one must not
+    untag the other's staging image while a container of it runs."""
+    from rocmforge.assemble import inflight
 
-
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    with open(path, "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        yield
+    return inflight.claimed(tag, lambda: log(f"{tag}: another process is making it; waiting"))
 
 
 def _bootstrap_base(client, tag: str, workdir: Path | None, log: Callable[[str], None]) -> str:
@@ -256,7 +251,7 @@ def ensure_image(
 ) -> tuple[str, dict[str, str]]:
     """(tag, {package: version}) of an engine image, built unless its tag is present."""
     tag = image_tag(image)
-    with _one_maker(tag):
+    with _one_maker(tag, log):
         if not _present(client, tag):
             _build_engine_image(client, image, tag, workdir, log)
     labels = client.images.get(tag).labels or {}
